@@ -1,0 +1,109 @@
+"""Regulatory replay throughput against plain ``json.loads`` over the same JSONL, in the same run.
+
+The log: the seeded demo session (every variant's table) on the embedded SQLite runtime, exported to
+JSONL — at least ``BENCH_REPLAY_EVENTS`` records (default 1,000,000). Generating it takes minutes, so
+it is cached under ``var/bench/`` (keyed by size and seed) and reused by later runs.
+
+Measured: the baseline reads the JSONL line by line and ``json.loads`` each line; the replay streams
+the same file through :func:`services.runtime.replay.replay` (decode, validate, hash check, chains,
+the audit re-run of every coup and payout, checkpoint verification). Printed: both rates in
+events/s, their ratio (goal ≥ 0.25) and the peak RSS of the process (``resource.getrusage``), which
+stays bounded because nothing holds the log.
+
+Run: ``.venv/bin/python -m bench.bench_replay`` (or through ``python -m bench``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+from services.runtime.embedded import EmbeddedBus, EmbeddedLog, Runner, default_pipeline
+from services.runtime.logging import configure
+from services.runtime.replay import read_db, read_jsonl, replay
+from services.runtime.simulator import DEFAULT_TABLES, Session
+
+EVENTS = int(os.environ.get("BENCH_REPLAY_EVENTS", "1000000"))
+SEED = 2026
+RECORDS_PER_COUP = 40
+"""About how many records one coup writes (bets, wallet moves, cards, payouts): sizes the session."""
+CACHE = Path("var/bench")
+
+
+class _FastBus(EmbeddedBus):
+    """The demo bus with ``synchronous=NORMAL`` (generation speed; durability is not measured here)."""
+
+    def __init__(self, path: Path) -> None:
+        self.log = EmbeddedLog(path, synchronous="NORMAL")
+        self.runners = [Runner(self.log, proc, name) for name, proc in default_pipeline()]
+        self._cursors = {}
+
+
+def build_log(events: int = EVENTS, seed: int = SEED) -> Path:
+    """The cached JSONL export of a demo session of at least ``events`` records (generated once)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    out = CACHE / f"replay-{events}-seed{seed}.jsonl"
+    if out.exists():
+        return out
+    tables = list(DEFAULT_TABLES)
+    coups = max(1, events // (RECORDS_PER_COUP * len(tables)))
+    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+        db = Path(tmp) / "log.db"
+        while True:
+            bus = _FastBus(db)
+            try:
+                Session(bus, seed=seed).run(tables, coups)
+                n = bus.log.count()
+            finally:
+                bus.close()
+            if n >= events:
+                break
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+            coups = coups * events // max(n, 1) + 1
+        partial = out.with_suffix(".part")
+        with partial.open("wb") as fh:
+            for raw in read_db(db):
+                fh.write(raw + b"\n")
+        partial.rename(out)
+    return out
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> None:
+    """Build (or reuse) the log, time both readers, print the figures."""
+    configure(level="WARNING")
+    path = build_log()
+    size_mib = path.stat().st_size / 2**20
+    rss_before = _peak_rss_mib()
+
+    start = time.perf_counter()
+    n_json = 0
+    with path.open("rb") as fh:
+        for line in fh:
+            json.loads(line)
+            n_json += 1
+    json_s = time.perf_counter() - start
+
+    start = time.perf_counter()
+    report = replay(read_jsonl(path))
+    replay_s = time.perf_counter() - start
+
+    json_rate, replay_rate = n_json / json_s, report.records / replay_s
+    print(f"bench_replay: {report.records:,} events, {size_mib:,.0f} MiB JSONL ({path})")
+    print(f"  json.loads baseline : {json_rate:12,.0f} events/s  ({json_s:.1f} s)")
+    print(f"  replay (full audit) : {replay_rate:12,.0f} events/s  ({replay_s:.1f} s)")
+    print(f"  ratio replay/json   : {replay_rate / json_rate:.3f}  (goal >= 0.25)")
+    print(f"  peak RSS            : {_peak_rss_mib():,.0f} MiB (before replay: {rss_before:,.0f} MiB)")
+    print(f"  verdict {report.to_dict()['verdict']}, {report.coups:,} coups, digest {report.digest[:16]}…")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""casino-ledger: an event-sourced ledger service for baccarat tables."""

@@ -1,0 +1,1 @@
+"""Audit: independent re-derivation of every coup and payout, and tamper evidence."""

@@ -1,0 +1,580 @@
+"""The audit processor: re-derives every coup and payout and checks every chain (DESIGN §4).
+
+Inputs: ``casino.table.events``, ``casino.wallet.requests`` and ``casino.wallet.events``. Audit joins by
+ids and waits for both sides (a payout may arrive before or after its coup's result), so arrival order
+cannot change its verdict. For each coup it re-runs the rules engine from the *recorded* cards and
+decisions, compares hands, totals, outcome and naturals, re-computes every payout with the variant's
+own settlement and compares it with the ``PayoutIssued`` recorded; it checks that postings balance,
+that each event stream's ``seq`` runs 0, 1, 2, … without gap or repeat and its ``prev_hash`` links,
+that every record's ``hash`` matches its content, that wallet balances follow their postings, and that
+a revealed shoe seed re-derives the committed order and every card dealt from it.
+
+Each mismatch is an ``AuditFinding`` on ``casino.audit.findings`` (keyed by table, or by account for
+wallet findings) with a reason code, the ids it concerns and the expected and recorded values.
+Completed game rounds are hashed (:func:`round_record`) into per-table digests that
+:func:`digest_of` folds, with the final balances, into one line two replays can compare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from services.core import topics
+from services.core.baccarat import TableConfig, Wager, get_variant, resolve
+from services.core.cards import shoe_cards
+from services.core.envelope import Draft, Envelope, canonical, sha256_hex
+from services.core.errors import DomainError
+from services.core.processor import Processor
+from services.core.shoe import commitment, shuffle
+from services.core.signing import DEMO_SIGNING_KEY, SigningKey, sign
+from services.settlement.processor import payout_payload, table_accounts
+
+CHECKPOINT_EVERY = 50
+"""Rounds per table between two ``AuditCheckpoint`` events (one is also written at each shoe close)."""
+
+DIGEST_GENESIS = sha256_hex(b"")
+"""A table digest before its first round."""
+
+PAYOUT_FIELDS = (
+    "result",
+    "win_minor",
+    "commission_minor",
+    "credit_minor",
+    "stake_minor",
+    "account_id",
+    "spot",
+)
+
+
+@dataclass(slots=True)
+class CoupTrail:
+    """What audit has seen of one coup so far."""
+
+    table_id: str
+    shoe_id: str = ""
+    number: int = 0
+    cards: list[tuple[str, str, int]] = field(default_factory=list)
+    decisions: list[tuple[str, str, str]] = field(default_factory=list)
+    bets: dict[str, Wager] = field(default_factory=dict)
+    resolved: dict[str, Any] | None = None
+    expected: dict[str, dict[str, Any]] = field(default_factory=dict)
+    recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
+    done: bool = False
+
+
+class Jump(NamedTuple):
+    """A chained record that arrived ahead of its ``seq`` (held back one record to tell a deleted
+    record from two swapped ones)."""
+
+    seq: int
+    hash: str
+    prev_hash: str | None
+    event_id: str
+    finding_key: str
+
+
+@dataclass(slots=True)
+class TableDigest:
+    """A table's running digest, folded in coup-number order (see :func:`table_digest`).
+
+    ``folded`` covers rounds ``1..upto``; a round completed ahead of a lower one waits in ``pending``
+    (so the digest does not depend on the order payouts and results interleave). State is O(1) per
+    table while rounds complete in order: the replay never keeps every round hash.
+    """
+
+    folded: str = DIGEST_GENESIS
+    upto: int = 0
+    pending: dict[int, str] = field(default_factory=dict)
+
+    def add(self, number: int, round_hash: str) -> None:
+        """Fold round ``number``'s hash (or park it until the rounds before it are in)."""
+        if number <= self.upto:  # a reused coup number: folded where it stands, still changes the digest
+            self.folded = _fold(self.folded, round_hash)
+            return
+        self.pending[number] = round_hash
+        while self.upto + 1 in self.pending:
+            self.upto += 1
+            self.folded = _fold(self.folded, self.pending.pop(self.upto))
+
+    def value(self) -> str:
+        """The digest of every round completed so far, in coup-number order."""
+        acc = self.folded
+        for n in sorted(self.pending):
+            acc = _fold(acc, self.pending[n])
+        return acc
+
+
+def _fold(acc: str, round_hash: str) -> str:
+    return sha256_hex((acc + round_hash).encode("ascii"))
+
+
+@dataclass(slots=True)
+class AuditState:
+    """Audit's working state. Mutable for speed: :func:`services.core.processor.step` owns it and a
+    handler raises only before it mutates (all checks that can raise run first).
+
+    Bounded per record: completed coups are dropped, round hashes are folded (:class:`TableDigest`);
+    what remains grows with tables, shoes in play, accounts and chained keys, not with the log.
+    ``completed`` lists the ``(table, rounds, table digest)`` of the rounds completed by the last
+    record handled (the replay keeps a window of them to check checkpoints against).
+    """
+
+    heads: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
+    jumps: dict[tuple[str, str], Jump] = field(default_factory=dict)
+    configs: dict[str, TableConfig] = field(default_factory=dict)
+    coups: dict[str, CoupTrail] = field(default_factory=dict)
+    bet_coup: dict[str, str] = field(default_factory=dict)
+    shoes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    balances: dict[str, int] = field(default_factory=dict)
+    digests: dict[str, TableDigest] = field(default_factory=dict)
+    rounds_done: dict[str, int] = field(default_factory=dict)
+    checkpointed: dict[str, int] = field(default_factory=dict)
+    completed: list[tuple[str, int, str]] = field(default_factory=list)
+    checkpoint_every: int = CHECKPOINT_EVERY
+    findings: int = 0
+    records: int = 0
+
+
+def finding(
+    reason: str,
+    key: str,
+    subject: Mapping[str, Any],
+    expected: Any = None,
+    recorded: Any = None,
+    *,
+    detail: str = "",
+) -> Draft:
+    """An ``AuditFinding`` draft."""
+    payload = {
+        "reason": reason, "severity": "critical", "table_id": key, "subject": dict(subject),
+        "expected": expected, "recorded": recorded, "detail": detail,
+    }  # fmt: skip
+    return Draft("AuditFinding", topics.AUDIT_FINDINGS, key, payload)
+
+
+class Audit(Processor[AuditState]):
+    """Audit (see the module docstring).
+
+    ``signing``: the key that signs each ``AuditCheckpoint`` (HMAC-SHA256, :mod:`services.core.signing`);
+    pure data handed in by the shell from its configuration. The default is the public demo key, so a
+    pipeline built without configuration still writes verifiable checkpoints; ``None`` writes them
+    unsigned (a replay that expects signatures reports them). ``checkpoint_every``: rounds per table
+    between two checkpoints; a replay must use the same cadence to notice a missing one.
+    """
+
+    name = "audit"
+    inputs = (topics.TABLE_EVENTS, topics.WALLET_REQUESTS, topics.WALLET_EVENTS)
+
+    def __init__(
+        self, signing: SigningKey | None = DEMO_SIGNING_KEY, checkpoint_every: int = CHECKPOINT_EVERY
+    ) -> None:
+        if checkpoint_every < 1:
+            raise ValueError("checkpoint_every must be at least 1")
+        self.signing = signing
+        self.checkpoint_every = checkpoint_every
+
+    def initial(self) -> AuditState:
+        """Nothing seen."""
+        return AuditState(checkpoint_every=self.checkpoint_every)
+
+    def handle(self, state: AuditState, record: Envelope) -> tuple[AuditState, list[Draft]]:
+        """Check the record's integrity, then what it says."""
+        return self.handle_hashed(state, record, record.expected_hash())
+
+    def handle_hashed(
+        self, state: AuditState, record: Envelope, expected_hash: str
+    ) -> tuple[AuditState, list[Draft]]:
+        """:meth:`handle` with the record's recomputed hash already known (the replay computes it from
+        the raw dict it decoded, once, instead of re-serialising the model)."""
+        state.completed.clear()
+        out = self.check_chain(state, record, expected_hash)
+        state.records += 1
+        handler = _HANDLERS.get(record.type)
+        if handler is not None:
+            out.extend(handler(state, record))
+        state.findings += sum(1 for d in out if d.type == "AuditFinding")
+        if self.signing is not None:
+            out = [_signed(d, self.signing) for d in out]
+        return state, out
+
+    def check_chain(self, state: AuditState, rec: Envelope, expected_hash: str | None = None) -> list[Draft]:
+        """Hash, seq and prev_hash of one record.
+
+        A record ahead of its ``seq`` is held back one record on its key (:class:`Jump`): if the next
+        one is the record it skipped, the two were swapped (one ``seq_reordered`` naming both ids);
+        otherwise records were deleted (``seq_gap``). A record behind the head is ``seq_duplicate``
+        and leaves the head where it was, so one replayed record gives one finding, not a cascade.
+        """
+        out: list[Draft] = []
+        key = _finding_key(rec)
+        want_hash = rec.expected_hash() if expected_hash is None else expected_hash
+        if rec.hash != want_hash:
+            out.append(finding("hash_mismatch", key, _subject(rec), want_hash, rec.hash))
+        if rec.topic not in topics.EVENT_STREAMS:
+            return out
+        chain = (rec.topic, rec.key)
+        head = state.heads.get(chain)
+        jump = state.jumps.pop(chain, None)
+        if jump is not None:
+            if rec.seq == (head[0] + 1 if head else 0) and jump.seq == rec.seq + 1:
+                return [*out, *_swapped(state, chain, head[1] if head else None, jump, rec, key=key)]
+            out.insert(0, _gap_finding(jump, head))
+            head = state.heads[chain] = (jump.seq, jump.hash)
+        want_seq, want_prev = (head[0] + 1, head[1]) if head else (0, None)
+        if rec.seq is None:
+            out.append(finding("chain_broken", key, _subject(rec), want_seq, None, detail="no seq"))
+        elif rec.seq > want_seq:
+            state.jumps[chain] = Jump(rec.seq, rec.hash, rec.prev_hash, rec.event_id, key)
+        elif rec.seq < want_seq:
+            why = "seq already used on this key: a replayed or re-inserted record"
+            out.append(finding("seq_duplicate", key, _subject(rec), want_seq, rec.seq, detail=why))
+        else:
+            if rec.prev_hash != want_prev:
+                out.append(finding("chain_broken", key, _subject(rec), want_prev, rec.prev_hash))
+            state.heads[chain] = (rec.seq, rec.hash)
+        return out
+
+    def finish(self, state: AuditState) -> list[Draft]:
+        """At the end of a finite log: a record still held back was followed by nothing (a gap)."""
+        out = [_gap_finding(jump, state.heads.get(chain)) for chain, jump in sorted(state.jumps.items())]
+        state.jumps.clear()
+        return out
+
+
+def _subject(rec: Envelope) -> dict[str, Any]:
+    return {"event_id": rec.event_id, "topic": rec.topic, "key": rec.key, "seq": rec.seq}
+
+
+def _gap_finding(jump: Jump, head: tuple[int, str] | None) -> Draft:
+    want = head[0] + 1 if head else 0
+    subject = {"event_id": jump.event_id, "seq": jump.seq, "missing_seqs": [want, jump.seq - 1]}
+    return finding("seq_gap", jump.finding_key, subject, want, jump.seq,
+                   detail=f"seq {want}..{jump.seq - 1} missing before this record: deleted")  # fmt: skip
+
+
+def _swapped(
+    state: AuditState, chain: tuple[str, str], head_hash: str | None, jump: Jump, rec: Envelope, *, key: str
+) -> list[Draft]:
+    """``jump`` (seq n+1) came before ``rec`` (seq n): one finding naming both; links checked as written."""
+    subject = {"event_id": jump.event_id, "event_ids": [jump.event_id, rec.event_id], "topic": rec.topic,
+               "key": rec.key, "seqs": [jump.seq, rec.seq]}  # fmt: skip
+    out = [finding("seq_reordered", key, subject, [rec.seq, jump.seq], [jump.seq, rec.seq],
+                   detail="two events of one stream appear in swapped order")]  # fmt: skip
+    if rec.prev_hash != head_hash:
+        out.append(finding("chain_broken", key, _subject(rec), head_hash, rec.prev_hash))
+    if jump.prev_hash != rec.hash:
+        out.append(finding("chain_broken", key, {"event_id": jump.event_id, "seq": jump.seq}, rec.hash,
+                           jump.prev_hash))  # fmt: skip
+    state.heads[chain] = (jump.seq, jump.hash)
+    return out
+
+
+def _signed(draft: Draft, key: SigningKey) -> Draft:
+    if draft.type != "AuditCheckpoint":
+        return draft
+    return Draft(draft.type, draft.topic, draft.key, sign(draft.payload, key), draft.chained)
+
+
+def _finding_key(rec: Envelope) -> str:
+    return str(rec.payload.get("table_id") or rec.key)
+
+
+def _trail(state: AuditState, table_id: str, coup_id: str) -> CoupTrail:
+    trail = state.coups.get(coup_id)
+    if trail is None:
+        trail = state.coups[coup_id] = CoupTrail(table_id)
+    return trail
+
+
+def on_table_opened(state: AuditState, rec: Envelope) -> list[Draft]:
+    """Remember the table's configuration."""
+    state.configs[rec.key] = TableConfig.from_dict(rec.payload["config"])
+    return []
+
+
+def on_shoe_opened(state: AuditState, rec: Envelope) -> list[Draft]:
+    """Remember the shoe's commitment."""
+    p = rec.payload
+    state.shoes[str(p["shoe_id"])] = {"table_id": rec.key, "commitment": p.get("commitment"), "dealt": []}
+    return []
+
+
+def on_bet_accepted(state: AuditState, rec: Envelope) -> list[Draft]:
+    """Remember the bet in its coup."""
+    p = rec.payload
+    trail = _trail(state, rec.key, str(p["coup_id"]))
+    trail.bets[str(p["bet_id"])] = Wager(
+        str(p["bet_id"]), str(p["account_id"]), str(p["spot"]), int(p["stake_minor"])
+    )
+    state.bet_coup[str(p["bet_id"])] = str(p["coup_id"])
+    return []
+
+
+def on_card_dealt(state: AuditState, rec: Envelope) -> list[Draft]:
+    """Remember the card, its hand and shoe position."""
+    p = rec.payload
+    trail = _trail(state, rec.key, str(p["coup_id"]))
+    trail.cards.append((str(p["hand"]), str(p["card"]), int(p["shoe_position"])))
+    trail.shoe_id = str(p["shoe_id"])
+    shoe = state.shoes.get(str(p["shoe_id"]))
+    if shoe is not None:
+        shoe["dealt"].append((int(p["shoe_position"]), str(p["card"]), rec.event_id, str(p["coup_id"])))
+    return []
+
+
+def on_decision_made(state: AuditState, rec: Envelope) -> list[Draft]:
+    """Remember the decision and who made it."""
+    p = rec.payload
+    _trail(state, rec.key, str(p["coup_id"])).decisions.append(
+        (str(p["hand"]), str(p["choice"]), str(p.get("decided_by", "")))
+    )
+    return []
+
+
+def on_coup_resolved(state: AuditState, rec: Envelope) -> list[Draft]:
+    """Re-run the engine from the recorded cards and decisions; compute the expected payouts."""
+    p = rec.payload
+    coup_id = str(p["coup_id"])
+    trail = _trail(state, rec.key, coup_id)
+    trail.resolved, trail.shoe_id, trail.number = dict(p), str(p["shoe_id"]), int(p.get("coup_number", 0))
+    config = state.configs.get(rec.key)
+    subject = {"event_id": rec.event_id, "coup_id": coup_id}
+    if config is None:
+        return [finding("unknown_table", rec.key, subject, detail="coup resolved at a table never opened")]
+    variant = get_variant(config.variant)
+    try:
+        result = resolve(config, [c for _, c, _ in trail.cards], [(h, c) for h, c, _ in trail.decisions])
+    except DomainError as err:
+        return [
+            finding("card_mismatch", rec.key, subject, None, [c for _, c, _ in trail.cards], detail=str(err))
+        ]
+    out: list[Draft] = []
+    recomputed = result.to_dict()
+    for name in ("hands", "outcome", "natural"):
+        if recomputed[name] != p.get(name):
+            out.append(
+                finding(
+                    "outcome_mismatch", rec.key, {**subject, "field": name}, recomputed[name], p.get(name)
+                )
+            )
+    dealt_to = {h.name: list(h.cards) for h in result.hands}
+    recorded_to: dict[str, list[str]] = {}
+    for hand, card, _ in trail.cards:
+        recorded_to.setdefault(hand, []).append(card)
+    if {k: v for k, v in dealt_to.items() if v} != recorded_to:
+        out.append(
+            finding(
+                "card_mismatch",
+                rec.key,
+                subject,
+                dealt_to,
+                recorded_to,
+                detail="cards dealt to the wrong hand",
+            )
+        )
+    if sorted(p.get("bet_ids") or []) != sorted(trail.bets):
+        out.append(
+            finding("bet_set_mismatch", rec.key, subject, sorted(trail.bets), sorted(p.get("bet_ids") or []))
+        )
+    wagers = [trail.bets[b] for b in p.get("bet_ids") or [] if b in trail.bets]
+    for po in variant.settle(result, wagers, config, table_accounts(rec.key)):
+        trail.expected[po.bet_id] = payout_payload(po, coup_id, rec.key, "")
+    for bet_id in list(trail.recorded):
+        out.extend(_compare_payout(state, trail, bet_id))
+    out.extend(_maybe_complete(state, coup_id, trail))
+    return out
+
+
+def on_payout_issued(state: AuditState, rec: Envelope) -> list[Draft]:
+    """Join the payout with its coup; compare once both sides are known."""
+    p = rec.payload
+    bet_id = str(p["bet_id"])
+    out = _check_postings(rec)
+    coup_id = str(p.get("coup_id") or state.bet_coup.get(bet_id, ""))
+    trail = _trail(state, str(p.get("table_id") or ""), coup_id)
+    if bet_id in trail.recorded:
+        return [
+            *out,
+            finding("duplicate_payout", trail.table_id, {"event_id": rec.event_id, "bet_id": bet_id}),
+        ]
+    trail.recorded[bet_id] = {**p, "_event_id": rec.event_id}
+    if trail.resolved is not None:
+        out.extend(_compare_payout(state, trail, bet_id))
+        out.extend(_maybe_complete(state, coup_id, trail))
+    return out
+
+
+def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Draft]:
+    got = trail.recorded[bet_id]
+    want = trail.expected.get(bet_id)
+    subject = {"event_id": got["_event_id"], "bet_id": bet_id, "coup_id": got.get("coup_id")}
+    if want is None:
+        return [finding("payout_unexpected", trail.table_id, subject, None, got.get("credit_minor"))]
+    out = []
+    diff = {f: (want[f], got.get(f)) for f in PAYOUT_FIELDS if want[f] != got.get(f)}
+    if diff:
+        reason = (
+            "commission_mismatch" if set(diff) == {"commission_minor", "credit_minor"} else "payout_mismatch"
+        )
+        out.append(finding(reason, trail.table_id, subject, {f: w for f, (w, _) in diff.items()},
+                           {f: g for f, (_, g) in diff.items()}))  # fmt: skip
+    elif sorted(map(_row, want["postings"])) != sorted(map(_row, got.get("postings") or [])):
+        out.append(
+            finding("postings_mismatch", trail.table_id, subject, want["postings"], got.get("postings"))
+        )
+    return out
+
+
+def _row(r: Mapping[str, Any]) -> tuple[str, int]:
+    return (str(r["account"]), int(r["amount_minor"]))
+
+
+def _check_postings(rec: Envelope) -> list[Draft]:
+    rows = rec.payload.get("postings")
+    if rows is None:
+        return []
+    if sum(int(r["amount_minor"]) for r in rows) != 0 or not rows:
+        return [finding("postings_unbalanced", _finding_key(rec), {"event_id": rec.event_id}, 0,
+                        sum(int(r["amount_minor"]) for r in rows))]  # fmt: skip
+    return []
+
+
+def on_wallet_event(state: AuditState, rec: Envelope) -> list[Draft]:
+    """Every transfer balances, and each wallet's balance follows its postings."""
+    out = _check_postings(rec)
+    p = rec.payload
+    if "postings" in p and not out:
+        for r in p["postings"]:
+            acct = str(r["account"])
+            state.balances[acct] = state.balances.get(acct, 0) + int(r["amount_minor"])
+        after = p.get("balance_after_minor")
+        if after is not None and state.balances.get(rec.key, 0) != after:
+            out.append(finding("balance_mismatch", rec.key, {"event_id": rec.event_id, "account_id": rec.key},
+                               state.balances.get(rec.key, 0), after))  # fmt: skip
+    return out
+
+
+def on_shoe_closed(state: AuditState, rec: Envelope) -> list[Draft]:
+    """A revealed seed must re-derive the committed order and every card dealt from the shoe; then a
+    checkpoint of the table (when rounds completed since the last one), so every shoe ends signed."""
+    out = _check_shoe(state, rec)
+    if state.rounds_done.get(rec.key, 0) != state.checkpointed.get(rec.key, 0):
+        out.append(checkpoint(state, rec.key))
+    return out
+
+
+def _check_shoe(state: AuditState, rec: Envelope) -> list[Draft]:
+    p = rec.payload
+    shoe = state.shoes.pop(str(p["shoe_id"]), None)
+    if shoe is None or p.get("mode") != "rng":
+        return []
+    config = state.configs.get(rec.key)
+    subject = {"event_id": rec.event_id, "shoe_id": p["shoe_id"]}
+    if config is None or not p.get("seed_hex"):
+        return [finding("shoe_commitment_mismatch", rec.key, subject, detail="no seed revealed")]
+    seed = bytes.fromhex(str(p["seed_hex"]))
+    order = shuffle(seed, shoe_cards(config.decks))
+    out = []
+    if commitment(seed, order) != shoe["commitment"]:
+        why = "the revealed seed does not give the committed order"
+        out.append(finding("shoe_commitment_mismatch", rec.key, subject, commitment(seed, order),
+                           shoe["commitment"], detail=why))  # fmt: skip
+    for pos, card, event_id, coup_id in shoe["dealt"]:
+        if not 0 <= pos < len(order) or order[pos] != card:
+            want = order[pos] if 0 <= pos < len(order) else None
+            where = {"event_id": event_id, "coup_id": coup_id, "shoe_id": p["shoe_id"], "shoe_position": pos}
+            why = "not the card at this position of the revealed shoe order"
+            out.append(finding("card_mismatch", rec.key, where, want, card, detail=why))
+    return out
+
+
+def round_record(trail: CoupTrail, coup_id: str) -> dict[str, Any]:
+    """The canonical game-round record of a completed coup (what the digest covers)."""
+    r = trail.resolved or {}
+    return {
+        "table_id": trail.table_id, "shoe_id": trail.shoe_id, "coup_id": coup_id, "coup_number": trail.number,
+        "bets": [{"bet_id": b, "account_id": w.account_id, "spot": w.spot, "stake_minor": w.stake_minor}
+                 for b, w in sorted(trail.bets.items())],
+        "cards": [[h, c, pos] for h, c, pos in trail.cards],
+        "decisions": [[h, c] for h, c, _ in trail.decisions], "outcome": r.get("outcome"),
+        "hands": r.get("hands"),
+        "payouts": [{f: trail.recorded[b].get(f) for f in ("bet_id", *PAYOUT_FIELDS)}
+                    for b in sorted(trail.recorded)],
+    }  # fmt: skip
+
+
+def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
+    if trail.done or trail.resolved is None or set(trail.recorded) != set(trail.bets):
+        return []
+    trail.done = True
+    table = trail.table_id
+    digest = state.digests.setdefault(table, TableDigest())
+    digest.add(trail.number, sha256_hex(canonical(round_record(trail, coup_id))))
+    for bet_id in trail.bets:
+        state.bet_coup.pop(bet_id, None)
+    del state.coups[coup_id]
+    n = state.rounds_done[table] = state.rounds_done.get(table, 0) + 1
+    state.completed.append((table, n, digest.value()))
+    if n % state.checkpoint_every:
+        return []
+    return [checkpoint(state, table)]
+
+
+def checkpoint(state: AuditState, table: str) -> Draft:
+    """An unsigned ``AuditCheckpoint`` for ``table`` now (:class:`Audit` signs it): rounds completed,
+    the table digest over them, the table's chain head, findings so far."""
+    n = state.rounds_done.get(table, 0)
+    state.checkpointed[table] = n
+    digest = state.digests.get(table)
+    payload = {
+        "table_id": table, "rounds": n, "table_digest": digest.value() if digest else DIGEST_GENESIS,
+        "chain_heads": {f"{t}|{k}": {"seq": s, "hash": h} for (t, k), (s, h) in sorted(state.heads.items())
+                        if k == table and t == topics.TABLE_EVENTS},
+        "findings": state.findings,
+    }  # fmt: skip
+    return Draft("AuditCheckpoint", topics.AUDIT_FINDINGS, table, payload)
+
+
+def table_digest(hashes: Mapping[int, str]) -> str:
+    """One table's digest: its round hashes folded in coup-number order,
+    ``d = SHA-256(d ‖ round_hash)`` from :data:`DIGEST_GENESIS` (what :class:`TableDigest` streams)."""
+    acc = DIGEST_GENESIS
+    for n in sorted(hashes):
+        acc = _fold(acc, hashes[n])
+    return acc
+
+
+def digest_of(state: AuditState) -> str:
+    """The replay digest: every table's digest and every wallet's final balance, canonically."""
+    tables = {t: d.value() for t, d in sorted(state.digests.items())}
+    wallets = {a: b for a, b in sorted(state.balances.items()) if not a.startswith(("table:", "cage:"))}
+    return sha256_hex(canonical({"tables": tables, "balances": wallets}))
+
+
+def open_items(state: AuditState) -> list[dict[str, Any]]:
+    """Coups not yet complete at the end of a replay: missing payouts, unresolved coups."""
+    items = []
+    for coup_id, trail in sorted(state.coups.items()):
+        missing = sorted(set(trail.bets) - set(trail.recorded))
+        items.append({"coup_id": coup_id, "table_id": trail.table_id, "resolved": trail.resolved is not None,
+                      "missing_payouts": missing})  # fmt: skip
+    return items
+
+
+_HANDLERS = {
+    "TableOpened": on_table_opened,
+    "ShoeOpened": on_shoe_opened,
+    "BetAccepted": on_bet_accepted,
+    "CardDealt": on_card_dealt,
+    "DecisionMade": on_decision_made,
+    "CoupResolved": on_coup_resolved,
+    "ShoeClosed": on_shoe_closed,
+    "PayoutIssued": on_payout_issued,
+    "FundsDeposited": on_wallet_event,
+    "FundsWithdrawn": on_wallet_event,
+    "StakeReserved": on_wallet_event,
+    "PayoutApplied": on_wallet_event,
+    "StakeRefunded": on_wallet_event,
+}

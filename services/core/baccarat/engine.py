@@ -1,0 +1,455 @@
+"""The coup state machine shared by every variant.
+
+A coup is a fold over two kinds of input: cards (from an RNG shoe or a smart shoe) and decisions
+(a hand's choice to draw or stand where its rules leave it free). The variant says, from what has been
+dealt and decided so far, what is due next (:func:`next_step`):
+
+* :class:`Deal` — the next card goes to hand ``hand``;
+* :class:`Decide` — hand ``hand`` must choose one of ``options`` (a decision event, never a coin flip);
+* :class:`Resolved` — the coup is over; ``result`` holds every hand, the outcome and what is needed to
+  grade every bet.
+
+:func:`apply_card` and :func:`apply_decision` refuse input that is not due with a
+:class:`~services.core.errors.DomainError` carrying a stable reason code, so a wrong card can never
+produce a wrong result. States are immutable; each step returns a new one.
+
+Grading a bet (:meth:`Variant.grade`) gives a :class:`Grade`: win, lose or push, the win per unit
+staked as an exact integer ratio and the commission rate in basis points. Turning that into minor
+units (with the table's named rounding) is :mod:`services.core.money`'s job.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Literal
+
+from services.core.cards import CARD_POINTS, Card, hand_total, parse_card
+from services.core.errors import DomainError, Reason
+from services.core.shoe import ShoeRules
+
+Choice = Literal["draw", "stand"]
+CHOICES: tuple[Choice, ...] = ("draw", "stand")
+
+
+@dataclass(frozen=True, slots=True)
+class TableConfig:
+    """A table's rules configuration: everything that may differ between two tables of one variant.
+
+    ``options`` holds variant-specific settings as sorted ``(name, value)`` pairs (hashable and
+    order-independent); read them with :meth:`option`.
+    """
+
+    variant: str
+    decks: int
+    tie_pays: int = 8
+    commission_bps: int = 500
+    commission_rounding: str = "floor"
+    punters: int = 0
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def option(self, name: str, default: Any = None) -> Any:
+        """The value of variant option ``name``, or ``default``."""
+        for key, value in self.options:
+            if key == name:
+                return value
+        return default
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form recorded in ``TableOpened`` (read back by :meth:`from_dict`)."""
+        return {
+            "variant": self.variant, "decks": self.decks, "tie_pays": self.tie_pays,
+            "commission_bps": self.commission_bps, "commission_rounding": self.commission_rounding,
+            "punters": self.punters, "options": dict(self.options),
+        }  # fmt: skip
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> TableConfig:
+        """Rebuild the configuration a ``TableOpened`` event recorded."""
+        return TableConfig(
+            variant=str(data["variant"]), decks=int(data["decks"]), tie_pays=int(data["tie_pays"]),
+            commission_bps=int(data["commission_bps"]),
+            commission_rounding=str(data["commission_rounding"]), punters=int(data["punters"]),
+            options=tuple(sorted(dict(data.get("options") or {}).items())),
+        )
+
+    def with_options(self, **values: Any) -> TableConfig:
+        """A copy with ``values`` merged into ``options``."""
+        merged = dict(self.options)
+        merged.update(values)
+        return replace(self, options=tuple(sorted(merged.items())))
+
+
+@dataclass(frozen=True, slots=True)
+class Deal:
+    """The next card goes to ``hand``."""
+
+    hand: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decide:
+    """``hand`` must choose one of ``options``; ``cell`` names the rule that leaves it free."""
+
+    hand: str
+    options: tuple[Choice, ...] = CHOICES
+    cell: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HandResult:
+    """One hand at the end of a coup."""
+
+    name: str
+    cards: tuple[Card, ...]
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class CoupResult:
+    """Everything a coup decided.
+
+    ``outcome``: for two-hand games the winning hand's name (``player``/``banker``, ``ponte``/``banker``)
+    or ``tie``. For games with several punter hands against one banker, ``versus`` gives each punter
+    hand's own result (``win``/``lose``/``tie`` from that hand's side) and ``outcome`` summarises
+    (``banker`` if the banker beat every hand, ``punters`` if every hand beat the banker, ``tie`` if all
+    tied, ``split`` otherwise). ``events`` names special rules that fired (e.g. ``banker_nine``).
+    """
+
+    variant: str
+    rules_version: str
+    hands: tuple[HandResult, ...]
+    outcome: str
+    natural: bool
+    cards_used: int
+    decisions: tuple[tuple[str, str], ...] = ()
+    versus: tuple[tuple[str, str], ...] = ()
+    events: tuple[str, ...] = ()
+
+    def hand(self, name: str) -> HandResult:
+        """The hand called ``name``."""
+        for h in self.hands:
+            if h.name == name:
+                return h
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of DESIGN §6 (``deal``) plus ``versus``/``decisions`` where present."""
+        out: dict[str, Any] = {
+            "variant": self.variant,
+            "hands": {h.name: {"cards": list(h.cards), "total": h.total} for h in self.hands},
+            "outcome": self.outcome,
+            "natural": self.natural,
+            "cards_used": self.cards_used,
+        }
+        if self.versus:
+            out["versus"] = dict(self.versus)
+        if self.decisions:
+            out["decisions"] = [{"hand": h, "choice": c} for h, c in self.decisions]
+        if self.events:
+            out["events"] = list(self.events)
+        return out
+
+
+def result_from_dict(data: Mapping[str, Any], hand_order: Sequence[str]) -> CoupResult:
+    """Rebuild a :class:`CoupResult` from a ``CoupResolved`` payload (hands in ``hand_order``)."""
+    hands_data: Mapping[str, Any] = data["hands"]
+    hands = tuple(
+        HandResult(name, tuple(hands_data[name]["cards"]), int(hands_data[name]["total"]))
+        for name in hand_order
+        if name in hands_data
+    )
+    return CoupResult(
+        variant=str(data["variant"]),
+        rules_version=str(data["rules_version"]),
+        hands=hands,
+        outcome=str(data["outcome"]),
+        natural=bool(data["natural"]),
+        cards_used=sum(len(h.cards) for h in hands),
+        decisions=tuple((str(d["hand"]), str(d["choice"])) for d in data.get("decisions") or ()),
+        versus=tuple((str(k), str(v)) for k, v in dict(data.get("versus") or {}).items()),
+        events=tuple(str(e) for e in data.get("events") or ()),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """The coup is over."""
+
+    result: CoupResult
+
+
+Step = Deal | Decide | Resolved
+
+
+@dataclass(frozen=True, slots=True)
+class Grade:
+    """How one bet on one spot fares in a resolved coup, per unit staked.
+
+    ``win_ratio`` is the win as an exact fraction of the stake (``(1, 1)`` even money, ``(8, 1)`` a tie
+    at 8:1, ``(1, 2)`` a Super 6 banker win); ``commission_bps`` is levied on the win (or on the stake
+    when ``commission_base`` is ``"stake"``). A push returns the stake; a loss returns nothing.
+    """
+
+    result: Literal["win", "lose", "push"]
+    win_ratio: tuple[int, int] = (0, 1)
+    commission_bps: int = 0
+    commission_base: Literal["win", "stake"] = "win"
+
+
+LOSE = Grade("lose")
+PUSH = Grade("push")
+
+
+@dataclass(frozen=True, slots=True)
+class CoupState:
+    """A coup in progress: the cards dealt to each hand in order, and the decisions taken."""
+
+    config: TableConfig
+    hands: tuple[tuple[str, tuple[Card, ...]], ...]
+    decisions: tuple[tuple[str, str], ...] = ()
+    cards_used: int = 0
+
+    def cards(self, hand: str) -> tuple[Card, ...]:
+        """The cards dealt to ``hand`` so far."""
+        for name, cards in self.hands:
+            if name == hand:
+                return cards
+        raise KeyError(hand)
+
+    def decision(self, hand: str) -> str | None:
+        """The last choice ``hand`` made, if any."""
+        for name, choice in reversed(self.decisions):
+            if name == hand:
+                return choice
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Wager:
+    """An accepted bet as the engine sees it: who staked how much on which spot."""
+
+    bet_id: str
+    account_id: str
+    spot: str
+    stake_minor: int
+
+
+@dataclass(frozen=True, slots=True)
+class Accounts:
+    """The ledger accounts of one table.
+
+    ``escrow`` holds accepted stakes until the coup is settled; ``house`` is the house bankroll at
+    the table (the counterparty of every bet in a house-banked game); ``commission`` collects
+    commission and levies; ``bank`` is, in a player-banked game, the account of whoever holds the
+    bank this coup (the counterparty of the punters), else ``None``.
+    """
+
+    escrow: str
+    house: str
+    commission: str
+    bank: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Payout:
+    """One bet's settlement: the money and the balanced postings that move it.
+
+    ``postings`` are ``(account, amount_minor)`` pairs summing to zero; the stake leaves ``escrow``.
+    """
+
+    bet_id: str
+    account_id: str
+    spot: str
+    stake_minor: int
+    result: Literal["win", "lose", "push", "refund"]
+    win_minor: int
+    commission_minor: int
+    credit_minor: int
+    postings: tuple[tuple[str, int], ...]
+
+
+Strategy = Callable[["CoupState", Decide], str]
+"""A named way to choose where the rules leave a hand free: ``(state, decide) -> choice``."""
+
+
+class Variant(ABC):
+    """A baccarat variant: its hands, spots, tableau and paytable. Stateless; one instance each."""
+
+    id: ClassVar[str]
+    rules_version: ClassVar[str]
+    source: ClassVar[str] = ""
+    default_decks: ClassVar[int] = 8
+    allowed_decks: ClassVar[tuple[int, ...]] = (1, 2, 3, 4, 5, 6, 7, 8)
+    shoe_rules: ClassVar[ShoeRules] = ShoeRules()
+    card_points: ClassVar[Mapping[Card, int]] = CARD_POINTS
+    house_banked: ClassVar[bool] = True
+    enumerable: ClassVar[bool] = True
+    """Whether exact odds by full enumeration finish in reasonable time (false for the multi-hand games)."""
+
+    def config(self, **overrides: Any) -> TableConfig:
+        """This variant's default configuration, with ``overrides`` (unknown names go to options)."""
+        fields = {"decks", "tie_pays", "commission_bps", "commission_rounding", "punters"}
+        base = TableConfig(variant=self.id, decks=self.default_decks, punters=self.default_punters())
+        known = {k: v for k, v in overrides.items() if k in fields}
+        extra = {k: v for k, v in overrides.items() if k not in fields}
+        cfg = replace(base, **known)
+        if extra:
+            cfg = cfg.with_options(**extra)
+        self.validate(cfg)
+        return cfg
+
+    def default_punters(self) -> int:
+        """How many punter hands a table has by default (0 where the hands are fixed)."""
+        return 0
+
+    def validate(self, config: TableConfig) -> None:
+        """Refuse a configuration this variant cannot run."""
+        if config.decks not in self.allowed_decks:
+            raise DomainError(
+                Reason.BAD_CONFIG,
+                f"{self.id} is played with {self.allowed_decks} decks, not {config.decks}",
+            )
+
+    @abstractmethod
+    def hands(self, config: TableConfig) -> tuple[str, ...]:
+        """The hands, in the order they receive their first card."""
+
+    @abstractmethod
+    def spots(self, config: TableConfig) -> tuple[str, ...]:
+        """What can be bet on at a table of this configuration."""
+
+    @abstractmethod
+    def next_step(self, state: CoupState) -> Step:
+        """What is due next, from the cards and decisions so far."""
+
+    @abstractmethod
+    def grade(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
+        """How a bet on ``spot`` fares in ``result``; unknown spot → ``DomainError(UNKNOWN_SPOT)``."""
+
+    def accepts(self, config: TableConfig, accepted: Sequence[Wager], wager: Wager) -> str | None:
+        """``None`` when ``wager`` may join the coup beside ``accepted``, else a refusal reason code.
+
+        House-banked games accept any bet on a known spot (limits are the dealer's); player-banked
+        games refuse what the bank cannot cover.
+        """
+        if wager.spot not in self.spots(config):
+            return Reason.UNKNOWN_SPOT.value
+        return None
+
+    def settle(
+        self, result: CoupResult, wagers: Sequence[Wager], config: TableConfig, accounts: Accounts
+    ) -> tuple[Payout, ...]:
+        """Every wager's payout, in the order given. House-banked by default: the house pays wins,
+        takes losses and commission goes to ``accounts.commission``."""
+        from services.core.payouts import house_banked  # noqa: PLC0415 (payouts imports this module)
+
+        return tuple(house_banked(self, result, w, config, accounts) for w in wagers)
+
+    def strategies(self) -> Mapping[str, Strategy]:
+        """Named decision strategies for the simulator and the odds (none for forced games)."""
+        return {}
+
+    def paytable(self, config: TableConfig) -> dict[str, dict[str, Any]]:
+        """Per spot: the headline win ratio and commission, for ``TableOpened`` and the README."""
+        return {}
+
+    def total(self, cards: Iterable[Card]) -> int:
+        """A hand's total under this variant's card values."""
+        return hand_total(cards, self.card_points)
+
+    def unknown_spot(self, spot: str) -> DomainError:
+        """The error for a bet on a spot this variant does not have."""
+        return DomainError(Reason.UNKNOWN_SPOT, f"{self.id} has no spot {spot!r}")
+
+
+# --- the driver: the same four functions for every variant ---------------------------------------
+
+
+def _variant(variant_id: str) -> Variant:
+    from services.core.baccarat.variants import get_variant  # noqa: PLC0415 (registry imports us)
+
+    return get_variant(variant_id)
+
+
+def start(config: TableConfig) -> CoupState:
+    """A fresh coup at a table of ``config``: every hand empty."""
+    variant = _variant(config.variant)
+    return CoupState(config=config, hands=tuple((h, ()) for h in variant.hands(config)))
+
+
+def next_step(state: CoupState) -> Step:
+    """What is due next in ``state``."""
+    return _variant(state.config.variant).next_step(state)
+
+
+def apply_card(state: CoupState, card: Card) -> CoupState:
+    """Deal ``card`` to the hand it is due to; refuse it when no card is due."""
+    step = next_step(state)
+    if not isinstance(step, Deal):
+        raise DomainError(Reason.CARD_NOT_DUE, f"no card is due ({_describe(step)}), got {card}")
+    card = parse_card(card)
+    hands = tuple((n, (*cs, card)) if n == step.hand else (n, cs) for n, cs in state.hands)
+    return replace(state, hands=hands, cards_used=state.cards_used + 1)
+
+
+def apply_decision(state: CoupState, hand: str, choice: str) -> CoupState:
+    """Record ``hand``'s ``choice``; refuse it unless that hand is asked and the choice allowed."""
+    step = next_step(state)
+    if not isinstance(step, Decide) or step.hand != hand:
+        raise DomainError(
+            Reason.DECISION_NOT_DUE, f"no decision is due from {hand!r} ({_describe(step)})"
+        )
+    if choice not in step.options:
+        raise DomainError(
+            Reason.INVALID_CHOICE, f"{hand} may choose {list(step.options)}, not {choice!r}"
+        )
+    return replace(state, decisions=(*state.decisions, (hand, choice)))
+
+
+def _describe(step: Step) -> str:
+    if isinstance(step, Deal):
+        return f"a card is due to {step.hand}"
+    if isinstance(step, Decide):
+        return f"{step.hand} must choose {'/'.join(step.options)}"
+    return "the coup is resolved"
+
+
+def resolve(
+    config: TableConfig,
+    cards: Sequence[Card],
+    decisions: Iterable[tuple[str, str]] = (),
+    strategy: Strategy | None = None,
+) -> CoupResult:
+    """Play a whole coup from ``cards`` in shoe order.
+
+    Decisions come from ``decisions`` in order, then from ``strategy``; a decision due with neither
+    raises ``DECISION_REQUIRED``. Running out of cards raises ``TOO_FEW_CARDS``. Extra cards are left
+    unused (see ``cards_used``).
+    """
+    state = start(config)
+    pending = list(decisions)
+    pos = 0
+    while True:
+        step = next_step(state)
+        if isinstance(step, Resolved):
+            return step.result
+        if isinstance(step, Deal):
+            if pos >= len(cards):
+                raise DomainError(
+                    Reason.TOO_FEW_CARDS,
+                    f"{config.variant} needs more than the {len(cards)} cards given",
+                )
+            state = apply_card(state, cards[pos])
+            pos += 1
+            continue
+        if pending:
+            hand, choice = pending.pop(0)
+            state = apply_decision(state, hand, choice)
+        elif strategy is not None:
+            state = apply_decision(state, step.hand, strategy(state, step))
+        else:
+            raise DomainError(
+                Reason.DECISION_REQUIRED, f"{step.hand} must choose and no decision was given"
+            )

@@ -1,0 +1,182 @@
+"""The event envelope (DESIGN §3): canonical JSON, hashes, derived ids, sealing.
+
+Every record on every topic is one :class:`Envelope`. Its ``hash`` is SHA-256 (hex) over the
+canonical JSON of the envelope without ``hash``. With no floats in events, RFC 8785 canonical JSON is
+``json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` in UTF-8 (keys here are
+ASCII, so code-point order equals RFC 8785's UTF-16 order), which is what :func:`canonical` writes.
+
+On an event stream (one writer per key) the writer sets ``seq`` (0, 1, 2, … per topic and key) and
+``prev_hash`` (the previous event's ``hash`` on that topic and key; ``None`` for the first): a
+:class:`ChainHead` carries that between events. On request topics both are ``None``.
+
+Ids are derived, never random: an output's ``event_id`` is ``uuid5(NS, f"{causation_id}/{n}")`` where
+``n`` numbers the outputs of one input from 0 and ``NS`` is the writing stage's namespace
+(:func:`stage_namespace`), so that two stages reading one record never derive the same id. Time is
+never read: ``occurred_at`` comes from the input that caused the event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict
+
+NAMESPACE: Final = uuid.UUID("6f3a8a52-9c1e-5d7b-a1f0-ca51e0ba55a7")
+"""The uuid5 namespace of every derived id in casino-ledger. Never change it: ids would change."""
+
+
+def canonical(obj: Any) -> bytes:
+    """RFC 8785 canonical JSON (for float-free data) as UTF-8 bytes."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def sha256_hex(data: bytes) -> str:
+    """SHA-256 of ``data``, lower-case hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def stage_namespace(stage: str) -> uuid.UUID:
+    """The uuid5 namespace of one processing stage: ``uuid5(NAMESPACE, stage)``.
+
+    Several stages consume the same record (audit reads what settlement reads), so each derives its
+    outputs' ids in its own namespace; otherwise two stages' first outputs would share an id.
+    """
+    return uuid.uuid5(NAMESPACE, stage)
+
+
+def derive_id(cause: str, n: int, namespace: uuid.UUID = NAMESPACE) -> str:
+    """The id of the ``n``-th output caused by ``cause``: ``uuid5(namespace, f"{cause}/{n}")``."""
+    return str(uuid.uuid5(namespace, f"{cause}/{n}"))
+
+
+def name_id(*parts: str) -> str:
+    """A stable id for a named thing (a table's first event, an account): uuid5 of the joined parts."""
+    return str(uuid.uuid5(NAMESPACE, "/".join(parts)))
+
+
+class Envelope(BaseModel):
+    """One record on a topic. Frozen; unknown fields refused (we produce it, so it is exact)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_id: str
+    type: str
+    schema_version: int = 1
+    topic: str
+    key: str
+    seq: int | None = None
+    occurred_at: str
+    causation_id: str | None = None
+    causation_hash: str | None = None
+    correlation_id: str | None = None
+    producer: str
+    prev_hash: str | None = None
+    hash: str
+    payload: dict[str, Any]
+
+    def body(self) -> dict[str, Any]:
+        """The envelope as a dict without ``hash``: what the hash covers."""
+        data = self.model_dump()
+        del data["hash"]
+        return data
+
+    def expected_hash(self) -> str:
+        """The hash this envelope should carry, recomputed from its content."""
+        return sha256_hex(canonical(self.body()))
+
+    def to_json(self) -> bytes:
+        """The record's bytes on the wire and in the log: canonical JSON of the whole envelope."""
+        return canonical(self.model_dump())
+
+
+@dataclass(frozen=True, slots=True)
+class ChainHead:
+    """The last event written on one topic and key: its ``seq`` and ``hash``."""
+
+    seq: int
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """An output a processor decided on, before it is sealed into an :class:`Envelope`.
+
+    ``chained``: the topic is an event stream whose writer numbers and chains its events.
+    """
+
+    type: str
+    topic: str
+    key: str
+    payload: Mapping[str, Any]
+    chained: bool = True
+    schema_version: int = 1
+
+
+def seal(
+    draft: Draft,
+    *,
+    event_id: str,
+    occurred_at: str,
+    producer: str,
+    cause: Envelope | None,
+    head: ChainHead | None,
+) -> Envelope:
+    """Give ``draft`` its envelope: id, time and causation from ``cause``, seq/prev_hash from ``head``."""
+    body: dict[str, Any] = {
+        "event_id": event_id,
+        "type": draft.type,
+        "schema_version": draft.schema_version,
+        "topic": draft.topic,
+        "key": draft.key,
+        "seq": (head.seq + 1 if head else 0) if draft.chained else None,
+        "occurred_at": occurred_at,
+        "causation_id": cause.event_id if cause else None,
+        "causation_hash": cause.hash if cause else None,
+        "correlation_id": (cause.correlation_id or cause.event_id) if cause else event_id,
+        "producer": producer,
+        "prev_hash": (head.hash if head else None) if draft.chained else None,
+        "payload": dict(draft.payload),
+    }
+    digest = sha256_hex(canonical(body))
+    return Envelope(hash=digest, **body)
+
+
+def request(
+    type_: str,
+    topic: str,
+    key: str,
+    payload: Mapping[str, Any],
+    *,
+    event_id: str,
+    occurred_at: str,
+    producer: str,
+    correlation_id: str | None = None,
+) -> Envelope:
+    """An unchained record for a request topic, written by an outside party (terminal, operator)."""
+    body: dict[str, Any] = {
+        "event_id": event_id,
+        "type": type_,
+        "schema_version": 1,
+        "topic": topic,
+        "key": key,
+        "seq": None,
+        "occurred_at": occurred_at,
+        "causation_id": None,
+        "causation_hash": None,
+        "correlation_id": correlation_id or event_id,
+        "producer": producer,
+        "prev_hash": None,
+        "payload": dict(payload),
+    }
+    return Envelope(hash=sha256_hex(canonical(body)), **body)
+
+
+def parse_record(raw: bytes | str | Mapping[str, Any]) -> Envelope:
+    """Decode one record; raises ``ValueError`` (JSON) or pydantic ``ValidationError`` (shape)."""
+    data = json.loads(raw) if isinstance(raw, bytes | str) else dict(raw)
+    return Envelope.model_validate(data)

@@ -1,0 +1,144 @@
+"""The processor contract shared by dealer, settlement, audit and monitor, and the pure step.
+
+A processor is pure: ``handle(state, record) -> (state, drafts)``. What every processor needs on top
+of that lives here, once, so that the embedded and Kafka runtimes both just call :func:`step`:
+
+* **idempotence** — a record whose ``event_id`` was already applied yields nothing and changes
+  nothing (Kafka delivers at least once; the SQLite runner may re-read after a crash);
+* **sealing** — drafts become envelopes with derived ids (``derive_id(input id, n)`` in the stage's
+  own namespace), the input's
+  ``occurred_at``, causation and correlation, and ``seq``/``prev_hash`` from the chain heads this
+  processor owns;
+* **validation at the edge** — every input payload of a contract type is validated against the
+  event contract (:mod:`services.core.events`, tolerant of unknown fields) before the processor sees
+  it (a type outside the contract is the processor's to refuse);
+* **dead letters** — a record the processor cannot understand (``DomainError`` or pydantic
+  ``ValidationError`` raised while validating or handling) becomes a ``DeadLetter`` draft with a
+  reason code and the
+  original record, and the state does not change: nothing is lost, nothing crashes.
+
+Runtimes persist :class:`ProcessorState` (a snapshot) next to their input offset.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import ValidationError
+
+from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal, stage_namespace
+from services.core.errors import DomainError
+from services.core.events import PAYLOADS, payload_of
+from services.core.topics import DEADLETTER
+
+S = TypeVar("S")
+
+
+class Processor(ABC, Generic[S]):
+    """A pure stream processor: one input topic (or a join, for audit), decisions as drafts."""
+
+    name: ClassVar[str]
+    """The ``producer`` written on every output."""
+    stage: ClassVar[str] = ""
+    """A name unique among processors (defaults to ``name``): the namespace of derived output ids."""
+    inputs: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    def stage_name(cls) -> str:
+        """``stage`` or, when unset, ``name``."""
+        return cls.stage or cls.name
+
+    @abstractmethod
+    def initial(self) -> S:
+        """The state before any input."""
+
+    @abstractmethod
+    def handle(self, state: S, record: Envelope) -> tuple[S, list[Draft]]:
+        """Apply one input record: the new state and the outputs it causes, in order.
+
+        Raise ``DomainError`` or ``ValidationError`` for a record that cannot be applied at all; a
+        business refusal (bet too late, over the limit) is an output event instead.
+        """
+
+
+@dataclass(slots=True)
+class ProcessorState(Generic[S]):
+    """A processor's whole durable state: its own state, what it has applied, its chain heads."""
+
+    inner: S
+    applied: set[str] = field(default_factory=set)
+    heads: dict[tuple[str, str], ChainHead] = field(default_factory=dict)
+    records: int = 0
+
+
+def initial_state(processor: Processor[S]) -> ProcessorState[S]:
+    """A fresh :class:`ProcessorState` for ``processor``."""
+    return ProcessorState(inner=processor.initial())
+
+
+def dead_letter(
+    record: Envelope | None, raw: bytes | str | None, reason: str, detail: str, source: str
+) -> Draft:
+    """A dead-letter draft: the reason code, a sentence, and the original record's bytes."""
+    original = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    if original is None and record is not None:
+        original = record.to_json().decode("utf-8")
+    payload: dict[str, Any] = {
+        "source_topic": source,
+        "reason": reason,
+        "detail": detail[:2000],
+        "original": original,
+        "original_event_id": record.event_id if record else None,
+    }
+    return Draft("DeadLetter", DEADLETTER, source, payload, chained=False)
+
+
+def describe(exc: DomainError | ValidationError) -> str:
+    """A stable sentence for a dead letter: no library version or documentation URL in it."""
+    if isinstance(exc, DomainError):
+        return exc.message
+    problems = exc.errors(include_url=False, include_context=False, include_input=False)
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(payload)'}: {e['msg']}" for e in problems)
+
+
+def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) -> list[Envelope]:
+    """Apply ``record`` to ``state`` in place (the shell owns the mutable holder) and seal the outputs.
+
+    Returns the envelopes to append, in order; an empty list for a re-delivered record.
+    """
+    if record.event_id in state.applied:
+        return []
+    try:
+        if record.type in PAYLOADS:  # validate at the edge: a malformed payload never reaches handle
+            payload_of(record, tolerant=True)
+        inner, drafts = processor.handle(state.inner, record)
+    except (DomainError, ValidationError) as exc:
+        reason = exc.reason.value if isinstance(exc, DomainError) else "invalid_payload"
+        inner, drafts = state.inner, [dead_letter(record, None, reason, describe(exc), record.topic)]
+    out: list[Envelope] = []
+    namespace = stage_namespace(processor.stage_name())
+    for n, draft in enumerate(drafts):
+        head_key = (draft.topic, draft.key)
+        head = state.heads.get(head_key) if draft.chained else None
+        env = seal(
+            draft,
+            event_id=derive_id(record.event_id, n, namespace),
+            occurred_at=record.occurred_at,
+            producer=processor.name,
+            cause=record,
+            head=head,
+        )
+        if draft.chained:
+            state.heads[head_key] = ChainHead(env.seq or 0, env.hash)
+        out.append(env)
+    state.inner = inner
+    state.applied.add(record.event_id)
+    state.records += 1
+    return out
+
+
+def copy_state(state: ProcessorState[S]) -> ProcessorState[S]:
+    """A shallow copy whose bookkeeping can change without touching ``state``'s."""
+    return replace(state, applied=set(state.applied), heads=dict(state.heads))

@@ -1,0 +1,32 @@
+"""Topic names and keys of the reference topology (DESIGN §3). Names may gain a prefix; keys not."""
+
+from __future__ import annotations
+
+from typing import Final
+
+WALLET_REQUESTS: Final = "casino.wallet.requests"
+"""Keyed by account_id. Deposit, Withdraw, PlaceBet, PayoutIssued, BetRefundDue (many writers)."""
+
+WALLET_EVENTS: Final = "casino.wallet.events"
+"""Keyed by account_id. Written by settlement's wallet stage only (chained)."""
+
+TABLE_INBOX: Final = "casino.table.inbox"
+"""Keyed by table_id. Operator commands, card reads, decisions, BetPlaced (many writers)."""
+
+TABLE_EVENTS: Final = "casino.table.events"
+"""Keyed by table_id. Written by the dealer only (chained)."""
+
+AUDIT_FINDINGS: Final = "casino.audit.findings"
+"""Keyed by table_id. Written by audit only (chained)."""
+
+MONITOR_ALERTS: Final = "casino.monitor.alerts"
+"""Keyed by table_id. ``AnomalyDetected``; written by the monitor only (chained)."""
+
+DEADLETTER: Final = "casino.deadletter"
+"""Keyed by source topic. The raw record and the reason."""
+
+ALL_TOPICS: Final = (
+    WALLET_REQUESTS, WALLET_EVENTS, TABLE_INBOX, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, DEADLETTER,
+)  # fmt: skip
+EVENT_STREAMS: Final = frozenset({WALLET_EVENTS, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS})
+"""Topics with exactly one writer per key, whose records carry ``seq`` and ``prev_hash``."""

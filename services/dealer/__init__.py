@@ -1,0 +1,1 @@
+"""The dealer: tables, betting windows, shoes, cards, decisions and coup resolution."""

@@ -1,0 +1,398 @@
+"""The dealer processor: pure decide/evolve over one table's inbox (DESIGN §4).
+
+Input: ``casino.table.inbox`` (keyed by table). Output: ``casino.table.events`` (same key, chained).
+
+Per table it runs the betting window, refuses late, unknown, out-of-limit or uncovered bets, deals
+from a seeded RNG shoe (committed before the first card, revealed at the end) or accepts a smart
+shoe's ``CardRead``s checked against the rules, asks for decisions (``DecisionRequested``) where the
+variant leaves a hand free, records them, and resolves the coup with the rules engine.
+
+Operator commands that do not fit the table's state are refused with a ``CommandRefused`` event and a
+stable reason code; the table's state does not change. Malformed records never reach here (the
+shell dead-letters them) or raise and are dead-lettered by :func:`services.core.processor.step`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from services.core import topics
+from services.core.baccarat import (
+    CoupState,
+    Deal,
+    Decide,
+    TableConfig,
+    Wager,
+    apply_card,
+    apply_decision,
+    get_variant,
+    next_step,
+    start,
+)
+from services.core.cards import parse_card, shoe_cards
+from services.core.envelope import Draft, Envelope
+from services.core.errors import DomainError, Reason
+from services.core.processor import Processor
+from services.core.shoe import SHUFFLE_ALGORITHM, commitment, play_window, shuffle
+
+DEMO_SHOE_KEY = hashlib.sha256(b"casino-ledger demo shoe key: never use in production").digest()
+"""The shoe key of the demo and the tests. A casino sets its own secret (``CASINO_DEALER_SHOE_KEY``)."""
+
+
+class Refusal(Exception):
+    """An operator command or bet the table cannot take now: becomes an event, not an error."""
+
+    def __init__(self, reason: Reason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class Shoe:
+    """The shoe in play. ``order`` is known for an RNG shoe; a smart shoe reports cards instead."""
+
+    shoe_id: str
+    mode: str
+    order: tuple[str, ...]
+    seed_hex: str | None
+    commitment: str | None
+    position: int
+    stop: int
+
+
+@dataclass(frozen=True, slots=True)
+class Coup:
+    """The coup in progress."""
+
+    coup_id: str
+    number: int
+    phase: str  # betting | closed | dealing
+    started_at: str
+    wagers: tuple[Wager, ...] = ()
+    state: CoupState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One table's dealer state."""
+
+    table_id: str
+    config: TableConfig
+    currency: str
+    limits: Mapping[str, tuple[int, int]]
+    shoe: Shoe | None = None
+    coup: Coup | None = None
+    coups: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DealerState:
+    """Every table this dealer owns, by id."""
+
+    tables: Mapping[str, Table] = field(default_factory=dict)
+
+
+Out = list[tuple[str, dict[str, Any]]]
+"""The events one input causes, as (type, payload), all on this table's stream."""
+
+
+def table_config(payload: Mapping[str, Any]) -> TableConfig:
+    """The engine configuration an ``OpenTable`` command asks for (refused if the variant cannot)."""
+    variant = get_variant(str(payload["variant"]))
+    overrides: dict[str, Any] = dict(payload.get("options") or {})
+    for name in ("decks", "tie_pays", "commission_bps", "commission_rounding", "punters"):
+        if payload.get(name) is not None:
+            overrides[name] = payload[name]
+    return variant.config(**overrides)
+
+
+class Dealer(Processor[DealerState]):
+    """The dealer (see the module docstring)."""
+
+    name = "dealer"
+    inputs = (topics.TABLE_INBOX,)
+
+    def __init__(self, shoe_key: bytes = DEMO_SHOE_KEY) -> None:
+        self.shoe_key = shoe_key
+
+    def initial(self) -> DealerState:
+        """No tables."""
+        return DealerState()
+
+    def handle(self, state: DealerState, record: Envelope) -> tuple[DealerState, list[Draft]]:
+        """Dispatch on the record's type; refusals become ``CommandRefused``/``BetRefused``."""
+        handler = _HANDLERS.get(record.type)
+        if handler is None:
+            raise DomainError(Reason.UNKNOWN_TYPE, f"the dealer does not take {record.type!r}")
+        key = record.key
+        table = state.tables.get(key)
+        try:
+            if record.type == "OpenShoe":
+                new_table, out = on_open_shoe(table, record, self.shoe_key)
+            else:
+                new_table, out = handler(table, record)
+        except Refusal as refusal:
+            new_table, out = table, [_refused(record, refusal)]
+        except DomainError as err:
+            if record.type in ("OpenTable", "BetPlaced"):
+                raise
+            new_table, out = table, [_refused(record, Refusal(err.reason, err.message))]
+        tables = dict(state.tables)
+        if new_table is not None:
+            tables[key] = new_table
+        drafts = [Draft(t, topics.TABLE_EVENTS, key, p) for t, p in out]
+        return DealerState(tables), drafts
+
+
+def _refused(record: Envelope, refusal: Refusal) -> tuple[str, dict[str, Any]]:
+    if record.type == "BetPlaced":
+        p = record.payload
+        return "BetRefused", {
+            "bet_id": p["bet_id"], "account_id": p["account_id"], "table_id": record.key,
+            "coup_id": p.get("coup_id"), "spot": p["spot"], "stake_minor": p["stake_minor"],
+            "currency": p["currency"], "reason": refusal.reason.value, "detail": refusal.detail,
+        }  # fmt: skip
+    return "CommandRefused", {
+        "table_id": record.key,
+        "command_id": record.event_id,
+        "command": record.type,
+        "reason": refusal.reason.value,
+        "detail": refusal.detail,
+    }
+
+
+def _need(table: Table | None) -> Table:
+    if table is None:
+        raise Refusal(Reason.NO_TABLE, "no such table is open")
+    return table
+
+
+def on_open_table(table: Table | None, rec: Envelope) -> tuple[Table, Out]:
+    """Open a table of a variant with its limits; the paytable comes from the engine."""
+    if table is not None:
+        raise Refusal(Reason.TABLE_EXISTS, f"table {rec.key} is already open")
+    p = rec.payload
+    config = table_config(p)
+    variant = get_variant(config.variant)
+    limits = {s: (int(v["min_minor"]), int(v["max_minor"])) for s, v in dict(p.get("limits") or {}).items()}
+    for spot in limits:
+        if spot not in variant.spots(config):
+            raise DomainError(Reason.UNKNOWN_SPOT, f"{config.variant} has no spot {spot!r}")
+    new = Table(rec.key, config, str(p["currency"]), limits)
+    return new, [("TableOpened", {
+        "table_id": rec.key, "variant": config.variant, "rules_version": variant.rules_version,
+        "decks": config.decks, "currency": new.currency,
+        "paytable": {s: {**v, "commission_rounding": config.commission_rounding}
+                     for s, v in variant.paytable(config).items()},
+        "limits": {s: {"min_minor": lo, "max_minor": hi} for s, (lo, hi) in sorted(limits.items())},
+        "config": config.to_dict(), "spots": list(variant.spots(config)),
+    })]  # fmt: skip
+
+
+def shoe_seed(shoe_key: bytes, table_id: str, payload: Mapping[str, Any]) -> bytes:
+    """A shoe's 256-bit seed: HMAC-SHA256(shoe key, ``table_id/shoe_id``). Secret until the dealer
+    reveals it in ``ShoeClosed``; anyone can then check it against the ``ShoeOpened`` commitment."""
+    return hmac.new(shoe_key, f"{table_id}/{payload['shoe_id']}".encode(), hashlib.sha256).digest()
+
+
+def on_open_shoe(table: Table | None, rec: Envelope, shoe_key: bytes = DEMO_SHOE_KEY) -> tuple[Table, Out]:
+    """Open a shoe: shuffle from its seed and publish only the commitment."""
+    t = _need(table)
+    if t.shoe is not None:
+        raise Refusal(Reason.SHOE_OPEN, f"shoe {t.shoe.shoe_id} is still open")
+    p = rec.payload
+    mode = str(p.get("mode", "rng"))
+    variant = get_variant(t.config.variant)
+    cards = shoe_cards(t.config.decks)
+    if mode == "rng":
+        seed = bytes.fromhex(str(p["seed_hex"])) if p.get("seed_hex") else shoe_seed(shoe_key, rec.key, p)
+        order = shuffle(seed, cards)
+        first, stop = play_window(order, variant.shoe_rules)
+        shoe = Shoe(str(p["shoe_id"]), mode, order, seed.hex(), commitment(seed, order), first, stop)
+    elif mode == "smart":
+        shoe = Shoe(str(p["shoe_id"]), mode, (), None, None, 0, len(cards) - variant.shoe_rules.stop_from_end)
+    else:
+        raise DomainError(Reason.BAD_CONFIG, f"a shoe is 'rng' or 'smart', not {mode!r}")
+    return replace(t, shoe=shoe), [("ShoeOpened", {
+        "table_id": t.table_id, "shoe_id": shoe.shoe_id, "mode": mode, "commitment": shoe.commitment,
+        "algorithm": SHUFFLE_ALGORITHM if mode == "rng" else None, "cards": len(cards),
+        "decks": t.config.decks, "burned": shoe.position, "first_position": shoe.position,
+        "stop_position": shoe.stop,
+    })]  # fmt: skip
+
+
+def on_open_betting(table: Table | None, rec: Envelope) -> tuple[Table, Out]:
+    """Open the betting window of the next coup."""
+    t = _need(table)
+    if t.shoe is None:
+        raise Refusal(Reason.NO_SHOE, "open a shoe before betting")
+    if t.coup is not None:
+        raise Refusal(Reason.WRONG_PHASE, f"coup {t.coup.coup_id} is still in play ({t.coup.phase})")
+    number = t.coups + 1
+    coup_id = f"{t.table_id}/{t.shoe.shoe_id}/{number}"
+    coup = Coup(coup_id, number, "betting", rec.occurred_at)
+    return replace(t, coup=coup), [("BettingOpened", {
+        "table_id": t.table_id, "shoe_id": t.shoe.shoe_id, "coup_id": coup_id, "coup_number": number,
+    })]  # fmt: skip
+
+
+def on_bet_placed(table: Table | None, rec: Envelope) -> tuple[Table, Out]:
+    """Accept a bet (funds already held) into the open coup, or refuse it."""
+    t = _need(table)
+    p = rec.payload
+    wager = Wager(str(p["bet_id"]), str(p["account_id"]), str(p["spot"]), int(p["stake_minor"]))
+    coup = t.coup
+    if coup is None or coup.phase != "betting":
+        raise Refusal(Reason.BETTING_CLOSED, "no betting window is open")
+    if p.get("coup_id") not in (None, coup.coup_id):
+        raise Refusal(Reason.WRONG_COUP, f"bet for {p.get('coup_id')}, open coup is {coup.coup_id}")
+    if any(w.bet_id == wager.bet_id for w in coup.wagers):
+        raise Refusal(Reason.DUPLICATE_BET, f"bet {wager.bet_id} is already in the coup")
+    if str(p["currency"]) != t.currency:
+        raise Refusal(Reason.CURRENCY_MISMATCH, f"table plays {t.currency}, bet is {p['currency']}")
+    variant = get_variant(t.config.variant)
+    if wager.spot not in variant.spots(t.config):
+        raise Refusal(Reason.UNKNOWN_SPOT, f"{t.config.variant} has no spot {wager.spot!r}")
+    lo, hi = t.limits.get(wager.spot, (1, 1 << 62))
+    if wager.stake_minor < lo:
+        raise Refusal(Reason.UNDER_LIMIT, f"{wager.spot} takes at least {lo}")
+    if wager.stake_minor > hi:
+        raise Refusal(Reason.OVER_LIMIT, f"{wager.spot} takes at most {hi}")
+    refusal = variant.accepts(t.config, coup.wagers, wager)
+    if refusal is not None:
+        raise Refusal(Reason(refusal), f"{t.config.variant} refuses this bet: {refusal}")
+    coup = replace(coup, wagers=(*coup.wagers, wager))
+    return replace(t, coup=coup), [("BetAccepted", {
+        "bet_id": wager.bet_id, "account_id": wager.account_id, "table_id": t.table_id,
+        "coup_id": coup.coup_id, "spot": wager.spot, "stake_minor": wager.stake_minor,
+        "currency": t.currency,
+    })]  # fmt: skip
+
+
+def on_close_betting(table: Table | None, rec: Envelope) -> tuple[Table, Out]:
+    """Close the window: the accepted bets are final."""
+    t = _need(table)
+    if t.coup is None or t.coup.phase != "betting":
+        raise Refusal(Reason.WRONG_PHASE, "no betting window is open")
+    coup = replace(t.coup, phase="closed")
+    return replace(t, coup=coup), [("BettingClosed", {
+        "table_id": t.table_id, "coup_id": coup.coup_id, "bet_ids": [w.bet_id for w in coup.wagers],
+    })]  # fmt: skip
+
+
+def on_deal_coup(table: Table | None, rec: Envelope) -> tuple[Table, Out]:
+    """Start dealing: an RNG shoe deals until a decision is due or the coup resolves."""
+    t = _need(table)
+    if t.coup is None or t.coup.phase != "closed":
+        raise Refusal(Reason.WRONG_PHASE, "close betting before dealing")
+    coup = replace(t.coup, phase="dealing", state=start(t.config))
+    return _advance(replace(t, coup=coup), rec, [])
+
+
+def on_card_read(table: Table | None, rec: Envelope) -> tuple[Table, Out]:
+    """A smart shoe read a card: take it if a card is due, else refuse (and keep the state)."""
+    t = _need(table)
+    if t.shoe is None or t.shoe.mode != "smart" or t.coup is None or t.coup.state is None:
+        raise Refusal(Reason.CARD_NOT_DUE, "no smart-shoe card is due at this table")
+    card = parse_card(str(rec.payload["card"]))
+    t, out = _take_card(t, card, [])
+    return _advance(t, rec, out)
+
+
+def on_decision(table: Table | None, rec: Envelope) -> tuple[Table, Out]:
+    """Record a hand's choice, then go on dealing."""
+    t = _need(table)
+    if t.coup is None or t.coup.state is None:
+        raise Refusal(Reason.DECISION_NOT_DUE, "no coup is being dealt")
+    p = rec.payload
+    hand, choice = str(p["hand"]), str(p["choice"])
+    state = apply_decision(t.coup.state, hand, choice)
+    made = ("DecisionMade", {
+        "table_id": t.table_id, "coup_id": t.coup.coup_id, "hand": hand, "choice": choice,
+        "decided_by": str(p.get("decided_by", "unknown")),
+    })  # fmt: skip
+    return _advance(replace(t, coup=replace(t.coup, state=state)), rec, [made])
+
+
+def on_close_shoe(table: Table | None, rec: Envelope) -> tuple[Table, Out]:
+    """Close the shoe between coups and reveal its seed."""
+    t = _need(table)
+    if t.shoe is None:
+        raise Refusal(Reason.NO_SHOE, "no shoe is open")
+    if t.coup is not None:
+        raise Refusal(Reason.WRONG_PHASE, f"coup {t.coup.coup_id} is still in play")
+    s = t.shoe
+    return replace(t, shoe=None), [("ShoeClosed", {
+        "table_id": t.table_id, "shoe_id": s.shoe_id, "mode": s.mode, "seed_hex": s.seed_hex,
+        "commitment": s.commitment, "cards_dealt": s.position, "coups": t.coups,
+    })]  # fmt: skip
+
+
+def _advance(t: Table, rec: Envelope, out: Out) -> tuple[Table, Out]:
+    """Deal RNG cards while one is due; stop at a decision, a smart shoe's turn or the result."""
+    assert t.coup is not None and t.coup.state is not None and t.shoe is not None
+    while True:
+        step = next_step(t.coup.state)
+        if isinstance(step, Deal):
+            if t.shoe.mode == "smart":
+                return t, out
+            if t.shoe.position >= len(t.shoe.order):
+                raise DomainError(Reason.SHOE_EXHAUSTED, f"shoe {t.shoe.shoe_id} has no card left")
+            t, out = _take_card(t, t.shoe.order[t.shoe.position], out)
+            continue
+        if isinstance(step, Decide):
+            out.append(("DecisionRequested", {
+                "table_id": t.table_id, "coup_id": t.coup.coup_id, "hand": step.hand,
+                "options": list(step.options), "cell": step.cell,
+            }))  # fmt: skip
+            return t, out
+        return _resolve(t, rec, out)
+
+
+def _take_card(t: Table, card: str, out: Out) -> tuple[Table, Out]:
+    assert t.coup is not None and t.coup.state is not None and t.shoe is not None
+    step = next_step(t.coup.state)
+    state = apply_card(t.coup.state, card)
+    hand = step.hand if isinstance(step, Deal) else "?"
+    out = [*out, ("CardDealt", {
+        "table_id": t.table_id, "shoe_id": t.shoe.shoe_id, "coup_id": t.coup.coup_id, "hand": hand,
+        "card": card, "shoe_position": t.shoe.position,
+    })]  # fmt: skip
+    shoe = replace(t.shoe, position=t.shoe.position + 1)
+    return replace(t, shoe=shoe, coup=replace(t.coup, state=state)), out
+
+
+def _resolve(t: Table, rec: Envelope, out: Out) -> tuple[Table, Out]:
+    assert t.coup is not None and t.coup.state is not None and t.shoe is not None
+    step = next_step(t.coup.state)
+    assert not isinstance(step, Deal | Decide)
+    r = step.result
+    payload: dict[str, Any] = {
+        "table_id": t.table_id, "shoe_id": t.shoe.shoe_id, "coup_id": t.coup.coup_id,
+        "coup_number": t.coup.number, "variant": r.variant, "rules_version": r.rules_version,
+        "hands": {h.name: {"cards": list(h.cards), "total": h.total} for h in r.hands},
+        "outcome": r.outcome, "natural": r.natural, "versus": dict(r.versus), "events": list(r.events),
+        "decisions": [{"hand": h, "choice": c} for h, c in r.decisions],
+        "bet_ids": [w.bet_id for w in t.coup.wagers], "started_at": t.coup.started_at,
+        "ended_at": rec.occurred_at, "shoe_position_end": t.shoe.position,
+        "stop_card_reached": t.shoe.position >= t.shoe.stop,
+    }  # fmt: skip
+    return replace(t, coup=None, coups=t.coups + 1), [*out, ("CoupResolved", payload)]
+
+
+_HANDLERS: dict[str, Callable[[Table | None, Envelope], tuple[Table, Out]]] = {
+    "OpenTable": on_open_table,
+    "OpenShoe": on_open_shoe,
+    "OpenBetting": on_open_betting,
+    "BetPlaced": on_bet_placed,
+    "CloseBetting": on_close_betting,
+    "DealCoup": on_deal_coup,
+    "CardRead": on_card_read,
+    "Decision": on_decision,
+    "CloseShoe": on_close_shoe,
+}

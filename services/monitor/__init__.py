@@ -1,0 +1,1 @@
+"""Fraud and anomaly monitoring."""

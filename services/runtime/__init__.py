@@ -1,0 +1,1 @@
+"""The shells: embedded SQLite runtime, Kafka/faust glue, simulator, demo, replay, settings."""

@@ -1,0 +1,153 @@
+"""``casino-ledger demo``: the main job on the embedded default, and its summary.
+
+Opens tables of every variant, funds seeded players, plays the coups through the dealer, settlement
+and audit processors on a SQLite log, then prints per table: coups, bets, handle, paid, commission,
+house result and hold %, the audit verdict (a fresh replay of the whole log) and where the log is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from services.core import topics
+from services.core.envelope import Envelope, parse_record
+from services.runtime.replay import Report, read_db, replay
+from services.runtime.simulator import DEFAULT_TABLES, Session
+
+DEFAULT_COUPS = 60
+
+
+@dataclass(slots=True)
+class TableSummary:
+    """Money and counts of one table over a session."""
+
+    table_id: str
+    variant: str = ""
+    coups: int = 0
+    bets: int = 0
+    refused: int = 0
+    handle_minor: int = 0
+    paid_minor: int = 0
+    commission_minor: int = 0
+
+    @property
+    def house_minor(self) -> int:
+        """What the house and the banks kept: handle less everything credited back."""
+        return self.handle_minor - self.paid_minor
+
+    @property
+    def hold_pct(self) -> float:
+        """House result over handle, in percent (display only; money stays integer)."""
+        return 100.0 * self.house_minor / self.handle_minor if self.handle_minor else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {
+            "table_id": self.table_id, "variant": self.variant, "coups": self.coups, "bets": self.bets,
+            "refused": self.refused, "handle_minor": self.handle_minor, "paid_minor": self.paid_minor,
+            "commission_minor": self.commission_minor, "house_minor": self.house_minor,
+            "hold_pct": round(self.hold_pct, 4),
+        }  # fmt: skip
+
+
+def summarise(records: Iterable[bytes | Envelope]) -> dict[str, TableSummary]:
+    """Per-table summaries from a log's records."""
+    tables: dict[str, TableSummary] = {}
+
+    def of(table_id: str) -> TableSummary:
+        return tables.setdefault(table_id, TableSummary(table_id))
+
+    for raw in records:
+        env = raw if isinstance(raw, Envelope) else parse_record(raw)
+        p = env.payload
+        if env.type == "TableOpened":
+            of(env.key).variant = str(p["variant"])
+        elif env.type == "BetAccepted":
+            s = of(env.key)
+            s.bets += 1
+            s.handle_minor += int(p["stake_minor"])
+        elif env.type == "BetRefused":
+            of(env.key).refused += 1
+        elif env.type == "CoupResolved":
+            of(env.key).coups += 1
+        elif env.type == "PayoutIssued" and env.topic == topics.WALLET_REQUESTS:
+            s = of(str(p["table_id"]))
+            s.paid_minor += int(p["credit_minor"])
+            s.commission_minor += int(p["commission_minor"])
+    return dict(sorted(tables.items()))
+
+
+def _money(minor: int) -> str:
+    sign = "-" if minor < 0 else ""
+    return f"{sign}{abs(minor) // 100:,}.{abs(minor) % 100:02d}"
+
+
+def render(console: Console, summaries: dict[str, TableSummary], report: Report, db: Path) -> None:
+    """Print the summary table, the audit verdict and where the log is."""
+    t = Table(title="casino-ledger demo: tables")
+    for col in (
+        "table",
+        "variant",
+        "coups",
+        "bets",
+        "refused",
+        "handle",
+        "paid",
+        "commission",
+        "house",
+        "hold %",
+    ):
+        t.add_column(col, justify="left" if col in ("table", "variant") else "right")
+    for s in summaries.values():
+        money = (s.handle_minor, s.paid_minor, s.commission_minor, s.house_minor)
+        counts = (s.coups, s.bets, s.refused)
+        t.add_row(s.table_id, s.variant, *map(str, counts), *map(_money, money), f"{s.hold_pct:.2f}")
+    console.print(t)
+    d = report.to_dict()
+    colour = "green" if report.clean else "red"
+    counts = f"{report.records} records, {report.coups} coups, {len(d['findings'])} findings"
+    opened = f"{len(d['open_items'])} open items"
+    console.print(f"audit verdict: [{colour}]{d['verdict']}[/{colour}] — {counts}, {opened}")
+    for f in d["findings"][:20]:
+        console.print(f"  finding {f.get('reason')}: {json.dumps(f.get('subject'), sort_keys=True)}")
+    console.print(f"digest: {report.digest}")
+    console.print(f"log: {db}  (try: casino-ledger replay --db {db})")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the demo session and print what happened."""
+    from services.runtime.embedded import EmbeddedBus  # noqa: PLC0415
+    from services.runtime.logging import configure  # noqa: PLC0415
+
+    tables = list(DEFAULT_TABLES[: args.tables] if args.tables else DEFAULT_TABLES)
+    coups = args.coups if args.coups is not None else DEFAULT_COUPS
+    db = Path(args.db) if args.db else Path("var") / f"demo-seed{args.seed}.db"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    configure(
+        level=os.environ.get("LOG_LEVEL", "WARNING")
+    )  # one line per batch is for operators, not the demo
+    console = Console(quiet=bool(getattr(args, "quiet", False)), width=None if sys.stdout.isatty() else 132)
+    bus = EmbeddedBus(db)
+    try:
+        with Progress(console=console, transient=True, disable=console.quiet) as progress:
+            task = progress.add_task("playing coups", total=coups * len(tables))
+            Session(bus, seed=args.seed).run(tables, coups, progress=lambda: progress.advance(task))
+    finally:
+        bus.close()
+    report = replay(read_db(db))
+    summaries = summarise(read_db(db))
+    render(console, summaries, report, db)
+    return 0 if report.clean else 1

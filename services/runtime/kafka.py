@@ -1,0 +1,648 @@
+"""The Kafka runtime (DESIGN §5): any core :class:`~services.core.processor.Processor` as a faust worker.
+
+One service per process (``casino-ledger worker NAME`` or ``python -m services.runtime.kafka NAME``);
+the service's processors come from :data:`PROCESSORS`. Each processor gets one faust agent on its input
+topic(s); for each record the agent decodes the bytes (:mod:`services.runtime.codec`; undecodable
+bytes become a ``casino.deadletter`` record with the reason and the original), runs the pure
+:func:`services.core.processor.step` and produces the outputs keyed by ``Envelope.key``, awaiting every
+send before the record is acknowledged, so an offset is never committed ahead of its outputs.
+
+**State and restarts, without transactions.** Kafka delivers at least once and the test broker has no
+transactions, so correctness rests on determinism and event ids (DESIGN §1.2, §1.6):
+
+* *Output index.* The worker knows the ``event_id`` of every record its service's producers have
+  written (``producer`` field), read from the output topics. On start and after every partition
+  assignment (a rebalance, another worker's crash) it reads them again from where it stopped up to the
+  current end offsets, before it handles the next record. An output whose id is in the index is never
+  sent again.
+* *Catch-up per partition.* The processor state lives in memory, with the next offset it has applied
+  from each input partition. When a record arrives at an offset above that (a fresh worker: the group's
+  committed offset; after a rebalance: where the previous owner stopped), the worker first reads that
+  partition from its own position up to the record with a plain aiokafka consumer and applies every
+  record through the same ``step``, sending only outputs missing from the index (normally none: a
+  committed offset means its outputs were written). A record below that offset was applied and sent by
+  this worker already and is skipped.
+* *Re-deliveries.* After a crash the group re-delivers from the last committed offset. ``step`` is
+  deterministic with derived ids, so those records re-derive byte-identical outputs, the ones already on
+  the topic are in the index and skipped, the rest are sent: no loss, no duplicate, same order per key.
+* *Fail fast.* Any error while handling a record ends the process (exit status 70) instead of letting
+  faust restart the agent with an in-memory state that may be ahead of what was sent; the restart path
+  is the tested path.
+
+Cost: a worker start (and a rebalance that moves a partition) re-reads that partition's history and the
+service's output topics from the beginning; memory holds the state, the applied ids and the output ids
+(a few tens of bytes per event). Topics therefore keep their records forever (``retention.ms=-1``, which
+the records must anyway: DESIGN §8) and are never compacted. Limits: the state a record reads must
+belong to its partition's keys (true of the reference processors, which key by table or account); a
+multi-input processor (audit) re-applies its inputs partition by partition, so only its verdicts, not
+the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker (alive but out
+of the group) can still write a duplicate, which every consumer drops by ``event_id``. With
+``processing_guarantee=exactly_once`` faust wraps the sends in transactions on brokers that have them;
+correctness does not depend on it.
+
+Plain aiokafka helpers (:func:`produce`, :func:`consume_all` and their async forms) serve the CLI,
+the replay and the tests; :func:`ensure_topics` and :func:`load_topic_specs` create the topology.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import faust
+import yaml  # type: ignore[import-untyped]
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+from aiokafka.structs import ConsumerRecord  # type: ignore[import-untyped]
+
+from services.core import topics
+from services.core.envelope import Envelope, derive_id, seal
+from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
+from services.runtime import codec
+from services.runtime.logging import configure, get_logger
+from services.runtime.settings import Settings
+
+EXIT_CRASH = 70
+"""Exit status of a worker that stopped on an error while handling a record (EX_SOFTWARE)."""
+
+RETENTION_FOREVER_MS = -1
+"""``retention.ms`` of every topic: game and account records are kept for years (DESIGN §8)."""
+
+ServiceFactory = Callable[[], "Processor[Any] | Sequence[Processor[Any]]"]
+
+
+def _dealer() -> Processor[Any]:
+    from services.dealer.processor import Dealer  # noqa: PLC0415 (a worker imports only its service)
+
+    return Dealer()
+
+
+def _settlement() -> Sequence[Processor[Any]]:
+    from services.settlement.processor import PayoutStage, WalletStage  # noqa: PLC0415
+
+    return (PayoutStage(), WalletStage())
+
+
+def _audit() -> Processor[Any]:
+    from services.audit.processor import Audit  # noqa: PLC0415
+
+    return Audit()
+
+
+def _monitor() -> Processor[Any]:
+    from services.monitor.processor import Monitor  # noqa: PLC0415
+
+    return Monitor()
+
+
+PROCESSORS: dict[str, ServiceFactory] = {
+    "dealer": _dealer,
+    "settlement": _settlement,
+    "audit": _audit,
+    "monitor": _monitor,
+}
+"""The services a worker can run: name → factory of its processor(s), each with its own agent."""
+
+
+def _log() -> Any:
+    return get_logger("casino_ledger.kafka")  # looked up per use: configure() may run after import
+
+
+# -- plain aiokafka helpers --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """One record as read from Kafka: logical topic, partition, offset, key and value bytes."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+def _settings_for(bootstrap: str | None, settings: Settings | None) -> Settings:
+    base = settings if settings is not None else Settings()
+    return base.model_copy(update={"bootstrap_servers": bootstrap}) if bootstrap else base
+
+
+def _consumer(settings: Settings) -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap_list,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=100,  # an empty fetch at a partition's end answers quickly
+        auto_offset_reset="earliest",
+        **settings.aiokafka_auth(),
+    )
+
+
+async def aproduce_raw(settings: Settings, records: Iterable[tuple[str, bytes | None, bytes | None]]) -> int:
+    """Send ``(logical topic, key, value)`` records in order and wait for every acknowledgement."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_list, acks="all", **settings.aiokafka_auth()
+    )
+    await producer.start()
+    try:
+        futures = [await producer.send(settings.topic(t), value, key=key) for t, key, value in records]
+        for fut in futures:
+            await fut
+    finally:
+        await producer.stop()
+    return len(futures)
+
+
+async def aproduce(settings: Settings, envelopes: Iterable[Envelope]) -> int:
+    """Send envelopes to their topics, keyed by ``Envelope.key``; returns how many were sent."""
+    return await aproduce_raw(settings, ((e.topic, codec.encode_key(e), codec.encode(e)) for e in envelopes))
+
+
+async def _partitions(consumer: AIOKafkaConsumer, physical: Sequence[str]) -> list[TopicPartition]:
+    await consumer.topics()  # refreshes the metadata
+    tps: list[TopicPartition] = []
+    for name in physical:
+        for p in sorted(consumer.partitions_for_topic(name) or ()):
+            tps.append(TopicPartition(name, p))
+    return tps
+
+
+async def _read(
+    consumer: AIOKafkaConsumer,
+    starts: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+    *,
+    to_end: bool = False,
+) -> tuple[dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]], dict[TopicPartition, int]]:
+    """Records of each partition from its start offset up to (not including) its end offset.
+
+    ``to_end``: ``ends`` come from ``end_offsets`` (ListOffsets) and are only a lower bound: Tansu
+    answers ListOffsets with the base offset of the last record batch plus one, hiding the rest of
+    a multi-record batch. Each partition is then read up to the larger of that and the high
+    watermark of the first fetch response (which is right). Returns the records and the next
+    offset to read per partition.
+    """
+    first = await consumer.beginning_offsets(list(ends)) if ends else {}
+    begin = {tp: max(starts.get(tp, 0), first[tp]) for tp in ends}
+    target = dict(ends)
+    live = [tp for tp in ends if to_end or target[tp] > begin[tp]]
+    out: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = {tp: [] for tp in live}
+    reached = dict(begin)
+    if not live:
+        return out, reached
+    consumer.assign(live)
+    for tp in live:
+        consumer.seek(tp, begin[tp])
+    pending, unconfirmed = set(live), set(live) if to_end else set()
+    while pending:
+        batch = await consumer.getmany(*pending, timeout_ms=200)
+        for tp, msgs in batch.items():
+            kept = [m for m in msgs if m.offset < target[tp] or tp in unconfirmed]
+            out[tp].extend(kept)
+        for tp in list(pending):
+            highwater = consumer.highwater(tp)
+            if tp in unconfirmed and highwater is not None:
+                target[tp] = max(target[tp], highwater)
+                unconfirmed.discard(tp)
+            reached[tp] = await consumer.position(tp)
+            if tp not in unconfirmed and reached[tp] >= target[tp]:
+                pending.discard(tp)
+    for tp in live:  # a fetch may have returned records past the target
+        out[tp] = [m for m in out[tp] if m.offset < target[tp]]
+        reached[tp] = max(begin[tp], out[tp][-1].offset + 1 if out[tp] else begin[tp])
+    return out, reached
+
+
+async def aconsume_raw(settings: Settings, logical_topics: Sequence[str]) -> list[RawRecord]:
+    """Every record of the topics up to their end offsets now: topic by topic, partition, offset."""
+    consumer = _consumer(settings)
+    await consumer.start()
+    try:
+        tps = await _partitions(consumer, [settings.topic(t) for t in logical_topics])
+        ends = await consumer.end_offsets(tps) if tps else {}
+        read, _ = await _read(consumer, {}, ends, to_end=True)
+    finally:
+        await consumer.stop()
+    return [
+        RawRecord(settings.logical(tp.topic), tp.partition, m.offset, m.key, m.value)
+        for tp in tps
+        for m in read.get(tp, [])
+    ]
+
+
+async def aconsume_all(settings: Settings, logical_topics: Sequence[str]) -> list[Envelope]:
+    """The envelopes of :func:`aconsume_raw`; undecodable records are left out (they are dead letters)."""
+    out: list[Envelope] = []
+    for rec in await aconsume_raw(settings, logical_topics):
+        try:
+            out.append(codec.decode(rec.value))
+        except codec.DecodeError:
+            continue
+    return out
+
+
+def produce(bootstrap: str, envelopes: Iterable[Envelope], settings: Settings | None = None) -> int:
+    """Blocking :func:`aproduce` against ``bootstrap`` (``host:port[,…]``)."""
+    return asyncio.run(aproduce(_settings_for(bootstrap, settings), list(envelopes)))
+
+
+def consume_all(
+    bootstrap: str, logical_topics: Sequence[str], settings: Settings | None = None
+) -> list[Envelope]:
+    """Blocking :func:`aconsume_all`: every envelope on the topics up to their end offsets now."""
+    return asyncio.run(aconsume_all(_settings_for(bootstrap, settings), logical_topics))
+
+
+# -- topics ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """One topic to create: logical name, partitions (None: the settings'), ``retention.ms``."""
+
+    name: str
+    partitions: int | None = None
+    retention_ms: int = RETENTION_FOREVER_MS
+
+
+def _retention_ms(value: object) -> int:
+    if isinstance(value, bool) or value is None:
+        return RETENTION_FOREVER_MS
+    if isinstance(value, int):
+        return value
+    found = re.search(r"retention\.ms\s*=\s*(-?\d+)", str(value))
+    return int(found.group(1)) if found else RETENTION_FOREVER_MS
+
+
+def load_topic_specs(path: str | Path) -> list[TopicSpec]:
+    """The topics of ``schemas/topics.yaml``: a list of ``{topic, key, partitions?, retention?}``.
+
+    Accepts the list at the top level or under ``topics:``; entries without a topic name are ignored;
+    ``retention`` may be a number of milliseconds or a text containing ``retention.ms=N``.
+    """
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    entries = data.get("topics", []) if isinstance(data, dict) else data
+    specs: list[TopicSpec] = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        name = entry.get("topic") or entry.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        partitions = entry.get("partitions")
+        specs.append(
+            TopicSpec(
+                name=name,
+                partitions=partitions if isinstance(partitions, int) and partitions > 0 else None,
+                retention_ms=_retention_ms(entry.get("retention_ms", entry.get("retention"))),
+            )
+        )
+    return specs
+
+
+async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec | str]) -> list[str]:
+    """Create the topics that do not exist yet (prefix applied); returns the physical names created."""
+    wanted = {s.name if isinstance(s, TopicSpec) else s: s for s in specs}
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_list, **settings.aiokafka_auth())
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        new = [
+            NewTopic(
+                settings.topic(name),
+                (spec.partitions if isinstance(spec, TopicSpec) else None) or settings.partitions,
+                settings.replication_factor,
+                topic_configs={
+                    "retention.ms": str(
+                        spec.retention_ms if isinstance(spec, TopicSpec) else RETENTION_FOREVER_MS
+                    )
+                },
+            )
+            for name, spec in sorted(wanted.items())
+            if settings.topic(name) not in existing
+        ]
+        if new:
+            response = await admin.create_topics(new)
+            errors = [
+                (t, code) for t, code, *_ in getattr(response, "topic_errors", []) if code not in (0, 36)
+            ]
+            if errors:  # 36: TOPIC_ALREADY_EXISTS (another worker won the race)
+                raise RuntimeError(f"topic creation failed: {errors}")
+    finally:
+        await admin.close()
+    return [t.name for t in new]
+
+
+def service_topics(processors: Sequence[Processor[Any]]) -> list[str]:
+    """Logical topics a service touches: the topology's, its inputs and declared outputs."""
+    names = set(topics.ALL_TOPICS)
+    for p in processors:
+        names.update(p.inputs)
+        names.update(_outputs_of(p))
+    return sorted(names)
+
+
+def _outputs_of(processor: Processor[Any]) -> tuple[str, ...]:
+    declared = getattr(processor, "outputs", None)
+    outputs = tuple(declared) if declared else topics.ALL_TOPICS
+    return outputs if topics.DEADLETTER in outputs else (*outputs, topics.DEADLETTER)
+
+
+# -- the worker --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class OutputIndex:
+    """Event ids written by the service's producers, read incrementally from its output topics."""
+
+    producers: frozenset[str]
+    logical_topics: tuple[str, ...]
+    ids: set[str] = field(default_factory=set)
+    positions: dict[TopicPartition, int] = field(default_factory=dict)
+    stale: bool = True
+
+    async def refresh(self, settings: Settings, consumer: AIOKafkaConsumer) -> int:
+        """Read every output topic from where the last refresh stopped to its end; returns ids added."""
+        tps = await _partitions(consumer, [settings.topic(t) for t in self.logical_topics])
+        ends = await consumer.end_offsets(tps) if tps else {}
+        read, reached = await _read(consumer, self.positions, ends, to_end=True)
+        before = len(self.ids)
+        for msgs in read.values():
+            for m in msgs:
+                event_id, producer = codec.identity_of(m.value)
+                if event_id is not None and producer in self.producers:
+                    self.ids.add(event_id)
+        self.positions.update(reached)
+        self.stale = False
+        return len(self.ids) - before
+
+
+class Pipe:
+    """One processor inside a worker: its state and the next offset applied per input partition."""
+
+    def __init__(self, processor: Processor[Any], settings: Settings) -> None:
+        self.processor = processor
+        self.settings = settings
+        self.state: ProcessorState[Any] = initial_state(processor)
+        self.next_offset: dict[tuple[str, int], int] = {}
+        stage_name = getattr(processor, "stage_name", None)
+        self.stage: str = stage_name() if callable(stage_name) else processor.name
+
+    def apply(self, topic: str, partition: int, offset: int, value: bytes | None) -> list[Envelope]:
+        """Decode and step one record of a logical topic; undecodable bytes give one dead letter."""
+        try:
+            record = codec.decode(value, topic)
+        except codec.DecodeError as exc:
+            draft = dead_letter(None, value, exc.reason.value, exc.detail, topic)
+            return [
+                seal(
+                    draft,
+                    event_id=derive_id(f"dead/{self.stage}/{topic}/{partition}/{offset}", 0),
+                    occurred_at=codec.occurred_at_of(value),
+                    producer=self.processor.name,
+                    cause=None,
+                    head=None,
+                )
+            ]
+        return step(self.processor, self.state, record)
+
+
+class Shell:
+    """The I/O around the pipes of one worker: the output index, the catch-up reader, the sends."""
+
+    def __init__(self, app: faust.App, settings: Settings, processors: Sequence[Processor[Any]]) -> None:
+        self.app = app
+        self.settings = settings
+        self.pipes = [Pipe(p, settings) for p in processors]
+        outputs = sorted({t for p in processors for t in _outputs_of(p)})
+        self.index = OutputIndex(frozenset(p.name for p in processors), tuple(outputs))
+        self._reader: AIOKafkaConsumer | None = None
+        self._topics: dict[str, Any] = {}
+        self.handled = 0
+
+    async def reader(self) -> AIOKafkaConsumer:
+        """The plain consumer (no group) used for catch-up and the output index."""
+        if self._reader is None:
+            self._reader = _consumer(self.settings)
+            await self._reader.start()
+        return self._reader
+
+    async def close(self) -> None:
+        """Stop the plain consumer."""
+        if self._reader is not None:
+            await self._reader.stop()
+            self._reader = None
+
+    def out_topic(self, logical: str) -> Any:
+        """The faust topic object of a logical output topic (raw bytes in and out)."""
+        if logical not in self._topics:
+            self._topics[logical] = self.app.topic(
+                self.settings.topic(logical), key_serializer="raw", value_serializer="raw"
+            )
+        return self._topics[logical]
+
+    async def publish(self, envelopes: Sequence[Envelope]) -> int:
+        """Send the envelopes not yet in the output index, in order, and wait for all of them."""
+        pending = []
+        for env in envelopes:
+            if env.event_id in self.index.ids:
+                continue
+            sent = await self.out_topic(env.topic).send(key=codec.encode_key(env), value=codec.encode(env))
+            pending.append((env.event_id, sent))
+        for event_id, sent in pending:
+            await sent
+            self.index.ids.add(event_id)
+        return len(pending)
+
+    async def on_record(
+        self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
+    ) -> None:
+        """Handle one delivered record: refresh the index if stale, catch up, apply, send."""
+        if self.index.stale:
+            added = await self.index.refresh(self.settings, await self.reader())
+            _log().info("output_index", ids=len(self.index.ids), added=added)
+        logical = self.settings.logical(physical)
+        tp = (logical, partition)
+        expected = pipe.next_offset.get(tp, 0)
+        if offset < expected:
+            return  # applied and sent by this worker already
+        if offset > expected:
+            await self.catch_up(pipe, physical, partition, expected, offset)
+        outputs = pipe.apply(logical, partition, offset, value)
+        sent = await self.publish(outputs)
+        pipe.next_offset[tp] = offset + 1
+        self.handled += 1
+        _log().debug(
+            "record", topic=logical, partition=partition, offset=offset, outputs=len(outputs), sent=sent
+        )
+
+    async def catch_up(self, pipe: Pipe, physical: str, partition: int, start: int, end: int) -> None:
+        """Apply a partition's records [start, end) that another run handled; send only missing outputs."""
+        tp = TopicPartition(physical, partition)
+        read, _ = await _read(await self.reader(), {tp: start}, {tp: end})
+        logical = self.settings.logical(physical)
+        missing = 0
+        for m in read.get(tp, []):
+            missing += await self.publish(pipe.apply(logical, partition, m.offset, m.value))
+        pipe.next_offset[(logical, partition)] = end
+        _log().info(
+            "catch_up",
+            processor=pipe.processor.name,
+            topic=logical,
+            partition=partition,
+            start=start,
+            end=end,
+            records=len(read.get(tp, [])),
+            missing_outputs_sent=missing,
+        )
+
+
+def _credentials(settings: Settings) -> Any:
+    context = settings.ssl_context()
+    if settings.security_protocol.startswith("SASL"):
+        return faust.SASLCredentials(
+            username=settings.sasl_username,
+            password=settings.sasl_password.get_secret_value(),
+            ssl_context=context,
+            mechanism=settings.sasl_mechanism,
+        )
+    return faust.SSLCredentials(context) if context is not None else None
+
+
+def _as_processors(made: Processor[Any] | Sequence[Processor[Any]]) -> list[Processor[Any]]:
+    return [made] if isinstance(made, Processor) else list(made)
+
+
+def build_app(
+    processor: Processor[Any] | Sequence[Processor[Any]], settings: Settings, *, service: str | None = None
+) -> faust.App:
+    """A faust app (consumer group ``{prefix}casino-{service}``) with one agent per processor.
+
+    The shell is ``app.casino_shell`` (tests and tools read its pipes' state).
+    """
+    processors = _as_processors(processor)
+    name = service or processors[0].name
+    app = faust.App(
+        f"{settings.topic_prefix}casino-{name}",
+        broker=[f"kafka://{s}" for s in settings.bootstrap_list],
+        broker_credentials=_credentials(settings),
+        processing_guarantee=settings.processing_guarantee,
+        topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication_factor,
+        consumer_auto_offset_reset="earliest",
+        broker_rebalance_timeout=settings.rebalance_timeout_s,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=settings.heartbeat_interval_s,
+        broker_commit_interval=settings.commit_interval_s,
+        web_enabled=settings.web_enabled,
+        web_port=settings.web_port,
+        store="memory://",
+        datadir=str(settings.data_dir),
+        autodiscover=False,
+    )
+    shell = Shell(app, settings, processors)
+    app.casino_shell = shell  # type: ignore[attr-defined]
+
+    async def on_assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+        shell.index.stale = True  # another worker may have written outputs for these partitions
+
+    app.on_partitions_assigned.connect(on_assigned)
+    for pipe in shell.pipes:
+        _add_agent(app, shell, pipe, name)
+
+    return app
+
+
+def _add_agent(app: faust.App, shell: Shell, pipe: Pipe, service: str) -> None:
+    settings = shell.settings
+    channel = app.topic(
+        *(settings.topic(t) for t in pipe.processor.inputs),
+        key_serializer="raw",
+        value_serializer="raw",
+        partitions=settings.partitions,
+    )
+
+    async def process(stream: Any) -> None:
+        async for event in stream.events():
+            message = event.message
+            try:
+                await shell.on_record(pipe, message.topic, message.partition, message.offset, message.value)
+            except Exception as exc:  # fail fast; see the module docstring
+                _log().critical("record_failed", topic=message.topic, offset=message.offset, error=repr(exc))
+                sys.stderr.flush()
+                os._exit(EXIT_CRASH)
+
+    index = shell.pipes.index(pipe)
+    app.agent(channel, name=f"{service}.{index}.{pipe.processor.name}", concurrency=1)(process)
+
+
+def _import_factory(spec: str) -> ServiceFactory:
+    module, _, attr = spec.partition(":")
+    factory: ServiceFactory = getattr(importlib.import_module(module), attr)
+    return factory
+
+
+def run_worker(name: str, settings: Settings, factory: ServiceFactory | None = None) -> NoReturn:
+    """Run the service ``name`` as a faust worker until a signal stops it (never returns)."""
+    chosen = factory or PROCESSORS.get(name)
+    if chosen is None:
+        known = ", ".join(sorted(PROCESSORS)) or "none registered"
+        raise SystemExit(f"casino-ledger: error: no Kafka service {name!r} (known: {known})")
+    processors = _as_processors(chosen())
+    configure(level=settings.log_level or None, fmt=settings.log_format)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    created = loop.run_until_complete(ensure_topics(settings, service_topics(processors)))
+    _log().info("worker_start", service=name, bootstrap=settings.bootstrap_servers, topics_created=created)
+    app = build_app(processors, settings, service=name)
+    worker = faust.Worker(
+        app,
+        loop=loop,
+        loglevel=settings.log_level or "WARNING",
+        quiet=True,
+        redirect_stdouts=False,
+        override_logging=False,
+    )
+    worker.execute_from_commandline()
+
+
+def worker_main(args: argparse.Namespace) -> int:
+    """``casino-ledger worker NAME [--broker kafka://host:port]``."""
+    broker = getattr(args, "broker", None)
+    run_worker(args.name, _settings_for(broker, None))
+
+
+def create_topics_main(settings: Settings, spec_path: Path) -> int:
+    """Create every topic of ``spec_path`` (``schemas/topics.yaml``) that does not exist yet."""
+    specs = load_topic_specs(spec_path)
+    if not specs:
+        print(f"casino-ledger: error: no topics in {spec_path}", file=sys.stderr)  # noqa: T201
+        return 2
+    created = asyncio.run(ensure_topics(settings, specs))
+    print(f"created {len(created)} of {len(specs)} topics: {', '.join(created) or '-'}")  # noqa: T201
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m services.runtime.kafka NAME [--factory module:attr] | create-topics [--spec PATH]``."""
+    p = argparse.ArgumentParser(prog="python -m services.runtime.kafka")
+    p.add_argument("name", help="a service of PROCESSORS, or create-topics")
+    p.add_argument("--broker", default=None, help="host:port[,…] (else CASINO_BOOTSTRAP_SERVERS)")
+    p.add_argument("--factory", default=None, help="module:callable returning the processor(s) to run")
+    p.add_argument("--spec", default=None, help="topic list for create-topics (else CASINO_TOPIC_SPEC)")
+    args = p.parse_args(argv)
+    settings = _settings_for(args.broker, None)
+    if args.name == "create-topics":
+        return create_topics_main(settings, Path(args.spec) if args.spec else settings.topic_spec)
+    run_worker(args.name, settings, _import_factory(args.factory) if args.factory else None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

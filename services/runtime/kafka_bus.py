@@ -1,0 +1,374 @@
+"""The simulator's :class:`~services.runtime.simulator.Bus` over a real Kafka broker (DESIGN §5).
+
+The very processors of the embedded demo run as separate faust workers, one process per service
+(:class:`Workers`: ``python -m services.runtime.kafka NAME``, configured by ``CASINO_*`` variables);
+:class:`KafkaBus` is the outside party's view of them:
+
+* ``publish`` produces the envelopes, keyed by ``Envelope.key``, and waits for every acknowledgement.
+* ``settle`` returns once every service has processed everything reachable. It polls, in this order,
+  (1) the committed offsets of every service's consumer group on each of its input partitions, then
+  (2) the *real* end offset of every input partition, and stops when every committed offset equals its
+  end on two polls in a row with the same ends. Why that suffices: a worker sends a record's outputs
+  and awaits them before it acknowledges (and later commits) the record, so outputs of everything
+  committed at (1) are on the log before (2) reads the ends; when nothing read at (2) is left
+  uncommitted, nothing can write anything more until the simulator publishes again.
+  The ends come from :func:`real_ends`, not from ListOffsets alone: Tansu answers ListOffsets with the
+  base offset of the last record batch plus one (see :mod:`services.runtime.kafka`), so the last
+  batch is fetched to find its last offset.
+* ``read(topic, key)`` reads the topic's partitions from where the bus stopped up to their real ends
+  and returns the new records of ``key`` in offset order (per key, the order its single writer wrote),
+  without a re-delivered duplicate (same ``event_id``).
+
+The bus runs its own event loop and is synchronous, like the simulator; it must not be called from
+inside a running event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
+from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
+from pydantic import SecretStr
+
+from services.core import topics
+from services.core.envelope import Envelope
+from services.runtime import codec, kafka
+from services.runtime.settings import Settings
+
+T = TypeVar("T")
+
+SERVICES = ("dealer", "settlement", "audit", "monitor")
+"""The services of the demo pipeline, each one worker process (see :data:`kafka.PROCESSORS`)."""
+
+QUICK_GROUP_TIMEOUTS: dict[str, Any] = {
+    "rebalance_timeout_s": 3.0,
+    "session_timeout_s": 6.0,
+    "heartbeat_interval_s": 1.0,
+    "commit_interval_s": 0.05,
+}
+"""Group timeouts for a demo or test on one machine: a first join waits the rebalance timeout, and
+``settle`` waits for committed offsets, so a short commit interval is what keeps a session brisk."""
+
+SETTLE_TIMEOUT_S = 120.0
+"""Longest wait for the workers to settle (covers a first group join and a restarted worker)."""
+
+POLL_S = 0.02
+
+
+class SettleTimeout(TimeoutError):
+    """The workers did not settle in time; the message names the groups and partitions behind."""
+
+
+class WorkerDied(RuntimeError):
+    """A worker process exited while the bus was waiting for it."""
+
+
+def quick_settings(base: Settings | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """``base`` (default: from the environment) with :data:`QUICK_GROUP_TIMEOUTS` where ``env`` sets none."""
+    environ = os.environ if env is None else env
+    settings = base if base is not None else Settings()
+    update = {k: v for k, v in QUICK_GROUP_TIMEOUTS.items() if f"CASINO_{k.upper()}" not in environ}
+    return settings.model_copy(update=update)
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    """The ``CASINO_*`` variables that make a worker process see ``settings`` (secrets included)."""
+    out: dict[str, str] = {}
+    for name in Settings.model_fields:
+        value = getattr(settings, name)
+        if value is None:
+            continue
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        out[f"CASINO_{name.upper()}"] = str(value)
+    return out
+
+
+def service_inputs(names: Iterable[str] = SERVICES) -> dict[str, tuple[str, ...]]:
+    """Each service's input topics (logical), from the processors :data:`kafka.PROCESSORS` builds."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name in names:
+        made = kafka.PROCESSORS[name]()
+        processors = [made] if not isinstance(made, Sequence) else list(made)
+        out[name] = tuple(sorted({t for p in processors for t in p.inputs}))
+    return out
+
+
+def group_id(settings: Settings, service: str) -> str:
+    """The consumer group of a service's worker (its faust app id, see :func:`kafka.build_app`)."""
+    return f"{settings.topic_prefix}casino-{service}"
+
+
+# -- worker processes ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Workers:
+    """The service workers as child processes, each logging to ``log_dir/NAME.log``."""
+
+    settings: Settings
+    log_dir: Path
+    services: tuple[str, ...] = SERVICES
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self, names: Iterable[str] | None = None) -> None:
+        """Start the named services (default all) that are not running."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **worker_env(self.settings)}
+        for name in self.services if names is None else names:
+            if name in self.procs and self.procs[name].poll() is None:
+                continue
+            env["CASINO_DATA_DIR"] = str(self.log_dir / f"faust-{name}")
+            with (self.log_dir / f"{name}.log").open("ab") as log:
+                self.procs[name] = subprocess.Popen(
+                    [sys.executable, "-m", "services.runtime.kafka", name],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+
+    def kill(self, name: str, sig: signal.Signals = signal.SIGKILL) -> int:
+        """Send ``sig`` to one worker and wait for it; returns its exit status."""
+        proc = self.procs[name]
+        if proc.poll() is None:
+            proc.send_signal(sig)
+        try:
+            return proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait(30)
+
+    def check(self) -> None:
+        """Raise :class:`WorkerDied` (with the log's tail) if a started worker has exited."""
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-2000:]
+                raise WorkerDied(f"worker {name} exited with {proc.returncode}:\n{tail}")
+
+    def stop(self) -> dict[str, int]:
+        """SIGTERM every running worker (SIGKILL after 30 s); returns each exit status."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        return {name: self.kill(name, signal.SIGTERM) for name in list(self.procs)}
+
+    def log(self, name: str) -> str:
+        """A worker's log so far."""
+        path = self.log_dir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+# -- end offsets ------------------------------------------------------------------------------------
+
+
+async def real_ends(consumer: AIOKafkaConsumer, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    """The next offset after the last record of each partition, as of the call.
+
+    ListOffsets may stop inside the last record batch (Tansu: its base offset plus one), so each
+    non-empty partition's last batch is fetched from ``listed - 1`` and its last offset taken; the
+    fetch has data, so it answers at once. The consumer's assignment is replaced.
+    """
+    listed: dict[TopicPartition, int] = await consumer.end_offsets(list(tps)) if tps else {}
+    ends = dict(listed)
+    probe = [tp for tp in tps if listed[tp] > 0]
+    if not probe:
+        return ends
+    consumer.assign(probe)
+    for tp in probe:
+        consumer.seek(tp, listed[tp] - 1)
+    waiting = set(probe)
+    deadline = time.monotonic() + 30.0
+    while waiting:
+        batch = await consumer.getmany(*waiting, timeout_ms=200)
+        for tp, msgs in batch.items():
+            if msgs:
+                ends[tp] = max(ends[tp], msgs[-1].offset + 1)
+                waiting.discard(tp)
+        if time.monotonic() > deadline:
+            raise SettleTimeout(f"no record at the listed end of {sorted(map(str, waiting))}")
+    return ends
+
+
+# -- the bus ------------------------------------------------------------------------------------------
+
+
+class KafkaBus:
+    """The simulator's bus over Kafka, with the services' workers running elsewhere (see the module)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        services: Iterable[str] = SERVICES,
+        *,
+        workers: Workers | None = None,
+        settle_timeout_s: float = SETTLE_TIMEOUT_S,
+    ) -> None:
+        self.settings = settings
+        self.inputs = service_inputs(services)
+        self.workers = workers
+        self.settle_timeout_s = settle_timeout_s
+        self.settles = 0
+        self._loop = asyncio.new_event_loop()
+        self._producer: AIOKafkaProducer | None = None
+        self._admin: AIOKafkaAdminClient | None = None
+        self._probe: AIOKafkaConsumer | None = None
+        self._reader: AIOKafkaConsumer | None = None
+        self._coordinators: dict[str, int] = {}
+        self._positions: dict[TopicPartition, int] = {}
+        self._buffer: dict[tuple[str, str], list[Envelope]] = defaultdict(list)
+        self._seen: set[str] = set()
+        self._tps: dict[str, list[TopicPartition]] = {}
+        self._run(self._start())
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._loop.run_until_complete(coro)
+
+    async def _start(self) -> None:
+        await kafka.ensure_topics(self.settings, list(topics.ALL_TOPICS))
+        auth = self.settings.aiokafka_auth()
+        self._producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap_list, acks="all", **auth)
+        await self._producer.start()
+        self._admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap_list, **auth)
+        await self._admin.start()
+        self._probe = kafka._consumer(self.settings)  # noqa: SLF001 (the runtime's one consumer recipe)
+        self._reader = kafka._consumer(self.settings)  # noqa: SLF001
+        await self._probe.start()
+        await self._reader.start()
+
+    def close(self) -> None:
+        """Stop the clients and the loop."""
+
+        async def stop() -> None:
+            for client in (self._producer, self._probe, self._reader):
+                if client is not None:
+                    await client.stop()
+            if self._admin is not None:
+                await self._admin.close()
+
+        try:
+            self._run(stop())
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> KafkaBus:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- Bus --------------------------------------------------------------------------------------
+    def publish(self, envelopes: list[Envelope]) -> None:
+        """Produce the envelopes to their topics, keyed by ``Envelope.key``, and await every ack."""
+        self._run(self._publish(envelopes))
+
+    async def _publish(self, envelopes: Sequence[Envelope]) -> None:
+        assert self._producer is not None
+        sends = [
+            await self._producer.send(self.settings.topic(e.topic), codec.encode(e), key=codec.encode_key(e))
+            for e in envelopes
+        ]
+        for sent in sends:
+            await sent
+
+    def publish_raw(self, records: Iterable[tuple[str, bytes | None, bytes | None]]) -> None:
+        """Produce ``(logical topic, key, value)`` records as they are (malformed ones included)."""
+
+        async def send() -> None:
+            assert self._producer is not None
+            sends = [await self._producer.send(self.settings.topic(t), v, key=k) for t, k, v in records]
+            for sent in sends:
+                await sent
+
+        self._run(send())
+
+    def settle(self) -> None:
+        """Wait until every service has committed every record of its inputs (see the module)."""
+        self._run(self._settle())
+        self.settles += 1
+
+    def read(self, topic: str, key: str) -> list[Envelope]:
+        """The records on ``topic`` under ``key`` not yet returned by an earlier call, in order."""
+        self._run(self._advance(topic))
+        return self._buffer.pop((topic, key), [])
+
+    # -- internals --------------------------------------------------------------------------------
+    async def _partitions(self, logical: str) -> list[TopicPartition]:
+        if logical not in self._tps:
+            assert self._probe is not None
+            self._tps[logical] = await kafka._partitions(self._probe, [self.settings.topic(logical)])  # noqa: SLF001
+        return self._tps[logical]
+
+    async def _committed(self, service: str, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        assert self._admin is not None
+        group = group_id(self.settings, service)
+        if group not in self._coordinators:
+            self._coordinators[group] = await self._admin.find_coordinator(group)
+        found = await self._admin.list_consumer_group_offsets(
+            group, group_coordinator_id=self._coordinators[group], partitions=list(tps)
+        )
+        return {tp: max(0, found[tp].offset) if tp in found else 0 for tp in tps}
+
+    async def _lagging(self) -> tuple[dict[TopicPartition, int], list[str]]:
+        """One poll: the real ends of every input partition and what is behind them (committed first)."""
+        assert self._probe is not None
+        wanted = {
+            service: [tp for t in inputs for tp in await self._partitions(t)]
+            for service, inputs in self.inputs.items()
+        }
+        committed = {service: await self._committed(service, tps) for service, tps in wanted.items()}
+        all_tps = sorted({tp for tps in wanted.values() for tp in tps})
+        ends = await real_ends(self._probe, all_tps)
+        behind = [
+            f"{service} {tp.topic}[{tp.partition}] {committed[service][tp]}/{ends[tp]}"
+            for service, tps in wanted.items()
+            for tp in tps
+            if committed[service][tp] < ends[tp]
+        ]
+        return ends, behind
+
+    async def _settle(self) -> None:
+        deadline = time.monotonic() + self.settle_timeout_s
+        previous: dict[TopicPartition, int] | None = None
+        while True:
+            ends, behind = await self._lagging()
+            if not behind and ends == previous:
+                return
+            previous = None if behind else ends
+            if self.workers is not None:
+                self.workers.check()
+            if time.monotonic() > deadline:
+                raise SettleTimeout(f"workers still behind after {self.settle_timeout_s} s: {behind[:12]}")
+            await asyncio.sleep(POLL_S)
+
+    async def _advance(self, logical: str) -> None:
+        """Read ``logical`` from the bus's positions to the real ends into the per-key buffers."""
+        assert self._reader is not None and self._probe is not None
+        tps = await self._partitions(logical)
+        ends = await real_ends(self._probe, tps)
+        read, reached = await kafka._read(self._reader, self._positions, ends)  # noqa: SLF001
+        for tp in tps:
+            for m in read.get(tp, []):
+                with contextlib.suppress(codec.DecodeError):
+                    env = codec.decode(m.value)
+                    if env.event_id not in self._seen:
+                        self._seen.add(env.event_id)
+                        self._buffer[(logical, env.key)].append(env)
+        self._positions.update(reached)
+
+    def consume_all(self) -> list[Envelope]:
+        """Every envelope of every topic now (as :func:`kafka.consume_all`: topic, partition, offset)."""
+        return self._run(kafka.aconsume_all(self.settings, list(topics.ALL_TOPICS)))

@@ -1,0 +1,102 @@
+"""Runtime settings, read from ``CASINO_*`` environment variables (pydantic-settings).
+
+One :class:`Settings` object configures every shell: the Kafka clients (faust worker, raw aiokafka
+consumers and producers, topic creation), the embedded log's path and the log format. Containers are
+configured by environment only (``docker-compose.yml``, ``deploy/k8s/configmap.yaml``); every
+``CASINO_<FIELD>`` variable there is a field here, which ``tests/unit/test_deploy_files.py`` checks.
+
+Defaults suit a developer's laptop: a plaintext broker on ``localhost:9092``, at-least-once processing
+(correctness rests on idempotence by event id, never on Kafka transactions: DESIGN §1.6) and faust's
+own group timeouts. Tests shorten the timeouts (a first group join waits the rebalance timeout).
+"""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+class Settings(BaseSettings):
+    """Everything a shell needs to reach its log; each field is ``CASINO_<NAME>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="CASINO_", extra="ignore", frozen=True)
+
+    bootstrap_servers: str = Field(
+        default="localhost:9092", description="comma-separated host:port list; a kafka:// prefix is accepted"
+    )
+    topic_prefix: str = Field(default="", description="prepended to every topic name (keys never change)")
+    partitions: int = Field(default=6, ge=1, description="partitions of each topic created by the runtime")
+    replication_factor: int = Field(
+        default=1, ge=1, description="replicas of each topic created by the runtime"
+    )
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism = "PLAIN"
+    sasl_username: str = ""
+    sasl_password: SecretStr = SecretStr("")
+    ssl_cafile: Path | None = Field(
+        default=None, description="CA bundle for SSL / SASL_SSL; system CAs if unset"
+    )
+    processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    data_dir: Path = Field(default=Path("var/faust"), description="faust's working data (writable)")
+    db_path: Path = Field(default=Path("var/casino.db"), description="the embedded runtime's SQLite log")
+    log_format: Literal["", "json", "console"] = Field(
+        default="", description="empty: JSON unless on a terminal"
+    )
+    log_level: str = Field(default="", description="empty: $LOG_LEVEL or INFO")
+    rebalance_timeout_s: float = Field(default=60.0, gt=0, description="faust broker_rebalance_timeout")
+    session_timeout_s: float = Field(default=60.0, gt=0, description="faust broker_session_timeout")
+    heartbeat_interval_s: float = Field(default=3.0, gt=0, description="faust broker_heartbeat_interval")
+    commit_interval_s: float = Field(default=2.8, gt=0, description="how often the worker commits offsets")
+    web_enabled: bool = Field(
+        default=False, description="faust's web server (one per process: distinct ports)"
+    )
+    web_port: int = 6066
+    topic_spec: Path = Field(
+        default=Path("schemas/topics.yaml"), description="topic list for `create-topics`"
+    )
+
+    @model_validator(mode="after")
+    def _check_security(self) -> Settings:
+        if self.security_protocol.startswith("SASL") and not self.sasl_username:
+            raise ValueError(f"security_protocol {self.security_protocol} needs CASINO_SASL_USERNAME")
+        if self.heartbeat_interval_s >= self.session_timeout_s:
+            raise ValueError("heartbeat_interval_s must be below session_timeout_s")
+        return self
+
+    @property
+    def bootstrap_list(self) -> list[str]:
+        """The servers as ``host:port`` strings, without a ``kafka://`` scheme."""
+        return [s.strip().removeprefix("kafka://") for s in self.bootstrap_servers.split(",") if s.strip()]
+
+    def topic(self, logical: str) -> str:
+        """The physical name of a logical topic (``casino.table.inbox``): the prefix prepended."""
+        return f"{self.topic_prefix}{logical}"
+
+    def logical(self, physical: str) -> str:
+        """The logical name of a physical topic (the prefix removed)."""
+        return physical.removeprefix(self.topic_prefix)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A verifying TLS context for SSL and SASL_SSL (``ssl_cafile`` or the system CAs), else None."""
+        if self.security_protocol not in ("SSL", "SASL_SSL"):
+            return None
+        return ssl.create_default_context(cafile=str(self.ssl_cafile) if self.ssl_cafile else None)
+
+    def aiokafka_auth(self) -> dict[str, Any]:
+        """Keyword arguments for any aiokafka client: protocol, TLS context, SASL credentials."""
+        auth: dict[str, Any] = {"security_protocol": self.security_protocol}
+        context = self.ssl_context()
+        if context is not None:
+            auth["ssl_context"] = context
+        if self.security_protocol.startswith("SASL"):
+            auth["sasl_mechanism"] = self.sasl_mechanism
+            auth["sasl_plain_username"] = self.sasl_username
+            auth["sasl_plain_password"] = self.sasl_password.get_secret_value()
+        return auth

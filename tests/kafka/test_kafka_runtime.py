@@ -1,0 +1,270 @@
+"""The Kafka runtime on a real broker (Tansu): a toy processor's worker run as a subprocess.
+
+The reference for every comparison is the pure core: :func:`services.core.processor.step` applied to
+the same inputs in order, which is what an uninterrupted run must write, byte for byte, per key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from services.core import topics
+from services.core.envelope import Envelope, request
+from services.core.processor import initial_state, step
+from services.runtime import kafka
+from services.runtime.kafka import RawRecord
+from services.runtime.settings import Settings
+from tests.kafka.toy import Toy, add
+
+pytestmark = pytest.mark.kafka
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT_S = 90.0
+"""Upper bound on any wait for the worker (a safety net against a hang, not a timing assertion)."""
+
+KEYS = [f"acct-{k}" for k in range(8)]
+
+
+def settings_for(broker: str) -> Settings:
+    """Settings of one test: its own topic prefix (so its own topics and group), short group timeouts."""
+    return Settings(
+        bootstrap_servers=broker,
+        topic_prefix=f"t{uuid.uuid4().hex[:10]}.",
+        partitions=3,
+        rebalance_timeout_s=3.0,
+        session_timeout_s=6.0,
+        heartbeat_interval_s=1.0,
+        commit_interval_s=0.5,
+    )
+
+
+def start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
+    """``python -m services.runtime.kafka toy --factory tests.kafka.toy:make_toy`` configured by env."""
+    env = {
+        **os.environ,
+        "CASINO_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "CASINO_TOPIC_PREFIX": settings.topic_prefix,
+        "CASINO_PARTITIONS": str(settings.partitions),
+        "CASINO_REBALANCE_TIMEOUT_S": str(settings.rebalance_timeout_s),
+        "CASINO_SESSION_TIMEOUT_S": str(settings.session_timeout_s),
+        "CASINO_HEARTBEAT_INTERVAL_S": str(settings.heartbeat_interval_s),
+        "CASINO_COMMIT_INTERVAL_S": str(settings.commit_interval_s),
+        "CASINO_LOG_FORMAT": "json",
+        "CASINO_LOG_LEVEL": "INFO",
+        "CASINO_DATA_DIR": str(log.parent / "faust-data"),
+    }
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "services.runtime.kafka", "toy", "--factory", "tests.kafka.toy:make_toy"],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def stop(proc: subprocess.Popen[bytes], sig: signal.Signals = signal.SIGTERM) -> int:
+    """Send ``sig`` and wait for the worker to exit; returns its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(30)
+
+
+def reference(inputs: Sequence[Envelope]) -> dict[str, list[bytes]]:
+    """What an uninterrupted run writes to wallet events, per key: the pure core over the inputs."""
+    toy = Toy()
+    state = initial_state(toy)
+    out: dict[str, list[bytes]] = defaultdict(list)
+    for record in inputs:
+        for env in step(toy, state, record):
+            out[env.key].append(env.to_json())
+    return dict(out)
+
+
+async def outputs(settings: Settings, topic: str = topics.WALLET_EVENTS) -> list[RawRecord]:
+    """Every record on a topic of this test, by partition and offset."""
+    return await kafka.aconsume_raw(settings, [topic])
+
+
+async def wait_until(
+    settings: Settings, done: Callable[[list[RawRecord]], bool], what: str
+) -> list[RawRecord]:
+    """Poll the output topic until ``done`` holds (or fail after :data:`WAIT_S`)."""
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while True:
+        records = await outputs(settings)
+        if done(records):
+            return records
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"timed out waiting for {what}: {len(records)} outputs")
+        await asyncio.sleep(0.2)
+
+
+def by_key(records: Sequence[RawRecord]) -> dict[str, list[bytes]]:
+    """Output values grouped by record key, in offset order."""
+    out: dict[str, list[bytes]] = defaultdict(list)
+    for r in sorted(records, key=lambda r: (r.partition, r.offset)):
+        out[(r.key or b"").decode()].append(r.value or b"")
+    return dict(out)
+
+
+def deposits(start: int, stop_: int) -> list[Envelope]:
+    """Deposits ``start..stop_-1`` spread round-robin over :data:`KEYS`, amounts 1..7."""
+    return [add(KEYS[i % len(KEYS)], i, 1 + (i * 5) % 7) for i in range(start, stop_)]
+
+
+async def test_worker_processes_every_record_keyed_and_dead_letters_malformed_ones(
+    kafka_broker: str, tmp_path: Path
+) -> None:
+    """A worker writes exactly the pure core's outputs per key, each key on one partition, and turns every
+    malformed record into a dead letter with its reason and original bytes while the rest goes on."""
+    settings = settings_for(kafka_broker)
+    await kafka.ensure_topics(settings, list(topics.ALL_TOPICS))
+    good = deposits(0, 120)
+    wrong_topic = request(
+        "Deposit", topics.TABLE_INBOX, KEYS[0], {"account_id": KEYS[0], "amount_minor": 5, "currency": "EUR"},
+        event_id="wrong-topic", occurred_at="2026-01-01T00:00:00.000Z", producer="test",
+    )  # fmt: skip
+    bad_amount = add(KEYS[1], 9001, -5)
+    unknown = add(KEYS[2], 9002, 3, type_="Teleport")
+    malformed: list[tuple[bytes, str]] = [
+        (b"\xff\xfe not json", "undecodable"),
+        (b'{"event_id": "half an envelope"}', "undecodable"),
+        (wrong_topic.to_json(), "invalid_payload"),
+        (bad_amount.to_json(), "invalid_payload"),
+        (unknown.to_json(), "unknown_type"),
+    ]
+    records: list[tuple[str, bytes | None, bytes | None]] = [
+        (topics.WALLET_REQUESTS, e.key.encode(), e.to_json()) for e in good[:60]
+    ]
+    records += [(topics.WALLET_REQUESTS, KEYS[i % 3].encode(), raw) for i, (raw, _) in enumerate(malformed)]
+    records += [(topics.WALLET_REQUESTS, e.key.encode(), e.to_json()) for e in good[60:]]
+    records.append((topics.WALLET_REQUESTS, good[7].key.encode(), good[7].to_json()))  # a re-delivery
+    await kafka.aproduce_raw(settings, records)
+    expected = reference(good)
+    total = sum(len(v) for v in expected.values())
+
+    worker = start_worker(settings, tmp_path / "worker.log")
+    try:
+        await wait_until(settings, lambda rs: len(rs) >= total, "all outputs")
+        dead = await wait_until_dead(settings, len(malformed))
+    finally:
+        assert stop(worker) == 0, (tmp_path / "worker.log").read_text()[-3000:]
+    written = await outputs(settings)
+
+    assert by_key(written) == expected
+    partitions_of = defaultdict(set)
+    for r in written:
+        partitions_of[r.key].add(r.partition)
+    assert all(len(p) == 1 for p in partitions_of.values())
+    assert len({p for ps in partitions_of.values() for p in ps}) > 1
+    letters = [json.loads(r.value or b"") for r in dead]
+    assert sorted((d["payload"]["original"], d["payload"]["reason"]) for d in letters) == sorted(
+        (raw.decode("utf-8", "replace"), reason) for raw, reason in malformed
+    )
+    assert {d["payload"]["source_topic"] for d in letters} == {topics.WALLET_REQUESTS}
+    assert {(r.key or b"").decode() for r in dead} == {topics.WALLET_REQUESTS}
+
+
+async def wait_until_dead(settings: Settings, count: int) -> list[RawRecord]:
+    """Poll the dead-letter topic until it holds ``count`` records."""
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while True:
+        dead = await outputs(settings, topics.DEADLETTER)
+        if len(dead) >= count:
+            return dead
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"timed out waiting for {count} dead letters: {len(dead)}")
+        await asyncio.sleep(0.2)
+
+
+async def test_sigkilled_worker_restarts_without_missing_or_duplicate_outputs(
+    kafka_broker: str, tmp_path: Path
+) -> None:
+    """A worker SIGKILLed mid-stream, twice, then restarted, leaves exactly the uninterrupted run's outputs:
+    no missing and no duplicate event id, byte-identical per key."""
+    settings = settings_for(kafka_broker)
+    await kafka.ensure_topics(settings, list(topics.ALL_TOPICS))
+    inputs = deposits(0, 3000)
+    expected = reference(inputs)
+    total = sum(len(v) for v in expected.values())
+    await kafka.aproduce(settings, inputs[:2000])
+    log = tmp_path / "worker.log"
+    seen_at_kill: list[int] = []
+    for threshold in (total // 6, total // 2):
+        worker = start_worker(settings, log)
+        await wait_until(settings, lambda rs, n=threshold: len(rs) >= n, f"{threshold} outputs")
+        assert stop(worker, signal.SIGKILL) == -signal.SIGKILL
+        seen_at_kill.append(len(await outputs(settings)))
+        if len(seen_at_kill) == 1:
+            await kafka.aproduce(settings, inputs[2000:])  # more input arrives while the worker is down
+    worker = start_worker(settings, log)
+    try:
+        await wait_until(settings, lambda rs: len(rs) >= total, "all outputs")
+    finally:
+        assert stop(worker) == 0, log.read_text()[-3000:]
+    written = await outputs(settings)
+
+    assert all(n < total for n in seen_at_kill)  # each kill hit a worker with work left
+    ids = [json.loads(r.value or b"")["event_id"] for r in written]
+    assert len(ids) == len(set(ids))
+    assert by_key(written) == expected
+    assert "catch_up" in log.read_text()
+
+
+async def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_killed(
+    kafka_broker: str, tmp_path: Path
+) -> None:
+    """Two workers of one group split the partitions; when one is SIGKILLed the survivor takes its
+    partitions over, and the output is still exactly the uninterrupted run's."""
+    settings = settings_for(kafka_broker)
+    await kafka.ensure_topics(settings, list(topics.ALL_TOPICS))
+    inputs = deposits(0, 2400)
+    expected = reference(inputs)
+    total = sum(len(v) for v in expected.values())
+    await kafka.aproduce(settings, inputs)
+    first, second = tmp_path / "first.log", tmp_path / "second.log"
+    survivor = start_worker(settings, second)
+    victim = start_worker(settings, first)
+    try:
+        await wait_until(settings, lambda rs: len(rs) >= total // 3, "a third of the outputs")
+        assert stop(victim, signal.SIGKILL) == -signal.SIGKILL
+        seen_at_kill = len(await outputs(settings))
+        await wait_until(settings, lambda rs: len(rs) >= total, "all outputs")
+    finally:
+        stop(victim, signal.SIGKILL)
+        assert stop(survivor) == 0, second.read_text()[-3000:]
+    written = await outputs(settings)
+
+    assert seen_at_kill < total
+    ids = [json.loads(r.value or b"")["event_id"] for r in written]
+    assert len(ids) == len(set(ids))
+    assert by_key(written) == expected
+
+
+def test_produce_and_consume_all_round_trip_every_record_of_a_pipelined_batch(kafka_broker: str) -> None:
+    """consume_all returns every envelope produce sent, in per-key order, even the tail of a multi-record
+    batch that Tansu's ListOffsets leaves out of its end offset."""
+    settings = settings_for(kafka_broker)
+    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
+    sent = deposits(0, 2000)
+    assert kafka.produce(kafka_broker, sent, settings) == len(sent)
+    got = kafka.consume_all(kafka_broker, [topics.WALLET_REQUESTS], settings)
+    assert sorted(e.event_id for e in got) == sorted(e.event_id for e in sent)
+    for key in KEYS:
+        assert [e for e in got if e.key == key] == [e for e in sent if e.key == key]

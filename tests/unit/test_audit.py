@@ -1,0 +1,255 @@
+"""The audit processor's tamper evidence, pure: chains, signed checkpoints, digests, the replay report."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.audit.processor import Audit, TableDigest, table_digest
+from services.core import topics
+from services.core.envelope import ChainHead, Draft, Envelope, canonical, seal, sha256_hex
+from services.core.processor import initial_state
+from services.core.signing import ALGORITHM, DEMO_SIGNING_KEY, SigningKey, sign, verify
+from services.runtime import replay as replay_mod
+from services.runtime.replay import Scope, replay
+from services.runtime.report_html import render_html
+from services.runtime.simulator import DEFAULT_TABLES, Session
+from tests.helpers.membus import MemBus
+
+KEY = SigningKey("unit-key", bytes(range(32)))
+OTHER = SigningKey("unit-key", bytes(range(1, 33)))
+
+# --- signing ---------------------------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(payload=st.dictionaries(st.text(min_size=1, max_size=8), json_values, min_size=1, max_size=5))
+@settings(max_examples=60, deadline=None)
+def test_signed_payload_verifies_and_any_changed_field_does_not(payload: dict[str, Any]) -> None:
+    """Whatever the payload, its signature verifies under its key, and changing any field breaks it."""
+    signed = sign(payload, KEY)
+    assert signed["algorithm"] == ALGORITHM and signed["key_id"] == KEY.key_id
+    assert verify(signed, {KEY.key_id: KEY.secret}) is None
+    for name in sorted(k for k in signed if k != "signature"):
+        forged = dict(signed, **{name: ["changed", signed[name]]})
+        assert verify(forged, {KEY.key_id: KEY.secret}) is not None, name
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda p: {k: v for k, v in p.items() if k != "signature"}, "unsigned"),
+        (lambda p: dict(p, algorithm="hmac-md5"), "unknown_algorithm"),
+        (lambda p: dict(p, key_id="someone-else"), "unknown_key_id"),
+        (lambda p: sign({k: v for k, v in p.items() if k not in ("key_id",)}, OTHER), "bad_signature"),
+        (lambda p: dict(p, rounds=p["rounds"] + 1), "bad_signature"),
+    ],
+)
+def test_verify_says_why_a_checkpoint_does_not_verify(change: Any, why: str) -> None:
+    """Each way a signature can fail is named: missing, other algorithm, unknown key id, wrong MAC."""
+    signed = sign({"table_id": "T", "rounds": 50, "table_digest": "ab" * 32}, KEY)
+    assert verify(change(signed), {KEY.key_id: KEY.secret}) == why
+
+
+def test_signing_key_never_shows_its_secret() -> None:
+    """A key's repr names its id and length only, so it cannot leak into a log line."""
+    assert KEY.secret.hex() not in repr(KEY) and "unit-key" in repr(KEY)
+
+
+# --- digests -----------------------------------------------------------------------------------------
+
+
+@given(hashes=st.dictionaries(st.integers(1, 40), st.text("0123456789abcdef", min_size=64, max_size=64)),
+       seed=st.integers(0, 2**32))  # fmt: skip
+@settings(max_examples=80, deadline=None)
+def test_streamed_table_digest_does_not_depend_on_completion_order(hashes: dict[int, str], seed: int) -> None:
+    """Rounds completed in any order stream to the digest of all of them in coup-number order."""
+    order = list(hashes)
+    random.Random(seed).shuffle(order)
+    digest = TableDigest()
+    for n in order:
+        digest.add(n, hashes[n])
+    assert digest.value() == table_digest(hashes)
+
+
+# --- chains --------------------------------------------------------------------------------------------
+
+
+def _chain(n: int, key: str = "T1") -> list[Envelope]:
+    out, head = [], None
+    for i in range(n):
+        draft = Draft("Noted", topics.TABLE_EVENTS, key, {"table_id": key, "i": i})
+        env = seal(draft, event_id=f"e{i}", occurred_at="2026-11-22T20:00:00.000Z", producer="dealer",
+                   cause=None, head=head)  # fmt: skip
+        head = ChainHead(env.seq or 0, env.hash)
+        out.append(env)
+    return out
+
+
+def _edited(env: Envelope, **payload: Any) -> Envelope:
+    return env.model_copy(update={"payload": {**env.payload, **payload}})
+
+
+def _rehashed(env: Envelope, **fields: Any) -> Envelope:
+    body = env.body() | fields
+    return Envelope(**body, hash=sha256_hex(canonical(body)))
+
+
+CHAIN_CASES = [
+    ("edited without re-hashing", lambda c: [*c[:3], _edited(c[3], i=99), *c[4:]], {"hash_mismatch": ["e3"]}),
+    ("one record deleted", lambda c: [*c[:3], *c[4:]], {"seq_gap": ["e4"]}),
+    ("the last two records swapped", lambda c: [*c[:4], c[5], c[4]], {"seq_reordered": ["e5", "e4"]}),
+    ("two records swapped", lambda c: [*c[:2], c[3], c[2], *c[4:]], {"seq_reordered": ["e3", "e2"]}),
+    ("the first two records swapped", lambda c: [c[1], c[0], *c[2:]], {"seq_reordered": ["e1", "e0"]}),
+    ("one record replayed later", lambda c: [*c, _rehashed(c[2], event_id="x2")], {"seq_duplicate": ["x2"]}),
+    ("prev_hash pointing elsewhere", lambda c: [*c[:3], _rehashed(c[3], prev_hash="00" * 32), *c[4:]],
+     {"chain_broken": ["e3", "e4"]}),
+    ("the tail deleted after a gap", lambda c: [*c[:2], c[4]], {"seq_gap": ["e4"]}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "tamper", "want"), CHAIN_CASES, ids=[c[0] for c in CHAIN_CASES])
+def test_chain_tampering_gives_one_finding_naming_the_records(
+    case: str, tamper: Any, want: dict[str, list[str]]
+) -> None:
+    """Each kind of chain tampering is found with its reason code and the ids of the records concerned."""
+    audit = Audit()
+    state = audit.initial()
+    drafts: list[Draft] = []
+    for env in tamper(_chain(6)):
+        drafts.extend(audit.check_chain(state, env))
+    drafts.extend(audit.finish(state))
+    got: dict[str, list[str]] = {}
+    for d in drafts:
+        subject = d.payload["subject"]
+        got.setdefault(d.payload["reason"], []).extend(subject.get("event_ids") or [subject["event_id"]])
+    assert got == want, case
+
+
+def test_untampered_chain_gives_no_finding() -> None:
+    """A chain as written has no finding (so each case above fails for its tampering only)."""
+    audit = Audit()
+    state = audit.initial()
+    assert [d for env in _chain(6) for d in audit.check_chain(state, env)] == []
+    assert audit.finish(state) == []
+
+
+# --- checkpoints and the replay over an in-memory pipeline ----------------------------------------------
+
+
+def _played(audit: Audit, coups: int = 12, seed: int = 5) -> MemBus:
+    bus = MemBus()
+    i = next(i for i, (p, _) in enumerate(bus.procs) if isinstance(p, Audit))
+    bus.procs[i] = (audit, initial_state(audit))  # type: ignore[assignment, arg-type]
+    Session(bus, seed=seed).run(list(DEFAULT_TABLES[:2]), coups)
+    return bus
+
+
+@pytest.fixture(scope="module")
+def signed_log() -> list[Envelope]:
+    """Two tables, 12 coups each, audited with a checkpoint every 5 rounds under ``KEY``."""
+    return _played(Audit(signing=KEY, checkpoint_every=5)).log
+
+
+def test_every_checkpoint_is_signed_under_the_configured_key(signed_log: list[Envelope]) -> None:
+    """Audit signs each checkpoint with its key id; every 5 rounds and at each shoe close."""
+    cps = [e for e in signed_log if e.type == "AuditCheckpoint"]
+    rounds = sorted((e.key, e.payload["rounds"]) for e in cps)
+    tables = sorted({e.key for e in signed_log if e.type == "TableOpened"})
+    assert rounds == sorted([(t, n) for t in tables for n in (5, 10, 12)])
+    assert all(verify(e.payload, {KEY.key_id: KEY.secret}) is None for e in cps)
+    assert all(verify(e.payload, {KEY.key_id: OTHER.secret}) == "bad_signature" for e in cps)
+
+
+def test_replay_verifies_checkpoints_and_is_clean(signed_log: list[Envelope]) -> None:
+    """A replay with the right key and cadence verifies every checkpoint and finds nothing."""
+    report = replay(signed_log, keys={KEY.key_id: KEY.secret}, checkpoint_every=5)
+    assert report.clean, report.to_dict()["findings"]
+    assert report.checkpoints["verified"] == sum(1 for e in signed_log if e.type == "AuditCheckpoint")
+
+
+def test_replay_with_another_key_reports_every_checkpoint(signed_log: list[Envelope]) -> None:
+    """Under a keyring without the writer's key, each checkpoint is reported with its event id."""
+    report = replay(signed_log, keys={DEMO_SIGNING_KEY.key_id: DEMO_SIGNING_KEY.secret}, checkpoint_every=5)
+    cps = [e.event_id for e in signed_log if e.type == "AuditCheckpoint"]
+    bad = [f for f in report.findings if f["reason"] == "checkpoint_signature_invalid"]
+    assert [f["subject"]["event_id"] for f in bad] == cps
+    assert all("unknown_key_id" in f["detail"] for f in bad)
+
+
+def test_replay_with_another_cadence_reports_the_checkpoints_off_it(signed_log: list[Envelope]) -> None:
+    """A replay expecting a checkpoint every 4 rounds reports each one at 5 and 10 as off its cadence."""
+    report = replay(signed_log, keys={KEY.key_id: KEY.secret}, checkpoint_every=4)
+    off = sorted((f["table_id"], f["expected"]["rounds"], f["recorded"]["rounds"]) for f in report.findings
+                 if "rounds" in f["subject"]["fields"])  # fmt: skip
+    tables = sorted({e.key for e in signed_log if e.type == "TableOpened"})
+    assert {f["reason"] for f in report.findings} == {"checkpoint_mismatch"}
+    assert off == [(t, want, got) for t in tables for want, got in ((4, 5), (8, 10))]
+
+
+def test_same_input_gives_byte_identical_reports(signed_log: list[Envelope]) -> None:
+    """Two replays of one log (as bytes, then as envelopes) give the same JSON and HTML, byte for byte."""
+    raw = [e.to_json() for e in signed_log]
+    raw[40] = raw[40].replace(b'"seq":', b'"seq": ', 1)  # a re-formatted record: content unchanged
+    a = replay(raw, keys={KEY.key_id: KEY.secret}, checkpoint_every=5)
+    b = replay(signed_log, keys={KEY.key_id: KEY.secret}, checkpoint_every=5)
+    assert a.to_json() == b.to_json()
+    assert render_html(a.to_dict()) == render_html(b.to_dict())
+    assert json.loads(a.to_json())["digest"] == a.digest
+
+
+def test_html_escapes_what_the_log_says() -> None:
+    """A hostile value in a finding is escaped in the HTML and nothing loads from outside the page."""
+    report = replay([])
+    hostile = {
+        "reason": "<script>alert(1)</script>",
+        "table_id": 'T"><img src=x>',
+        "subject": {"event_id": "<b>"},
+    }
+    report.add_finding({**hostile, "detail": "&", "expected": "<evil-i>", "recorded": None})
+    page = render_html(report.to_dict())
+    assert "<script>" not in page and "<img" not in page and "<evil" not in page
+    assert "&lt;script&gt;" in page and 'src="' not in page and "href" not in page
+
+
+def test_scope_limits_the_report_but_not_the_integrity_checks(signed_log: list[Envelope]) -> None:
+    """Limited to one table, a payout finding at the other is left out; a broken chain there is not."""
+    log = list(signed_log)
+    tables = sorted({e.key for e in log if e.type == "TableOpened"})
+    i = next(i for i, e in enumerate(log) if e.type == "PayoutIssued" and e.payload["table_id"] == tables[1]
+             and e.payload["result"] == "win")  # fmt: skip
+    log[i] = _rehashed(log[i], payload={**log[i].payload, "spot": "tie"})
+    j = next(i for i, e in enumerate(log) if e.type == "CardDealt" and e.key == tables[1])
+    del log[j]
+    keys = {KEY.key_id: KEY.secret}
+    full = replay(log, keys=keys, checkpoint_every=5)
+    only = replay(log, keys=keys, checkpoint_every=5, scope=Scope(tables=frozenset({tables[0]})))
+    assert {"payout_mismatch", "seq_gap"} <= {f["reason"] for f in full.findings}
+    assert "payout_mismatch" not in {f["reason"] for f in only.findings}
+    assert "seq_gap" in {f["reason"] for f in only.findings}
+    assert [t["table_id"] for t in only.to_dict()["tables"]] == [tables[0]]
+    assert full.digest == only.digest
+
+
+def test_a_redelivery_beyond_the_window_is_still_caught(
+    signed_log: list[Envelope], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a tiny de-duplication window, a re-delivered wallet event is reported by its seq instead."""
+    monkeypatch.setattr(replay_mod, "DEDUP_WINDOW", 8)
+    log = list(signed_log)
+    i = next(i for i, e in enumerate(log) if e.type == "PayoutApplied")
+    near = replay([*log[: i + 1], log[i], *log[i + 1 :]], keys={KEY.key_id: KEY.secret}, checkpoint_every=5)
+    far = replay([*log, log[i]], keys={KEY.key_id: KEY.secret}, checkpoint_every=5)
+    assert [f["reason"] for f in near.findings] == ["duplicate_event"]
+    assert "seq_duplicate" in {f["reason"] for f in far.findings}
+    assert any(f["subject"].get("event_id") == log[i].event_id for f in far.findings)
