@@ -21,12 +21,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from pydantic import ValidationError
+
 from services.core import topics
 from services.core.baccarat import TableConfig, Wager, get_variant, resolve
 from services.core.cards import shoe_cards
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError
-from services.core.processor import Processor
+from services.core.events import PAYLOADS, payload_of
+from services.core.processor import Processor, describe
 from services.core.shoe import commitment, shuffle
 from services.core.signing import DEMO_SIGNING_KEY, SigningKey, sign
 from services.settlement.processor import payout_payload, table_accounts
@@ -166,6 +169,7 @@ class Audit(Processor[AuditState]):
 
     name = "audit"
     inputs = (topics.TABLE_EVENTS, topics.WALLET_REQUESTS, topics.WALLET_EVENTS)
+    validates_inputs = False  # integrity first: an edited record is a hash finding before anything else
 
     def __init__(
         self, signing: SigningKey | None = DEMO_SIGNING_KEY, checkpoint_every: int = CHECKPOINT_EVERY
@@ -191,8 +195,11 @@ class Audit(Processor[AuditState]):
         state.completed.clear()
         out = self.check_chain(state, record, expected_hash)
         state.records += 1
-        handler = _HANDLERS.get(record.type)
-        if handler is not None:
+        broken = contract_breach(record)
+        if broken is not None:
+            subject = {**_subject(record), "type": record.type}
+            out.append(finding("invalid_payload", _finding_key(record), subject, detail=broken))
+        elif (handler := _HANDLERS.get(record.type)) is not None:
             out.extend(handler(state, record))
         state.findings += sum(1 for d in out if d.type == "AuditFinding")
         if self.signing is not None:
@@ -241,6 +248,17 @@ class Audit(Processor[AuditState]):
         out = [_gap_finding(jump, state.heads.get(chain)) for chain, jump in sorted(state.jumps.items())]
         state.jumps.clear()
         return out
+
+
+def contract_breach(rec: Envelope) -> str | None:
+    """Why ``rec``'s payload breaks the event contract, or ``None`` when it validates (tolerantly)."""
+    if rec.type not in PAYLOADS:
+        return None
+    try:
+        payload_of(rec, tolerant=True)
+    except (DomainError, ValidationError) as exc:
+        return describe(exc)
+    return None
 
 
 def _subject(rec: Envelope) -> dict[str, Any]:

@@ -107,6 +107,9 @@ class FindingReason(StrEnum):
     """``prev_hash`` is not the hash of the previous event on that topic and key."""
     SEQ_REORDERED = "seq_reordered"
     """Two consecutive events of one stream appear in swapped order (the finding names both ids)."""
+    INVALID_PAYLOAD = "invalid_payload"
+    """A recorded event breaks the event contract (its payload does not validate, or its schema
+    version is unknown): it was forged or edited, or written by a faulty producer."""
     CHECKPOINT_SIGNATURE_INVALID = "checkpoint_signature_invalid"
     """A signed ``AuditCheckpoint`` does not verify under its key id."""
     CHECKPOINT_MISMATCH = "checkpoint_mismatch"

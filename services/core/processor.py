@@ -44,6 +44,10 @@ class Processor(ABC, Generic[S]):
     stage: ClassVar[str] = ""
     """A name unique among processors (defaults to ``name``): the namespace of derived output ids."""
     inputs: ClassVar[tuple[str, ...]]
+    validates_inputs: ClassVar[bool] = True
+    """Whether :func:`step` validates each input payload before :meth:`handle` (dead-lettering what
+    fails). Audit turns it off: it must check a record's hash and chain *before* its content, and an
+    invalid recorded event is a finding for it, not a dead letter."""
 
     @classmethod
     def stage_name(cls) -> str:
@@ -110,8 +114,8 @@ def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) ->
     """
     if record.event_id in state.applied:
         return []
-    try:
-        if record.type in PAYLOADS:  # validate at the edge: a malformed payload never reaches handle
+    try:  # validate at the edge: a malformed payload never reaches handle
+        if processor.validates_inputs and record.type in PAYLOADS:
             payload_of(record, tolerant=True)
         inner, drafts = processor.handle(state.inner, record)
     except (DomainError, ValidationError) as exc:

@@ -8,11 +8,13 @@ house result and hold %, the audit verdict (a fresh replay of the whole log) and
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from rich.table import Table
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.replay import Report, read_db, replay
-from services.runtime.simulator import DEFAULT_TABLES, Session
+from services.runtime.simulator import DEFAULT_TABLES, Session, TableSpec
 
 DEFAULT_COUPS = 60
 
@@ -93,7 +95,7 @@ def _money(minor: int) -> str:
     return f"{sign}{abs(minor) // 100:,}.{abs(minor) % 100:02d}"
 
 
-def render(console: Console, summaries: dict[str, TableSummary], report: Report, db: Path) -> None:
+def render(console: Console, summaries: dict[str, TableSummary], report: Report, where: str) -> None:
     """Print the summary table, the audit verdict and where the log is."""
     t = Table(title="casino-ledger demo: tables")
     for col in (
@@ -122,32 +124,69 @@ def render(console: Console, summaries: dict[str, TableSummary], report: Report,
     for f in d["findings"][:20]:
         console.print(f"  finding {f.get('reason')}: {json.dumps(f.get('subject'), sort_keys=True)}")
     console.print(f"digest: {report.digest}")
-    console.print(f"log: {db}  (try: casino-ledger replay --db {db})")
+    console.print(f"log: {where}")
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the demo session and print what happened."""
-    from services.runtime.embedded import EmbeddedBus  # noqa: PLC0415
+    """Run the demo session (on the embedded log, or through Kafka with ``--kafka``) and print it."""
     from services.runtime.logging import configure  # noqa: PLC0415
 
     tables = list(DEFAULT_TABLES[: args.tables] if args.tables else DEFAULT_TABLES)
     coups = args.coups if args.coups is not None else DEFAULT_COUPS
+    configure(level=os.environ.get("LOG_LEVEL", "WARNING"))  # one line per batch is for operators
+    console = Console(quiet=bool(getattr(args, "quiet", False)), width=None if sys.stdout.isatty() else 132)
+    if getattr(args, "kafka", None):
+        return _main_kafka(args, console, tables, coups)
+    from services.runtime.embedded import EmbeddedBus  # noqa: PLC0415
+
     db = Path(args.db) if args.db else Path("var") / f"demo-seed{args.seed}.db"
     db.parent.mkdir(parents=True, exist_ok=True)
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    configure(
-        level=os.environ.get("LOG_LEVEL", "WARNING")
-    )  # one line per batch is for operators, not the demo
-    console = Console(quiet=bool(getattr(args, "quiet", False)), width=None if sys.stdout.isatty() else 132)
     bus = EmbeddedBus(db)
     try:
-        with Progress(console=console, transient=True, disable=console.quiet) as progress:
-            task = progress.add_task("playing coups", total=coups * len(tables))
-            Session(bus, seed=args.seed).run(tables, coups, progress=lambda: progress.advance(task))
+        _play(console, Session(bus, seed=args.seed), tables, coups)
     finally:
         bus.close()
     report = replay(read_db(db))
-    summaries = summarise(read_db(db))
-    render(console, summaries, report, db)
+    render(console, summarise(read_db(db)), report, f"{db}  (try: casino-ledger replay --db {db})")
+    return 0 if report.clean else 1
+
+
+def _play(console: Console, session: Session, tables: list[TableSpec], coups: int) -> None:
+    with Progress(console=console, transient=True, disable=console.quiet) as progress:
+        task = progress.add_task("playing coups", total=coups * len(tables))
+        session.run(tables, coups, progress=lambda: progress.advance(task))
+
+
+def _main_kafka(args: argparse.Namespace, console: Console, tables: list[TableSpec], coups: int) -> int:
+    """The same seeded session through Kafka: each service a separate worker process (DESIGN §5).
+
+    Topics get a prefix of their own (``CASINO_TOPIC_PREFIX``, else ``demo-<seed>-<time>.``) so that a
+    second run never mixes with the first; the workers log under ``var/kafka/<prefix>``.
+    """
+    from services.runtime import kafka  # noqa: PLC0415
+    from services.runtime.kafka_bus import KafkaBus, Workers, quick_settings  # noqa: PLC0415
+    from services.runtime.settings import Settings  # noqa: PLC0415
+
+    base = Settings(bootstrap_servers=args.kafka)
+    if not os.environ.get("CASINO_TOPIC_PREFIX"):
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        base = base.model_copy(update={"topic_prefix": f"demo-{args.seed}-{stamp}."})
+    settings = quick_settings(base)
+    workers = Workers(settings, Path("var") / "kafka" / settings.topic_prefix.rstrip("."))
+    console.print(f"topics {settings.topic_prefix}*, worker logs in {workers.log_dir}")
+    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))  # once, before the services race
+    workers.start()
+    try:
+        with KafkaBus(settings, workers=workers) as bus:
+            _play(console, Session(bus, seed=args.seed), tables, coups)
+            records = bus.consume_all()
+    finally:
+        workers.stop()
+    report = replay(records)
+    prefix = settings.topic_prefix
+    replay_cmd = f"CASINO_TOPIC_PREFIX={prefix} casino-ledger replay --kafka {args.kafka}"
+    where = f"Kafka {args.kafka}, topics {prefix}*  (try: {replay_cmd})"
+    render(console, summarise(records), report, where)
     return 0 if report.clean else 1

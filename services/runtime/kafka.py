@@ -135,7 +135,7 @@ def _settings_for(bootstrap: str | None, settings: Settings | None) -> Settings:
     return base.model_copy(update={"bootstrap_servers": bootstrap}) if bootstrap else base
 
 
-def _consumer(settings: Settings) -> AIOKafkaConsumer:
+def new_consumer(settings: Settings) -> AIOKafkaConsumer:
     return AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_list,
         enable_auto_commit=False,
@@ -165,7 +165,7 @@ async def aproduce(settings: Settings, envelopes: Iterable[Envelope]) -> int:
     return await aproduce_raw(settings, ((e.topic, codec.encode_key(e), codec.encode(e)) for e in envelopes))
 
 
-async def _partitions(consumer: AIOKafkaConsumer, physical: Sequence[str]) -> list[TopicPartition]:
+async def partitions_of(consumer: AIOKafkaConsumer, physical: Sequence[str]) -> list[TopicPartition]:
     await consumer.topics()  # refreshes the metadata
     tps: list[TopicPartition] = []
     for name in physical:
@@ -174,7 +174,7 @@ async def _partitions(consumer: AIOKafkaConsumer, physical: Sequence[str]) -> li
     return tps
 
 
-async def _read(
+async def read_range(
     consumer: AIOKafkaConsumer,
     starts: Mapping[TopicPartition, int],
     ends: Mapping[TopicPartition, int],
@@ -222,12 +222,12 @@ async def _read(
 
 async def aconsume_raw(settings: Settings, logical_topics: Sequence[str]) -> list[RawRecord]:
     """Every record of the topics up to their end offsets now: topic by topic, partition, offset."""
-    consumer = _consumer(settings)
+    consumer = new_consumer(settings)
     await consumer.start()
     try:
-        tps = await _partitions(consumer, [settings.topic(t) for t in logical_topics])
+        tps = await partitions_of(consumer, [settings.topic(t) for t in logical_topics])
         ends = await consumer.end_offsets(tps) if tps else {}
-        read, _ = await _read(consumer, {}, ends, to_end=True)
+        read, _ = await read_range(consumer, {}, ends, to_end=True)
     finally:
         await consumer.stop()
     return [
@@ -370,9 +370,9 @@ class OutputIndex:
 
     async def refresh(self, settings: Settings, consumer: AIOKafkaConsumer) -> int:
         """Read every output topic from where the last refresh stopped to its end; returns ids added."""
-        tps = await _partitions(consumer, [settings.topic(t) for t in self.logical_topics])
+        tps = await partitions_of(consumer, [settings.topic(t) for t in self.logical_topics])
         ends = await consumer.end_offsets(tps) if tps else {}
-        read, reached = await _read(consumer, self.positions, ends, to_end=True)
+        read, reached = await read_range(consumer, self.positions, ends, to_end=True)
         before = len(self.ids)
         for msgs in read.values():
             for m in msgs:
@@ -430,7 +430,7 @@ class Shell:
     async def reader(self) -> AIOKafkaConsumer:
         """The plain consumer (no group) used for catch-up and the output index."""
         if self._reader is None:
-            self._reader = _consumer(self.settings)
+            self._reader = new_consumer(self.settings)
             await self._reader.start()
         return self._reader
 
@@ -486,7 +486,7 @@ class Shell:
     async def catch_up(self, pipe: Pipe, physical: str, partition: int, start: int, end: int) -> None:
         """Apply a partition's records [start, end) that another run handled; send only missing outputs."""
         tp = TopicPartition(physical, partition)
-        read, _ = await _read(await self.reader(), {tp: start}, {tp: end})
+        read, _ = await read_range(await self.reader(), {tp: start}, {tp: end})
         logical = self.settings.logical(physical)
         missing = 0
         for m in read.get(tp, []):

@@ -134,7 +134,7 @@ class Workers:
                 continue
             env["CASINO_DATA_DIR"] = str(self.log_dir / f"faust-{name}")
             with (self.log_dir / f"{name}.log").open("ab") as log:
-                self.procs[name] = subprocess.Popen(
+                self.procs[name] = subprocess.Popen(  # noqa: S603 (our own interpreter and module)
                     [sys.executable, "-m", "services.runtime.kafka", name],
                     env=env,
                     stdout=log,
@@ -244,8 +244,8 @@ class KafkaBus:
         await self._producer.start()
         self._admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap_list, **auth)
         await self._admin.start()
-        self._probe = kafka._consumer(self.settings)  # noqa: SLF001 (the runtime's one consumer recipe)
-        self._reader = kafka._consumer(self.settings)  # noqa: SLF001
+        self._probe = kafka.new_consumer(self.settings)
+        self._reader = kafka.new_consumer(self.settings)
         await self._probe.start()
         await self._reader.start()
 
@@ -309,7 +309,7 @@ class KafkaBus:
     async def _partitions(self, logical: str) -> list[TopicPartition]:
         if logical not in self._tps:
             assert self._probe is not None
-            self._tps[logical] = await kafka._partitions(self._probe, [self.settings.topic(logical)])  # noqa: SLF001
+            self._tps[logical] = await kafka.partitions_of(self._probe, [self.settings.topic(logical)])
         return self._tps[logical]
 
     async def _committed(self, service: str, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
@@ -359,7 +359,7 @@ class KafkaBus:
         assert self._reader is not None and self._probe is not None
         tps = await self._partitions(logical)
         ends = await real_ends(self._probe, tps)
-        read, reached = await kafka._read(self._reader, self._positions, ends)  # noqa: SLF001
+        read, reached = await kafka.read_range(self._reader, self._positions, ends)
         for tp in tps:
             for m in read.get(tp, []):
                 with contextlib.suppress(codec.DecodeError):

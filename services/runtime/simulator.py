@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from services.core import topics
-from services.core.baccarat import CoupState, Decide, apply_card, apply_decision, get_variant, start
+from services.core.baccarat import CoupState, Decide, Wager, apply_card, apply_decision, get_variant, start
 from services.core.baccarat.engine import TableConfig, Variant
 from services.core.envelope import Envelope, name_id, request
 
@@ -216,30 +216,43 @@ class TablePlay:
         raise RuntimeError(f"{self.spec.table_id}: the dealer did not open betting")
 
     def bets(self) -> list[tuple[str, str, int]]:
-        """This coup's bets: a banker's bank first where the game has one, then the punters."""
+        """This coup's bets: a banker's bank first where the game has one, then the punters.
+
+        Players behave as at a real table: a seat taken by one punter is not offered to another, and a
+        stake the bank could not cover is not offered at all (each is checked with the variant's own
+        :meth:`~services.core.baccarat.engine.Variant.accepts`, the rule the dealer applies), so the
+        refusals a session shows are the interesting ones: late bets and over-limit stakes.
+        """
         s = self.session
-        rng, spots = s.rng, [x for x in self.variant.spots(self.config) if x != "bank"]
+        rng, all_spots = s.rng, self.variant.spots(self.config)
+        spots = [x for x in all_spots if x != "bank"]
         lo = self.spec.min_minor
         players = rng.sample(s.accounts(), k=rng.randint(2, min(8, len(s.accounts()))))
         out: list[tuple[str, str, int]] = []
-        if "bank" in self.variant.spots(self.config):
-            bank = lo * rng.choice((20, 50, 100))
-            out.append((players[0], "bank", bank))
+        if "bank" in all_spots:
+            out.append((players[0], "bank", lo * rng.choice((20, 50, 100))))
             players = players[1:]
-            cap = bank // max(1, len(players))
-        else:
-            cap = self.spec.max_minor
+        hands = ("player", "banker", "tie", "ponte")
+        main = [x for x in spots if x in hands or x.startswith(("punter", "left", "right"))]
+        seats = [x for x in main if x.startswith("punter")]  # one stake per seat (russian_classic)
+        taken: set[str] = set()
         for account in players:
-            main = [
-                x
-                for x in spots
-                if x in ("player", "banker", "tie", "ponte") or x.startswith(("punter", "left", "right"))
-            ]
-            spot = rng.choice(main or spots) if rng.random() < 0.85 else rng.choice(spots)
-            stake = min(cap, lo * rng.choice((1, 2, 3, 5, 10, 25))) + rng.choice((0, 0, 5, 55))
-            if stake >= lo:
+            free = [x for x in (main or spots) if x not in taken or x not in seats]
+            if not free:
+                break
+            spot = rng.choice(free) if rng.random() < 0.85 or seats else rng.choice(spots)
+            units = rng.choice((1, 2, 3, 5, 10, 25))
+            stake = min(self.spec.max_minor, lo * units) + rng.choice((0, 0, 5, 55))
+            if self._coverable(out, account, spot, stake):
                 out.append((account, spot, stake))
+                taken.add(spot)
         return out
+
+    def _coverable(self, placed: list[tuple[str, str, int]], account: str, spot: str, stake: int) -> bool:
+        """Whether the variant would accept this stake beside those already placed (the bank covers)."""
+        wagers = [Wager(str(n), a, x, m) for n, (a, x, m) in enumerate(placed)]
+        wager = Wager(str(len(placed)), account, spot, stake)
+        return self.variant.accepts(self.config, wagers, wager) is None
 
     def _play_out(self) -> None:
         """Answer decisions with the variant's default strategy until the coup resolves."""

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from services.audit.processor import Audit, TableDigest, table_digest
 from services.core import topics
 from services.core.envelope import ChainHead, Draft, Envelope, canonical, seal, sha256_hex
-from services.core.processor import initial_state
+from services.core.processor import initial_state, step
 from services.core.signing import ALGORITHM, DEMO_SIGNING_KEY, SigningKey, sign, verify
 from services.runtime import replay as replay_mod
 from services.runtime.replay import Scope, replay
@@ -253,3 +253,30 @@ def test_a_redelivery_beyond_the_window_is_still_caught(
     assert [f["reason"] for f in near.findings] == ["duplicate_event"]
     assert "seq_duplicate" in {f["reason"] for f in far.findings}
     assert any(f["subject"].get("event_id") == log[i].event_id for f in far.findings)
+
+
+def test_an_edit_that_breaks_the_contract_is_a_hash_finding_not_a_dead_letter(
+    signed_log: list[Envelope],
+) -> None:
+    """An inflated wallet credit that no longer matches its postings is found as edited (hash) and invalid,
+    on the record itself, through the pure step and the replay alike, and nothing is dead-lettered.
+
+    Regression: the step's edge validation used to dead-letter such a record before audit saw it, so
+    the edit went unreported."""
+    log = list(signed_log)
+    i = next(i for i, e in enumerate(log) if e.type == "PayoutApplied" and e.payload["amount_minor"] > 0)
+    target = log[i]
+    log[i] = _edited(target, amount_minor=target.payload["amount_minor"] * 10)
+    audit = Audit(signing=KEY, checkpoint_every=5)
+    state = initial_state(audit)
+    out = [o for e in log if e.topic in audit.inputs for o in step(audit, state, e)]
+    assert not [o for o in out if o.type == "DeadLetter"]
+    at_target = {
+        o.payload["reason"] for o in out
+        if o.type == "AuditFinding" and o.payload["subject"].get("event_id") == target.event_id
+    }  # fmt: skip
+    assert {"hash_mismatch", "invalid_payload"} <= at_target
+    report = replay(log, keys={KEY.key_id: KEY.secret}, checkpoint_every=5)
+    reasons = {f["reason"] for f in report.to_dict()["findings"]}
+    assert {"hash_mismatch", "invalid_payload"} <= reasons
+    assert "seq_gap" not in reasons and "chain_broken" not in reasons  # the chain is intact: no cascade
