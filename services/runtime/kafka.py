@@ -425,6 +425,7 @@ class Shell:
         self.index = OutputIndex(frozenset(p.name for p in processors), tuple(outputs))
         self._reader: AIOKafkaConsumer | None = None
         self._topics: dict[str, Any] = {}
+        self._one_at_a_time = asyncio.Lock()
         self.handled = 0
 
     async def reader(self) -> AIOKafkaConsumer:
@@ -464,7 +465,18 @@ class Shell:
     async def on_record(
         self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
     ) -> None:
-        """Handle one delivered record: refresh the index if stale, catch up, apply, send."""
+        """Handle one delivered record: refresh the index if stale, catch up, apply, send.
+
+        The pipes' agents run concurrently but share the reader, the output index and the sends, so a
+        worker handles one record at a time (two first records at once raced to start the reader, and
+        one of them used it unstarted: a crash with no broker known).
+        """
+        async with self._one_at_a_time:
+            await self._on_record(pipe, physical, partition, offset, value)
+
+    async def _on_record(
+        self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
+    ) -> None:
         if self.index.stale:
             added = await self.index.refresh(self.settings, await self.reader())
             _log().info("output_index", ids=len(self.index.ids), added=added)
@@ -575,7 +587,10 @@ def _add_agent(app: faust.App, shell: Shell, pipe: Pipe, service: str) -> None:
             try:
                 await shell.on_record(pipe, message.topic, message.partition, message.offset, message.value)
             except Exception as exc:  # fail fast; see the module docstring
-                _log().critical("record_failed", topic=message.topic, offset=message.offset, error=repr(exc))
+                _log().critical(
+                    "record_failed", topic=message.topic, partition=message.partition, offset=message.offset,
+                    error=repr(exc), exc_info=True,
+                )  # fmt: skip
                 sys.stderr.flush()
                 os._exit(EXIT_CRASH)
 

@@ -329,8 +329,10 @@ class KafkaBus:
             service: [tp for t in inputs for tp in await self._partitions(t)]
             for service, inputs in self.inputs.items()
         }
-        committed = {service: await self._committed(service, tps) for service, tps in wanted.items()}
         all_tps = sorted({tp for tps in wanted.values() for tp in tps})
+        # every group's committed offsets (concurrently), and only then the ends: see the module
+        found = await asyncio.gather(*(self._committed(service, tps) for service, tps in wanted.items()))
+        committed = dict(zip(wanted, found, strict=True))
         ends = await real_ends(self._probe, all_tps)
         behind = [
             f"{service} {tp.topic}[{tp.partition}] {committed[service][tp]}/{ends[tp]}"

@@ -172,11 +172,17 @@ class TablePlay:
         s.command("OpenBetting", t, {})
         s.bus.settle()
         self.coup_id = self._opened_coup()
+        # A player-banked game's bets are accepted in turn (the bank first, each against what the bank
+        # still covers), so each waits for the one before; a house-banked game's bets are independent.
+        in_turn = not self.variant.house_banked
         for account, spot, stake in self.bets():
             s.wallet("PlaceBet", account, {
                 "bet_id": s._id(), "table_id": t, "coup_id": self.coup_id, "spot": spot,
                 "stake_minor": stake, "currency": CURRENCY,
             })  # fmt: skip
+            if in_turn:
+                s.bus.settle()
+        if not in_turn:
             s.bus.settle()
         s.command("CloseBetting", t, {})
         if s.rng.random() < 0.05:  # a late bet: the dealer refuses it and settlement refunds it

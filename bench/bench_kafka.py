@@ -1,0 +1,197 @@
+"""The pipeline on Kafka (four worker processes on a local Tansu broker) against raw aiokafka, same run.
+
+Pipeline throughput: the operator commands and wallet requests of a seeded session of the house-banked
+tables (``punto_banco``, ``ez_baccarat``, ``super6``; :data:`COUPS` coups each) are produced at once
+to fresh topics while dealer, settlement, audit and monitor run as separate worker processes; the clock
+runs from the first send until every service has committed every record of its inputs. Events/s
+counts every record the topics then hold (inputs and every service's outputs). Bets that reach the
+table after its betting closed are refused and refunded: a real load, not the interactive demo.
+
+Baseline: raw aiokafka, one producer and one consumer, producing the very same number of records of
+the same sizes and keys to one fresh topic with as many partitions, then consuming them all back.
+
+Latency: an interactive session (the simulator waits for each step, as a table would) through the
+same workers; per bet, from the ``PlaceBet`` record's Kafka timestamp to the ``BetPlaced`` (funds held,
+on the table's inbox), and from ``CoupResolved`` to each ``PayoutIssued`` and on to its
+``PayoutApplied`` (the wallet credited): p50 and p99 in milliseconds.
+
+Run: ``.venv/bin/python -m bench kafka`` (starts its own broker; ``BENCH_KAFKA_COUPS`` sizes the load).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+
+from services.core import topics
+from services.runtime import kafka
+from services.runtime.kafka_bus import KafkaBus, Workers, quick_settings
+from services.runtime.logging import configure
+from services.runtime.settings import Settings
+from services.runtime.simulator import DEFAULT_TABLES, Session
+from tests.helpers.broker import tansu
+from tests.helpers.membus import MemBus
+
+COUPS = int(os.environ.get("BENCH_KAFKA_COUPS", "60"))
+PARTITIONS = 3
+HOUSE_TABLES = [t for t in DEFAULT_TABLES if t.variant in ("punto_banco", "ez_baccarat", "super6")]
+OUTSIDE = ("operator", "terminal")
+"""The producers of the records the simulator writes (everything else is the services' output)."""
+
+
+def _settings(broker: str) -> Settings:
+    prefix = f"bench{uuid.uuid4().hex[:8]}."
+    return quick_settings(Settings(bootstrap_servers=broker, topic_prefix=prefix, partitions=PARTITIONS), env={})
+
+
+def session_inputs(coups: int) -> list[tuple[str, bytes, bytes]]:
+    """The outside records of a seeded session, as (logical topic, key, value), in the order written."""
+    bus = MemBus()
+    Session(bus, seed=2026).run(list(HOUSE_TABLES), coups)
+    return [(e.topic, e.key.encode(), e.to_json()) for e in bus.log if e.producer in OUTSIDE]
+
+
+def bench_pipeline(broker: str, inputs: list[tuple[str, bytes, bytes]], logs: Path) -> tuple[float, int]:
+    """Seconds from the first send until the workers have settled, and the records the topics hold."""
+    settings = _settings(broker)
+    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
+    workers = Workers(settings, logs / "bulk")
+    workers.start()
+    try:
+        with KafkaBus(settings, workers=workers) as bus:
+            bus.settle()  # every group has joined (the first join waits the rebalance timeout)
+            started = time.perf_counter()
+            bus.publish_raw(inputs)
+            bus.settle()
+            elapsed = time.perf_counter() - started
+            records = len(bus.consume_all())
+    finally:
+        workers.stop()
+    return elapsed, records
+
+
+async def _baseline(broker: str, sizes: Sequence[tuple[bytes, bytes]]) -> float:
+    name = f"bench-raw-{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+    await admin.start()
+    await admin.create_topics([NewTopic(name, PARTITIONS, 1)])
+    await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=broker, acks="all")
+    consumer = AIOKafkaConsumer(name, bootstrap_servers=broker, auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    await producer.start()
+    await consumer.start()
+    try:
+        started = time.perf_counter()
+        sent = [await producer.send(name, value, key=key) for key, value in sizes]
+        for fut in sent:
+            await fut
+        got = 0
+        while got < len(sizes):
+            batch = await consumer.getmany(timeout_ms=500)
+            got += sum(len(msgs) for msgs in batch.values())
+        return time.perf_counter() - started
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+def bench_latency(broker: str, logs: Path, coups: int) -> dict[str, list[float]]:
+    """Per-step latencies (ms, from Kafka timestamps) of an interactive session of two tables."""
+    settings = _settings(broker)
+    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
+    workers = Workers(settings, logs / "latency")
+    workers.start()
+    try:
+        with KafkaBus(settings, workers=workers) as bus:
+            Session(bus, seed=2026).run(list(DEFAULT_TABLES[:2]), coups)
+    finally:
+        workers.stop()
+    stamped = asyncio.run(_timestamps(settings))
+    at: dict[tuple[str, str], float] = {}
+    for type_, ref, ts in stamped:
+        at.setdefault((type_, ref), ts)
+    out: dict[str, list[float]] = {"bet held": [], "coup resolved -> payout issued": [], "payout applied": []}
+    for (type_, ref), ts in at.items():
+        if type_ == "BetPlaced" and ("PlaceBet", ref) in at:
+            out["bet held"].append(ts - at[("PlaceBet", ref)])
+        elif type_ == "PayoutIssued":
+            coup, _, _ = ref.partition("|")
+            if ("CoupResolved", coup) in at:
+                out["coup resolved -> payout issued"].append(ts - at[("CoupResolved", coup)])
+        elif type_ == "PayoutApplied" and ("PayoutIssued", ref) in at:
+            out["payout applied"].append(ts - at[("PayoutIssued", ref)])
+    return out
+
+
+async def _timestamps(settings: Settings) -> list[tuple[str, str, float]]:
+    """(type, reference, Kafka timestamp in ms) of the records the latencies need."""
+    import json  # noqa: PLC0415
+
+    consumer = kafka.new_consumer(settings)
+    await consumer.start()
+    try:
+        wanted = (topics.WALLET_REQUESTS, topics.TABLE_INBOX, topics.TABLE_EVENTS, topics.WALLET_EVENTS)
+        tps = await kafka.partitions_of(consumer, [settings.topic(t) for t in wanted])
+        ends = await consumer.end_offsets(tps)
+        read, _ = await kafka.read_range(consumer, {}, ends, to_end=True)
+    finally:
+        await consumer.stop()
+    out: list[tuple[str, str, float]] = []
+    for msgs in read.values():
+        for m in msgs:
+            env = json.loads(m.value)
+            p = env["payload"]
+            if env["type"] in ("PlaceBet", "BetPlaced"):
+                out.append((env["type"], p["bet_id"], float(m.timestamp)))
+            elif env["type"] == "CoupResolved":
+                out.append((env["type"], p["coup_id"], float(m.timestamp)))
+            elif env["type"] == "PayoutIssued" and env["topic"] == topics.WALLET_REQUESTS:
+                out.append((env["type"], f"{p['coup_id']}|{p['payout_id']}", float(m.timestamp)))
+                out.append(("PayoutIssued", p["payout_id"], float(m.timestamp)))
+            elif env["type"] == "PayoutApplied":
+                out.append((env["type"], p["payout_id"], float(m.timestamp)))
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if len(values) > 1 else values[0]
+
+
+def main() -> dict[str, float]:
+    """Print pipeline events/s beside raw aiokafka's, their ratio, and the per-step latencies."""
+    configure(level="WARNING")
+    inputs = session_inputs(COUPS)
+    results: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp, tansu(Path(tmp) / "tansu.log") as broker:
+        pipeline_s, records = bench_pipeline(broker, inputs, Path(tmp))
+        # the baseline moves as many records as the pipeline's topics hold, of the inputs' sizes, cycled
+        sizes = [(inputs[i % len(inputs)][1], inputs[i % len(inputs)][2]) for i in range(records)]
+        baseline_s = asyncio.run(_baseline(broker, sizes))
+        pipe_eps, raw_eps = records / pipeline_s, records / baseline_s
+        results |= {"pipeline_eps": pipe_eps, "baseline_eps": raw_eps}
+        print(
+            f"kafka pipeline (4 worker processes, {PARTITIONS} partitions): {pipe_eps:,.0f} events/s "
+            f"({records} records, {len(inputs)} inputs, {COUPS} coups x {len(HOUSE_TABLES)} tables, "
+            f"{pipeline_s:.1f} s); raw aiokafka produce->consume of {records} records: {raw_eps:,.0f}/s; "
+            f"ratio {pipe_eps / raw_eps:.3f}"
+        )
+        lat = bench_latency(broker, Path(tmp), max(3, COUPS // 10))
+        for step, values in lat.items():
+            if values:
+                p50, p99 = _pct(values, 50), _pct(values, 99)
+                results |= {f"{step} p50 ms": p50, f"{step} p99 ms": p99}
+                print(f"latency {step}: p50 {p50:.0f} ms, p99 {p99:.0f} ms ({len(values)} samples)")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""The real pipeline on a real broker: dealer, settlement, audit and monitor as four worker processes.
+
+The reference is the same seeded session on the in-memory pipeline (:class:`MemBus`, the pure core in
+log order): its replay digest covers every game round and every final balance, and does not depend on
+how the processors interleave, so the Kafka run must reach exactly that digest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.core import topics
+from services.core.envelope import Envelope, request
+from services.runtime import kafka
+from services.runtime.kafka_bus import KafkaBus, Workers, quick_settings
+from services.runtime.replay import Report, replay
+from services.runtime.settings import Settings
+from services.runtime.simulator import DEFAULT_TABLES, Session
+from tests.helpers.membus import MemBus
+
+pytestmark = pytest.mark.kafka
+
+SEED = 7
+COUPS = 4
+TABLES = [t for t in DEFAULT_TABLES if t.variant in ("punto_banco", "chemin_de_fer", "french_club")]
+"""A house-banked game, a game with decisions and a player-banked game whose bank must cover."""
+
+
+def _settings(broker: str) -> Settings:
+    return quick_settings(
+        Settings(bootstrap_servers=broker, topic_prefix=f"p{uuid.uuid4().hex[:10]}.", partitions=3), env={}
+    )
+
+
+@pytest.fixture(scope="module")
+def reference() -> Report:
+    """The in-memory run's replay of the same session."""
+    bus = MemBus()
+    Session(bus, seed=SEED).run(list(TABLES), COUPS)
+    report = replay(bus.log)
+    assert report.clean, report.to_dict()["findings"]
+    return report
+
+
+@pytest.fixture
+def workers(kafka_broker: str, tmp_path: Path) -> Iterator[Workers]:
+    """The four services as separate processes on fresh topics (created once, before they start)."""
+    settings = _settings(kafka_broker)
+    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
+    procs = Workers(settings, tmp_path / "workers")
+    procs.start()
+    try:
+        yield procs
+    finally:
+        status = procs.stop()
+        assert all(code == 0 for code in status.values()), {n: procs.log(n)[-2000:] for n in status}
+
+
+def _payouts_per_bet(records: list[Envelope]) -> Counter[str]:
+    return Counter(str(e.payload["bet_id"]) for e in records if e.type == "PayoutIssued")
+
+
+def test_three_worker_processes_reach_the_in_memory_digest_through_sigkills(
+    workers: Workers, reference: Report
+) -> None:
+    """Bets go to payouts across the worker processes on three partitions; settlement and then the
+    dealer are SIGKILLed mid-shoe and restarted, and still every accepted bet is paid exactly once and
+    the replay of the topics is clean with the in-memory run's digest."""
+    kills = {2: "settlement", 7: "dealer"}  # after the n-th coup played (of len(TABLES) * COUPS)
+    played = 0
+
+    def after_coup() -> None:
+        nonlocal played
+        played += 1
+        if played in kills:
+            name = kills[played]
+            assert workers.kill(name, signal.SIGKILL) == -signal.SIGKILL
+            workers.start([name])
+
+    with KafkaBus(workers.settings, workers=workers) as bus:
+        Session(bus, seed=SEED).run(list(TABLES), COUPS, progress=after_coup)
+        records = bus.consume_all()
+    assert played == len(TABLES) * COUPS
+    report = replay(records)
+    assert report.clean, report.to_dict()["findings"][:5]
+    assert report.coups == len(TABLES) * COUPS
+    assert report.digest == reference.digest
+    accepted = {str(e.payload["bet_id"]) for e in records if e.type == "BetAccepted"}
+    per_bet = _payouts_per_bet([e for e in records if e.topic == topics.WALLET_REQUESTS])
+    assert set(per_bet) == accepted and set(per_bet.values()) == {1}
+    assert len({e.event_id for e in records}) == len(records)  # no output written twice
+    assert not [e for e in records if e.topic == topics.DEADLETTER]
+
+
+def test_malformed_records_on_every_input_topic_are_dead_lettered_and_play_goes_on(
+    workers: Workers, reference: Report
+) -> None:
+    """Garbage and contract-breaking records on every topic a service reads become dead letters naming
+    their source topic and a reason; the session played after them is paid in full.
+
+    Regression: records reaching both settlement stages at once made the two agents race to start the
+    worker's shared reader, and the worker crashed (``Unable to get cluster metadata``)."""
+    settings = workers.settings
+    forged = request(
+        "PlaceBet", topics.WALLET_REQUESTS, "player:001", {"account_id": "player:001"},
+        event_id="forged-bet", occurred_at="2026-11-22T20:00:00.000Z", producer="test",
+    )  # fmt: skip
+    garbage: list[tuple[str, bytes, bytes]] = [
+        (topics.TABLE_INBOX, b"T01-punto-banco", b"\xff not json"),
+        (topics.WALLET_REQUESTS, b"player:001", b'{"event_id": "half an envelope"}'),
+        (topics.WALLET_REQUESTS, b"player:001", forged.to_json()),
+        (topics.TABLE_EVENTS, b"T01-punto-banco", b"[]"),
+        (topics.WALLET_EVENTS, b"player:001", b"{}"),
+    ]
+    with KafkaBus(settings, workers=workers) as bus:
+        bus.publish_raw(garbage)
+        bus.settle()
+        Session(bus, seed=SEED).run(list(TABLES[:1]), 2)
+        records = bus.consume_all()
+        raw_dead = [r.value for r in asyncio.run(kafka.aconsume_raw(settings, [topics.DEADLETTER]))]
+    letters = [json.loads(v or b"{}")["payload"] for v in raw_dead]
+    sources = {(d["source_topic"], d["reason"]) for d in letters}
+    for topic, _, _ in garbage:
+        assert any(src == topic for src, _ in sources), (topic, sources)
+    assert ("casino.wallet.requests", "invalid_payload") in sources
+    assert {d["original"] for d in letters} >= {raw.decode("utf-8", "replace") for _, _, raw in garbage}
+    accepted = {str(e.payload["bet_id"]) for e in records if e.type == "BetAccepted"}
+    per_bet = _payouts_per_bet([e for e in records if e.topic == topics.WALLET_REQUESTS])
+    assert accepted and set(per_bet) == accepted and set(per_bet.values()) == {1}
+    assert sum(1 for e in records if e.type == "CoupResolved") == 2
