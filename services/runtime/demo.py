@@ -25,7 +25,7 @@ from rich.table import Table
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.replay import Report, read_db, replay
-from services.runtime.simulator import DEFAULT_TABLES, Session, TableSpec
+from services.runtime.simulator import Session, TableSpec, demo_tables
 
 DEFAULT_COUPS = 60
 
@@ -131,8 +131,15 @@ def main(args: argparse.Namespace) -> int:
     """Run the demo session (on the embedded log, or through Kafka with ``--kafka``) and print it."""
     from services.runtime.logging import configure  # noqa: PLC0415
 
-    tables = list(DEFAULT_TABLES[: args.tables] if args.tables else DEFAULT_TABLES)
     coups = args.coups if args.coups is not None else DEFAULT_COUPS
+    try:
+        tables = demo_tables(args.tables)
+    except ValueError as exc:
+        print(f"casino-ledger: error: --tables: {exc}", file=sys.stderr)
+        return 2
+    if coups < 1:
+        print("casino-ledger: error: --coups: a session plays at least one coup", file=sys.stderr)
+        return 2
     configure(level=os.environ.get("LOG_LEVEL", "WARNING"))  # one line per batch is for operators
     console = Console(quiet=bool(getattr(args, "quiet", False)), width=None if sys.stdout.isatty() else 132)
     if getattr(args, "kafka", None):

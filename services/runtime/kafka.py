@@ -52,7 +52,7 @@ import importlib
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -166,6 +166,8 @@ async def aproduce(settings: Settings, envelopes: Iterable[Envelope]) -> int:
 
 
 async def partitions_of(consumer: AIOKafkaConsumer, physical: Sequence[str]) -> list[TopicPartition]:
+    """The partitions of the named topics. Call it before ``assign``: once a consumer is assigned, its
+    metadata covers only the assigned topics and any other topic shows no partition."""
     await consumer.topics()  # refreshes the metadata
     tps: list[TopicPartition] = []
     for name in physical:
@@ -235,6 +237,67 @@ async def aconsume_raw(settings: Settings, logical_topics: Sequence[str]) -> lis
         for tp in tps
         for m in read.get(tp, [])
     ]
+
+
+def iter_raw(
+    bootstrap: str | None, logical_topics: Sequence[str], settings: Settings | None = None, chunk: int = 2_000
+) -> Iterator[RawRecord]:
+    """Every record of the topics as of the call, streamed in the order of :func:`aconsume_raw` (topic
+    by topic, partition, offset) with at most ``chunk`` records in memory: a replay of years of topics.
+
+    Blocking (its own event loop); must not be called from inside a running loop.
+    """
+    settings = _settings_for(bootstrap, settings)
+    loop = asyncio.new_event_loop()
+
+    async def started() -> AIOKafkaConsumer:  # aiokafka builds its clients inside a running loop
+        made = new_consumer(settings)
+        await made.start()
+        return made
+
+    consumer = loop.run_until_complete(started())
+    try:
+        physical = [settings.topic(t) for t in logical_topics]
+        tps = loop.run_until_complete(partitions_of(consumer, physical))  # before any assign: see there
+        listed = loop.run_until_complete(consumer.end_offsets(tps)) if tps else {}
+        for tp in sorted(tps, key=lambda tp: (physical.index(tp.topic), tp.partition)):
+            logical = settings.logical(tp.topic)
+            for msgs in _chunks(loop, consumer, tp, listed[tp], chunk):
+                yield from (RawRecord(logical, tp.partition, m.offset, m.key, m.value) for m in msgs)
+    finally:
+        loop.run_until_complete(consumer.stop())
+        loop.close()
+
+
+def _chunks(
+    loop: asyncio.AbstractEventLoop, consumer: AIOKafkaConsumer, tp: TopicPartition, listed: int, chunk: int
+) -> Iterator[list[ConsumerRecord[bytes, bytes]]]:
+    """One partition from its beginning to its end as of the first fetch (``listed`` may stop short of
+    it on Tansu: see :func:`read_range`), ``chunk`` records at a time."""
+
+    async def fetch(position: int | None) -> tuple[list[ConsumerRecord[bytes, bytes]], int | None, int]:
+        consumer.assign([tp])
+        if position is None:
+            position = (await consumer.beginning_offsets([tp]))[tp]
+        consumer.seek(tp, position)
+        batch = await consumer.getmany(tp, timeout_ms=200, max_records=chunk)
+        return batch.get(tp, []), consumer.highwater(tp), max(position, await consumer.position(tp))
+
+    position: int | None = None
+    target: int | None = None  # known once a fetch has answered with the high watermark
+    idle = 0
+    while target is None or (position or 0) < target:
+        got, highwater, reached = loop.run_until_complete(fetch(position))
+        if target is None and highwater is not None:
+            target = max(listed, highwater)
+        msgs = [m for m in got if target is None or m.offset < target]
+        position = msgs[-1].offset + 1 if msgs else reached
+        if msgs:
+            idle = 0
+            yield msgs
+        elif (idle := idle + 1) > 50:
+            where = f"{tp.topic}[{tp.partition}]"
+            raise RuntimeError(f"{where}: nothing fetched at offset {position} (end {target})")
 
 
 async def aconsume_all(settings: Settings, logical_topics: Sequence[str]) -> list[Envelope]:
@@ -516,6 +579,27 @@ class Shell:
         )
 
 
+def _set_fetch_wait(ms: int) -> None:
+    """Make faust's worker consumers wait at most ``ms`` per fetch (faust 0.15 hard-codes 1 500 ms).
+
+    A broker answers a pending fetch as soon as records arrive, so the wait costs nothing there; Tansu
+    answers only when the wait is over, so every hop of the pipeline waited it out. The consumer reads
+    the value when it starts, after faust has built it, so setting it on the built consumer suffices.
+    """
+    from faust.transport.drivers import aiokafka as driver  # noqa: PLC0415
+
+    thread = driver.AIOKafkaConsumerThread
+    original = getattr(thread, "_casino_create_worker_consumer", thread._create_worker_consumer)
+
+    def create(self: Any, transport: Any) -> Any:
+        consumer = original(self, transport)
+        consumer._fetch_max_wait_ms = ms
+        return consumer
+
+    thread._casino_create_worker_consumer = original  # type: ignore[attr-defined]
+    thread._create_worker_consumer = create  # type: ignore[method-assign]
+
+
 def _credentials(settings: Settings) -> Any:
     context = settings.ssl_context()
     if settings.security_protocol.startswith("SASL"):
@@ -541,6 +625,8 @@ def build_app(
     """
     processors = _as_processors(processor)
     name = service or processors[0].name
+    if settings.fetch_max_wait_ms is not None:
+        _set_fetch_wait(settings.fetch_max_wait_ms)
     app = faust.App(
         f"{settings.topic_prefix}casino-{name}",
         broker=[f"kafka://{s}" for s in settings.bootstrap_list],

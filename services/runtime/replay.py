@@ -842,7 +842,7 @@ def replay_main(args: argparse.Namespace) -> int:
         else:
             from services.runtime import kafka  # noqa: PLC0415
 
-            records = kafka.consume_all(args.kafka, list(topics.ALL_TOPICS))
+            records = (r.value or b"" for r in kafka.iter_raw(args.kafka, list(topics.ALL_TOPICS)))
         report = replay(records, scope=scope, collector=collector)
     if collector is not None:
         if not collector.found:

@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     session_timeout_s: float = Field(default=60.0, gt=0, description="faust broker_session_timeout")
     heartbeat_interval_s: float = Field(default=3.0, gt=0, description="faust broker_heartbeat_interval")
     commit_interval_s: float = Field(default=2.8, gt=0, description="how often the worker commits offsets")
+    fetch_max_wait_ms: int | None = Field(
+        default=None, ge=1, le=1500,
+        description="the worker consumer's fetch wait; unset: faust's 1500 (fine where fetches wake)",
+    )  # fmt: skip
     web_enabled: bool = Field(
         default=False, description="faust's web server (one per process: distinct ports)"
     )

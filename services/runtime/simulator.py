@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -60,6 +60,19 @@ DEFAULT_TABLES = (
     TableSpec("T06-russian-classic", "russian_classic"),
     TableSpec("T07-super6", "super6"),
 )
+
+
+def demo_tables(count: int | None = None) -> list[TableSpec]:
+    """``count`` tables (default: one of each variant): the defaults in order, then further tables of
+    the same variants in turn (``T08-punto-banco``, ``T09-ez-baccarat``, …)."""
+    n = len(DEFAULT_TABLES) if count is None else count
+    if n < 1:
+        raise ValueError("a session needs at least one table")
+    out = list(DEFAULT_TABLES[:n])
+    for i in range(len(out), n):
+        base = DEFAULT_TABLES[i % len(DEFAULT_TABLES)]
+        out.append(replace(base, table_id=f"T{i + 1:02d}-{base.table_id.split('-', 1)[1]}"))
+    return out
 
 
 @dataclass(slots=True)

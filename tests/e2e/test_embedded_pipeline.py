@@ -50,6 +50,27 @@ def test_demo_command_runs_every_variant_clean(tmp_path: Path) -> None:
     assert db.exists()
 
 
+def test_demo_opens_as_many_tables_as_asked_cycling_the_variants(tmp_path: Path) -> None:
+    """`--tables 9` opens the seven default tables and two more of the first variants, all played."""
+    db = tmp_path / "nine.db"
+    done = subprocess.run([*CLI, "demo", "--tables", "9", "--coups", "2", "--db", str(db)],
+                          capture_output=True, text=True, env=ENV, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [json.loads(raw) for _, _, _, raw in EmbeddedLog(db, readonly=True).iter_all()]
+    opened = [r["payload"]["table_id"] for r in records if r["type"] == "TableOpened"]
+    assert opened == [s.table_id for s in DEFAULT_TABLES] + ["T08-punto-banco", "T09-ez-baccarat"]
+    assert "T09-ez-baccarat" in done.stdout
+
+
+@pytest.mark.parametrize("args", [["--tables", "0"], ["--coups", "0"]])
+def test_demo_refuses_an_empty_session(args: list[str], tmp_path: Path) -> None:
+    """A session with no table or no coup is bad input: one line on stderr, exit status 2."""
+    done = subprocess.run([*CLI, "demo", *args, "--db", str(tmp_path / "x.db")], capture_output=True,
+                          text=True, env=ENV, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.startswith("casino-ledger: error:") and done.stderr.count("\n") == 1
+
+
 def test_same_seed_gives_an_identical_export(tmp_path: Path) -> None:
     """Two runs with one seed export byte-identical JSONL; the export holds every record in log order."""
     outs = []

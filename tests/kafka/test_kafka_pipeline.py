@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
+import subprocess
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -53,7 +56,7 @@ def reference() -> Report:
 @pytest.fixture
 def workers(kafka_broker: str, tmp_path: Path) -> Iterator[Workers]:
     """The four services as separate processes on fresh topics (created once, before they start)."""
-    settings = _settings(kafka_broker)
+    settings = _settings(kafka_broker).model_copy(update={"log_level": "INFO"})
     asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
     procs = Workers(settings, tmp_path / "workers")
     procs.start()
@@ -61,14 +64,15 @@ def workers(kafka_broker: str, tmp_path: Path) -> Iterator[Workers]:
         yield procs
     finally:
         status = procs.stop()
-        assert all(code == 0 for code in status.values()), {n: procs.log(n)[-2000:] for n in status}
+        bad = {name: code for name, code in status.items() if code != 0}
+        assert not bad, "\n".join(f"{n} exited {c}:\n{procs.log(n)[-3000:]}" for n, c in bad.items())
 
 
 def _payouts_per_bet(records: list[Envelope]) -> Counter[str]:
     return Counter(str(e.payload["bet_id"]) for e in records if e.type == "PayoutIssued")
 
 
-def test_three_worker_processes_reach_the_in_memory_digest_through_sigkills(
+def test_four_worker_processes_reach_the_in_memory_digest_through_sigkills(
     workers: Workers, reference: Report
 ) -> None:
     """Bets go to payouts across the worker processes on three partitions; settlement and then the
@@ -98,6 +102,14 @@ def test_three_worker_processes_reach_the_in_memory_digest_through_sigkills(
     assert set(per_bet) == accepted and set(per_bet.values()) == {1}
     assert len({e.event_id for e in records}) == len(records)  # no output written twice
     assert not [e for e in records if e.topic == topics.DEADLETTER]
+    # the regulator's command reads the topics itself (streamed) and reaches the same verdict and digest
+    settings = workers.settings
+    env = {**os.environ, "CASINO_TOPIC_PREFIX": settings.topic_prefix, "LOG_LEVEL": "WARNING"}
+    command = [sys.executable, "-m", "services.cli", "replay", "--json", "--kafka"]
+    command.append(settings.bootstrap_servers)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert json.loads(done.stdout)["digest"] == reference.digest
 
 
 def test_malformed_records_on_every_input_topic_are_dead_lettered_and_play_goes_on(
