@@ -512,34 +512,53 @@ class Shell:
             )
         return self._topics[logical]
 
-    async def publish(self, envelopes: Sequence[Envelope]) -> int:
-        """Send the envelopes not yet in the output index, in order, and wait for all of them."""
+    async def send(self, envelopes: Sequence[Envelope]) -> list[tuple[str, Any]]:
+        """Send the envelopes not yet in the output index, in order; returns the pending acknowledgements."""
         pending = []
         for env in envelopes:
             if env.event_id in self.index.ids:
                 continue
             sent = await self.out_topic(env.topic).send(key=codec.encode_key(env), value=codec.encode(env))
             pending.append((env.event_id, sent))
+        return pending
+
+    async def confirm(self, pending: Sequence[tuple[str, Any]]) -> int:
+        """Wait for every acknowledgement; each id confirmed joins the output index."""
         for event_id, sent in pending:
             await sent
             self.index.ids.add(event_id)
         return len(pending)
 
-    async def on_record(
-        self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
-    ) -> None:
-        """Handle one delivered record: refresh the index if stale, catch up, apply, send.
+    async def publish(self, envelopes: Sequence[Envelope]) -> int:
+        """Send the envelopes not yet in the output index, in order, and wait for all of them."""
+        return await self.confirm(await self.send(envelopes))
+
+    async def on_batch(self, pipe: Pipe, records: Sequence[tuple[str, int, int, bytes | None]]) -> None:
+        """Handle delivered ``(physical topic, partition, offset, value)`` records in order, then wait
+        for the acknowledgement of every output they caused; only then may faust acknowledge (and
+        later commit) them, so an offset is never committed ahead of its outputs. Waiting once per
+        batch instead of once per record is what lets a worker keep up with a busy table.
 
         The pipes' agents run concurrently but share the reader, the output index and the sends, so a
-        worker handles one record at a time (two first records at once raced to start the reader, and
+        worker handles one batch at a time (two first records at once raced to start the reader, and
         one of them used it unstarted: a crash with no broker known).
         """
         async with self._one_at_a_time:
-            await self._on_record(pipe, physical, partition, offset, value)
+            pending: list[tuple[str, Any]] = []
+            for physical, partition, offset, value in records:
+                pending += await self._on_record(pipe, physical, partition, offset, value)
+            await self.confirm(pending)
+
+    async def on_record(
+        self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
+    ) -> None:
+        """Handle one delivered record (a batch of one)."""
+        await self.on_batch(pipe, [(physical, partition, offset, value)])
 
     async def _on_record(
         self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
-    ) -> None:
+    ) -> list[tuple[str, Any]]:
+        """Refresh the index if stale, catch up, apply, send; the acknowledgements still pending."""
         if self.index.stale:
             added = await self.index.refresh(self.settings, await self.reader())
             _log().info("output_index", ids=len(self.index.ids), added=added)
@@ -547,16 +566,16 @@ class Shell:
         tp = (logical, partition)
         expected = pipe.next_offset.get(tp, 0)
         if offset < expected:
-            return  # applied and sent by this worker already
+            return []  # applied and sent by this worker already
         if offset > expected:
             await self.catch_up(pipe, physical, partition, expected, offset)
         outputs = pipe.apply(logical, partition, offset, value)
-        sent = await self.publish(outputs)
+        pending = await self.send(outputs)
         pipe.next_offset[tp] = offset + 1
         self.handled += 1
-        _log().debug(
-            "record", topic=logical, partition=partition, offset=offset, outputs=len(outputs), sent=sent
-        )
+        _log().debug("record", topic=logical, partition=partition, offset=offset, outputs=len(outputs),
+                     sent=len(pending))  # fmt: skip
+        return pending
 
     async def catch_up(self, pipe: Pipe, physical: str, partition: int, start: int, end: int) -> None:
         """Apply a partition's records [start, end) that another run handled; send only missing outputs."""
@@ -668,14 +687,15 @@ def _add_agent(app: faust.App, shell: Shell, pipe: Pipe, service: str) -> None:
     )
 
     async def process(stream: Any) -> None:
-        async for event in stream.events():
-            message = event.message
+        # take_events acknowledges a batch only once this loop's body is done with it
+        async for events in stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000):
+            records = [(m.topic, m.partition, m.offset, m.value) for m in (e.message for e in events)]
             try:
-                await shell.on_record(pipe, message.topic, message.partition, message.offset, message.value)
+                await shell.on_batch(pipe, records)
             except Exception as exc:  # fail fast; see the module docstring
                 _log().critical(
-                    "record_failed", topic=message.topic, partition=message.partition, offset=message.offset,
-                    error=repr(exc), exc_info=True,
+                    "record_failed", topic=records[0][0], first=records[0][1:3], last=records[-1][1:3],
+                    records=len(records), error=repr(exc), exc_info=True,
                 )  # fmt: skip
                 sys.stderr.flush()
                 os._exit(EXIT_CRASH)
