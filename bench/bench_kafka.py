@@ -36,7 +36,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-
 
 from services.core import topics
 from services.runtime import kafka
-from services.runtime.kafka_bus import KafkaBus, Workers, quick_settings
+from services.runtime.kafka_bus import quick_settings, running
 from services.runtime.logging import configure
 from services.runtime.settings import Settings
 from services.runtime.simulator import DEFAULT_TABLES, Session
@@ -64,21 +64,13 @@ def session_inputs(coups: int) -> list[tuple[str, bytes, bytes]]:
 
 def bench_pipeline(broker: str, inputs: list[tuple[str, bytes, bytes]], logs: Path) -> tuple[float, int]:
     """Seconds from the first send until the workers have settled, and the records the topics hold."""
-    settings = _settings(broker)
-    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
-    workers = Workers(settings, logs / "bulk")
-    workers.start()
-    try:
-        with KafkaBus(settings, workers=workers) as bus:
-            bus.settle()  # every group has joined (the first join waits the rebalance timeout)
-            started = time.perf_counter()
-            bus.publish_raw(inputs)
-            bus.settle()
-            elapsed = time.perf_counter() - started
-            records = len(bus.consume_all())
-    finally:
-        workers.stop()
-    return elapsed, records
+    with running(_settings(broker), logs / "bulk") as bus:
+        bus.settle()  # every group has joined (the first join waits the rebalance timeout)
+        started = time.perf_counter()
+        bus.publish_raw(inputs)
+        bus.settle()
+        elapsed = time.perf_counter() - started
+        return elapsed, len(bus.consume_all())
 
 
 async def _baseline(broker: str, sizes: Sequence[tuple[bytes, bytes]]) -> float:
@@ -109,14 +101,8 @@ async def _baseline(broker: str, sizes: Sequence[tuple[bytes, bytes]]) -> float:
 def bench_latency(broker: str, logs: Path, coups: int) -> dict[str, list[float]]:
     """Per-step latencies (ms, from Kafka timestamps) of an interactive session of two tables."""
     settings = _settings(broker)
-    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
-    workers = Workers(settings, logs / "latency")
-    workers.start()
-    try:
-        with KafkaBus(settings, workers=workers) as bus:
-            Session(bus, seed=2026).run(list(DEFAULT_TABLES[:2]), coups)
-    finally:
-        workers.stop()
+    with running(settings, logs / "latency") as bus:
+        Session(bus, seed=2026).run(list(DEFAULT_TABLES[:2]), coups)
     stamped = asyncio.run(_timestamps(settings))
     at: dict[tuple[str, str], float] = {}
     for type_, ref, ts in stamped:

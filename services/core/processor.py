@@ -23,8 +23,8 @@ Runtimes persist :class:`ProcessorState` (a snapshot) next to their input offset
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -67,12 +67,23 @@ class Processor(ABC, Generic[S]):
         """
 
 
+class AppliedIds(Protocol):
+    """The ids of the records a processor has applied: a ``set`` in memory, or a store of the shell's
+    (the embedded runtime keeps them in the log's file, so they never weigh on a snapshot)."""
+
+    def __contains__(self, event_id: object, /) -> bool:
+        """Whether ``event_id`` was applied."""
+
+    def add(self, event_id: str, /) -> None:
+        """Remember ``event_id`` as applied."""
+
+
 @dataclass(slots=True)
 class ProcessorState(Generic[S]):
     """A processor's whole durable state: its own state, what it has applied, its chain heads."""
 
     inner: S
-    applied: set[str] = field(default_factory=set)
+    applied: AppliedIds = field(default_factory=set[str])
     heads: dict[tuple[str, str], ChainHead] = field(default_factory=dict)
     records: int = 0
 
@@ -141,8 +152,3 @@ def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) ->
     state.applied.add(record.event_id)
     state.records += 1
     return out
-
-
-def copy_state(state: ProcessorState[S]) -> ProcessorState[S]:
-    """A shallow copy whose bookkeeping can change without touching ``state``'s."""
-    return replace(state, applied=set(state.applied), heads=dict(state.heads))

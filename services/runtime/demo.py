@@ -8,7 +8,6 @@ house result and hold %, the audit verdict (a fresh replay of the whole log) and
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -172,8 +171,7 @@ def _main_kafka(args: argparse.Namespace, console: Console, tables: list[TableSp
     Topics get a prefix of their own (``CASINO_TOPIC_PREFIX``, else ``demo-<seed>-<time>.``) so that a
     second run never mixes with the first; the workers log under ``var/kafka/<prefix>``.
     """
-    from services.runtime import kafka  # noqa: PLC0415
-    from services.runtime.kafka_bus import KafkaBus, Workers, quick_settings  # noqa: PLC0415
+    from services.runtime.kafka_bus import quick_settings, running  # noqa: PLC0415
     from services.runtime.settings import Settings  # noqa: PLC0415
 
     base = Settings(bootstrap_servers=args.kafka)
@@ -181,16 +179,11 @@ def _main_kafka(args: argparse.Namespace, console: Console, tables: list[TableSp
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         base = base.model_copy(update={"topic_prefix": f"demo-{args.seed}-{stamp}."})
     settings = quick_settings(base)
-    workers = Workers(settings, Path("var") / "kafka" / settings.topic_prefix.rstrip("."))
-    console.print(f"topics {settings.topic_prefix}*, worker logs in {workers.log_dir}")
-    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))  # once, before the services race
-    workers.start()
-    try:
-        with KafkaBus(settings, workers=workers) as bus:
-            _play(console, Session(bus, seed=args.seed), tables, coups)
-            records = bus.consume_all()
-    finally:
-        workers.stop()
+    log_dir = Path("var") / "kafka" / settings.topic_prefix.rstrip(".")
+    console.print(f"topics {settings.topic_prefix}*, worker logs in {log_dir}")
+    with running(settings, log_dir) as bus:
+        _play(console, Session(bus, seed=args.seed), tables, coups)
+        records = bus.consume_all()
     report = replay(records)
     prefix = settings.topic_prefix
     replay_cmd = f"CASINO_TOPIC_PREFIX={prefix} casino-ledger replay --kafka {args.kafka}"

@@ -24,7 +24,9 @@ lost and nothing is repeated. The :class:`~services.core.processor.ProcessorStat
 is snapshotted every ``snapshot_every`` records in the same transaction as the offset. A restart loads
 the snapshot and re-applies the records after it: the core is deterministic, so it re-derives the very
 outputs already in the log, whose appends are no-ops (and a :class:`LogConflict` there would expose a
-non-deterministic processor instead of hiding it).
+non-deterministic processor instead of hiding it). The ids a consumer has applied are rows of the
+``applied`` table (:class:`LoggedIds`), written in the same transaction, not part of the snapshot: a
+snapshot stays the size of the processor's own state however many years the log holds.
 
 Snapshots are pickles: a processor's state is a tree of its own dataclasses with no schema of its own,
 pickle round-trips it exactly, and the snapshot is a cache written and read by this same code inside
@@ -42,7 +44,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -61,8 +63,9 @@ Row = tuple[int, str, str, bytes]
 EPOCH_OCCURRED_AT = "1970-01-01T00:00:00.000Z"
 """``occurred_at`` of a dead letter whose original has no readable time (never the wall clock)."""
 
-SNAPSHOT_FORMAT = 1
-"""Bumped when the snapshot layout changes; older snapshots are then ignored."""
+SNAPSHOT_FORMAT = 2
+"""Bumped when the snapshot layout changes; older snapshots are then ignored.
+2: the applied ids live in the ``applied`` table, not in the snapshot."""
 
 _PAGE = 1000
 
@@ -82,6 +85,12 @@ CREATE TABLE IF NOT EXISTS consumers (
     name TEXT PRIMARY KEY,
     "offset" INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS applied (
+    consumer TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    "offset" INTEGER NOT NULL,
+    PRIMARY KEY (consumer, event_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS snapshots (
     name TEXT PRIMARY KEY,
     "offset" INTEGER NOT NULL,
@@ -119,6 +128,7 @@ class EmbeddedLog:
         ``readonly`` opens an existing file without ever writing to it (replays of a copied log).
         """
         self.path = Path(path)
+        self.readonly = readonly
         if readonly:
             uri = f"{self.path.resolve().as_uri()}?mode=ro"
             self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
@@ -264,6 +274,24 @@ class EmbeddedLog:
         ).fetchone()
         return (int(row[0]), str(row[1]), bytes(row[2])) if row else None
 
+    def was_applied(self, consumer: str, event_id: str) -> bool:
+        """Whether consumer ``consumer`` has applied the record with ``event_id``."""
+        row = self._conn.execute(
+            "SELECT 1 FROM applied WHERE consumer = ? AND event_id = ?", (consumer, event_id)
+        ).fetchone()
+        return row is not None
+
+    def mark_applied(self, consumer: str, event_id: str, offset: int) -> None:
+        """Remember that ``consumer`` applied ``event_id``, read at ``offset`` (inside the transaction
+        that applied it)."""
+        insert = 'INSERT OR IGNORE INTO applied (consumer, event_id, "offset") VALUES (?, ?, ?)'
+        self._conn.execute(insert, (consumer, event_id, offset))
+
+    def forget_applied(self, consumer: str, after: int) -> None:
+        """Forget what ``consumer`` applied from records after ``after``: it is about to apply them again
+        (restarting from a snapshot taken at ``after``, or from scratch with 0)."""
+        self._conn.execute('DELETE FROM applied WHERE consumer = ? AND "offset" > ?', (consumer, after))
+
     def drop_snapshots(self) -> None:
         """Forget every snapshot (after a processor's state shape changed): the next start replays."""
         with self.transaction():
@@ -302,6 +330,26 @@ def _why_undecodable(exc: Exception) -> str:
         )
         return f"not an envelope: {problems}"
     return f"not JSON: {exc}"
+
+
+class LoggedIds:
+    """A consumer's applied ids, kept in the log's ``applied`` table: written in the transaction that
+    applies the record (so a rolled-back batch forgets them too) and never part of a snapshot, whose
+    size then stays that of the processor's own state however long the log grows.
+
+    Each id is stored with the offset it was read at (``offset``, set by the runner before each step),
+    so that a restart from a snapshot forgets the ids of the records it re-applies: the table always
+    agrees with the state it sits beside.
+    """
+
+    def __init__(self, log: EmbeddedLog, consumer: str) -> None:
+        self.log, self.consumer, self.offset = log, consumer, 0
+
+    def __contains__(self, event_id: object, /) -> bool:
+        return isinstance(event_id, str) and self.log.was_applied(self.consumer, event_id)
+
+    def add(self, event_id: str, /) -> None:
+        self.log.mark_applied(self.consumer, event_id, self.offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +404,11 @@ class Runner(Generic[S]):
                 state = None
             if isinstance(state, ProcessorState):
                 self.state, self.position, self.restored_from = state, snap[0], snap[0]
+        self.ids = LoggedIds(self.log, self.name)
+        if not self.log.readonly:
+            with self.log.transaction():
+                self.log.forget_applied(self.name, self.position)
+        self.state.applied = self.ids
         self._since_snapshot = 0
 
     def step_batch(self, limit: int | None = None) -> BatchResult:
@@ -395,6 +448,7 @@ class Runner(Generic[S]):
                 detail = f"envelope says topic {record.topic!r} but was written to {topic!r}"
                 outputs.append(self._dead(offset, topic, raw, detail, Reason.INVALID_PAYLOAD))
                 continue
+            self.ids.offset = offset
             outputs.extend(step(self.processor, self.state, record))
         self.log.append(outputs)
         self.position = rows[-1][0]
@@ -418,7 +472,7 @@ class Runner(Generic[S]):
         )
 
     def _snapshot(self) -> None:
-        blob = pickle.dumps(self.state, protocol=pickle.HIGHEST_PROTOCOL)
+        blob = pickle.dumps(replace(self.state, applied=set()), protocol=pickle.HIGHEST_PROTOCOL)
         self.log.save_snapshot(self.name, self.position, self._kind, blob)
         self._since_snapshot = 0
 

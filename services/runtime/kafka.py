@@ -4,8 +4,10 @@ One service per process (``casino-ledger worker NAME`` or ``python -m services.r
 the service's processors come from :data:`PROCESSORS`. Each processor gets one faust agent on its input
 topic(s); for each record the agent decodes the bytes (:mod:`services.runtime.codec`; undecodable
 bytes become a ``casino.deadletter`` record with the reason and the original), runs the pure
-:func:`services.core.processor.step` and produces the outputs keyed by ``Envelope.key``, awaiting every
-send before the record is acknowledged, so an offset is never committed ahead of its outputs.
+:func:`services.core.processor.step` and produces the outputs keyed by ``Envelope.key``. Records come
+in batches (``take_events``: at most ``CASINO_BATCH_MAX``), and every send of a batch is awaited before
+faust acknowledges the batch, so an offset is never committed ahead of its outputs. Each record handled
+writes one JSON log line naming its topic, partition, offset, type, table and coup.
 
 **State and restarts, without transactions.** Kafka delivers at least once and the test broker has no
 transactions, so correctness rests on determinism and event ids (DESIGN §1.2, §1.6):
@@ -455,14 +457,18 @@ class Pipe:
         self.settings = settings
         self.state: ProcessorState[Any] = initial_state(processor)
         self.next_offset: dict[tuple[str, int], int] = {}
+        self.last: dict[str, Any] = {}
         stage_name = getattr(processor, "stage_name", None)
         self.stage: str = stage_name() if callable(stage_name) else processor.name
 
     def apply(self, topic: str, partition: int, offset: int, value: bytes | None) -> list[Envelope]:
-        """Decode and step one record of a logical topic; undecodable bytes give one dead letter."""
+        """Decode and step one record of a logical topic; undecodable bytes give one dead letter.
+
+        ``last`` then holds what the record's summary log line names (type, key, table, coup)."""
         try:
             record = codec.decode(value, topic)
         except codec.DecodeError as exc:
+            self.last = {"type": None, "event_id": None, "reason": exc.reason.value}
             draft = dead_letter(None, value, exc.reason.value, exc.detail, topic)
             return [
                 seal(
@@ -474,6 +480,9 @@ class Pipe:
                     head=None,
                 )
             ]
+        p = record.payload
+        self.last = {"type": record.type, "event_id": record.event_id, "key": record.key,
+                     "table_id": p.get("table_id"), "coup_id": p.get("coup_id")}  # fmt: skip
         return step(self.processor, self.state, record)
 
 
@@ -549,12 +558,6 @@ class Shell:
                 pending += await self._on_record(pipe, physical, partition, offset, value)
             await self.confirm(pending)
 
-    async def on_record(
-        self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
-    ) -> None:
-        """Handle one delivered record (a batch of one)."""
-        await self.on_batch(pipe, [(physical, partition, offset, value)])
-
     async def _on_record(
         self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
     ) -> list[tuple[str, Any]]:
@@ -573,8 +576,9 @@ class Shell:
         pending = await self.send(outputs)
         pipe.next_offset[tp] = offset + 1
         self.handled += 1
-        _log().debug("record", topic=logical, partition=partition, offset=offset, outputs=len(outputs),
-                     sent=len(pending))  # fmt: skip
+        facts = {k: v for k, v in pipe.last.items() if v is not None}
+        _log().info("record", processor=pipe.processor.name, topic=logical, partition=partition,
+                    offset=offset, **facts, outputs=len(outputs), sent=len(pending))  # fmt: skip
         return pending
 
     async def catch_up(self, pipe: Pipe, physical: str, partition: int, start: int, end: int) -> None:

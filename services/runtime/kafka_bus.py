@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -386,3 +386,17 @@ class KafkaBus:
     def consume_all(self) -> list[Envelope]:
         """Every envelope of every topic now (as :func:`kafka.consume_all`: topic, partition, offset)."""
         return self._run(kafka.aconsume_all(self.settings, list(topics.ALL_TOPICS)))
+
+
+@contextlib.contextmanager
+def running(settings: Settings, log_dir: Path) -> Iterator[KafkaBus]:
+    """The whole pipeline on a broker: the topics created once (before the services race to), every
+    service's worker started, and a bus over them; the workers are stopped on the way out."""
+    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
+    workers = Workers(settings, log_dir)
+    workers.start()
+    try:
+        with KafkaBus(settings, workers=workers) as bus:
+            yield bus
+    finally:
+        workers.stop()

@@ -148,3 +148,32 @@ def test_malformed_records_on_every_input_topic_are_dead_lettered_and_play_goes_
     per_bet = _payouts_per_bet([e for e in records if e.topic == topics.WALLET_REQUESTS])
     assert accepted and set(per_bet) == accepted and set(per_bet.values()) == {1}
     assert sum(1 for e in records if e.type == "CoupResolved") == 2
+    # one JSON summary line per record handled, naming where it came from and what it concerns
+    lines = [json.loads(line) for line in workers.log("dealer").splitlines() if line.startswith("{")]
+    handled = [x for x in lines if x.get("event") == "record"]
+    inbox = [e for e in records if e.topic == topics.TABLE_INBOX]
+    assert len(handled) == len(inbox) + 1  # the garbage record too
+    assert {"reason": "undecodable", "topic": topics.TABLE_INBOX}.items() <= handled[0].items()
+    deal = next(x for x in handled if x.get("type") == "BetPlaced")
+    assert {"table_id", "coup_id", "partition", "offset", "event_id", "outputs", "sent"} <= deal.keys()
+
+
+def test_demo_command_through_kafka_prints_the_embedded_digest(kafka_broker: str, tmp_path: Path) -> None:
+    """`casino-ledger demo --kafka` plays the seeded session through worker processes and prints the
+    same digest as the embedded demo of the same seed, tables and coups."""
+    args = ["--seed", "3", "--tables", "2", "--coups", "2"]
+    env = {**os.environ, "LOG_LEVEL": "WARNING", "CASINO_TOPIC_PREFIX": f"d{uuid.uuid4().hex[:8]}."}
+    cli = [sys.executable, "-m", "services.cli", "demo", *args]
+    runs = [
+        subprocess.run([*cli, "--kafka", kafka_broker], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=300, check=False),
+        subprocess.run([*cli, "--db", str(tmp_path / "e.db")], capture_output=True, text=True, env=env,
+                       timeout=300, check=False),
+    ]  # fmt: skip
+    digests = []
+    for done in runs:
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert "audit verdict: clean" in done.stdout
+        digests.append(next(line for line in done.stdout.splitlines() if line.startswith("digest: ")))
+    assert digests[0] == digests[1]
+    assert (tmp_path / "var" / "kafka").is_dir()  # the workers' logs
