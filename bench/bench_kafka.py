@@ -7,7 +7,8 @@ runs from the first send until every service has committed every record of its i
 counts every record the topics then hold (inputs and every service's outputs). Bets that reach the
 table after its betting closed are refused and refunded: a real load, not the interactive demo.
 The clock includes the last hops and commits after the final input (a few seconds, whatever the load),
-so a larger load gives a rate nearer the steady state: 60 coups gave 848 events/s, 240 gave 1,480.
+so a larger load gives a rate nearer the steady state (here 60 coups gave about 850 events/s, 240 about
+1,200 to 1,500).
 
 Baseline: raw aiokafka, one producer and one consumer, producing the very same number of records of
 the same sizes and keys to one fresh topic with as many partitions, then consuming them all back.
