@@ -160,6 +160,11 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _play(console: Console, session: Session, tables: list[TableSpec], coups: int) -> None:
+    variants = len({t.variant for t in tables})
+    console.print(
+        f"seed {session.seed}: {len(tables)} tables ({variants} variants), {coups} coups each, "
+        f"{session.players} players; dealer, settlement, audit and monitor processing every event"
+    )
     with Progress(console=console, transient=True, disable=console.quiet) as progress:
         task = progress.add_task("playing coups", total=coups * len(tables))
         session.run(tables, coups, progress=lambda: progress.advance(task))
