@@ -24,6 +24,7 @@ Run: ``.venv/bin/python -m bench kafka`` (starts its own broker; ``BENCH_KAFKA_C
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import statistics
 import tempfile
@@ -123,8 +124,6 @@ def bench_latency(broker: str, logs: Path, coups: int) -> dict[str, list[float]]
 
 async def _timestamps(settings: Settings) -> list[tuple[str, str, float]]:
     """(type, reference, Kafka timestamp in ms) of the records the latencies need."""
-    import json  # noqa: PLC0415
-
     consumer = kafka.new_consumer(settings)
     await consumer.start()
     try:

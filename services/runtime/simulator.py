@@ -254,9 +254,9 @@ class TablePlay:
         hands = ("player", "banker", "tie", "ponte")
         main = [x for x in spots if x in hands or x.startswith(("punter", "left", "right"))]
         seats = [x for x in main if x.startswith("punter")]  # one stake per seat (russian_classic)
-        taken: set[str] = set()
+        taken: set[str] = set()  # seats with a stake
         for account in players:
-            free = [x for x in (main or spots) if x not in taken or x not in seats]
+            free = [x for x in (main or spots) if x not in taken]
             if not free:
                 break
             spot = rng.choice(free) if rng.random() < 0.85 or seats else rng.choice(spots)
@@ -264,7 +264,8 @@ class TablePlay:
             stake = min(self.spec.max_minor, lo * units) + rng.choice((0, 0, 5, 55))
             if self._coverable(out, account, spot, stake):
                 out.append((account, spot, stake))
-                taken.add(spot)
+                if spot in seats:
+                    taken.add(spot)
         return out
 
     def _coverable(self, placed: list[tuple[str, str, int]], account: str, spot: str, stake: int) -> bool:
