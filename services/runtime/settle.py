@@ -230,6 +230,22 @@ def settle_text(text: str) -> dict[str, Any]:
         raise SettleInputError(str(exc)) from None
 
 
+def render(answer: Mapping[str, Any]) -> str:
+    """The answer as printed: JSON, one line per top-level field and per payout or posting."""
+
+    def one(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+    lines = []
+    for key, value in answer.items():
+        if isinstance(value, list) and value and key in ("payouts", "postings", "refused"):
+            inner = ",\n".join(f"    {one(v)}" for v in value)
+            lines.append(f"  {one(key)}: [\n{inner}\n  ]")
+        else:
+            lines.append(f"  {one(key)}: {one(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}"
+
+
 def main(args: Any) -> int:
     """The ``settle`` command: read ``--in FILE`` or stdin, print the JSON answer; exit 2 with one line
     on stderr for input it cannot play."""
@@ -246,7 +262,7 @@ def main(args: Any) -> int:
     except SettleInputError as exc:
         sys.stderr.write(f"casino-ledger: error: {exc}\n")
         return 2
-    sys.stdout.write(json.dumps(answer, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(render(answer) + "\n")
     return 0
 
 

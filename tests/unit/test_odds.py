@@ -160,7 +160,8 @@ def test_json_shape() -> None:
 
 @pytest.mark.parametrize(
     ("variant_id", "decks"),
-    [("punto_banco", d) for d in (1, 6, 8)] + [(v, d) for v in ("ez_baccarat", "super6") for d in range(1, 9)],
+    [("punto_banco", d) for d in (1, 6, 8)]
+    + [(v, d) for v in ("ez_baccarat", "super6") for d in range(1, 9)],
 )
 def test_any_deck_count(variant_id: str, decks: int) -> None:
     """Every deck count a variant is offered with enumerates: outcome counts sum to (52d)!/(52d − 6)!, and
