@@ -18,7 +18,7 @@ from services import cli
 from services.core import topics
 from services.core.baccarat import VARIANTS, Wager, apply_card, engine, get_variant, resolve, start
 from services.core.baccarat.engine import ROUNDING_NAMES, Accounts
-from services.core.baccarat.odds import odds_report
+from services.core.baccarat.odds import bet_figures, enumerate_generic
 from services.core.baccarat.settings import config_errors
 from services.core.baccarat.variants.french_club import VARIANT as FRENCH
 from services.core.envelope import Envelope, request
@@ -361,17 +361,22 @@ def test_covered_bank_conserves_money(cover: int, bets: list[tuple[int, str, int
 # --- chemin de fer odds with the levy -------------------------------------------------------------
 
 
+SMALL_SHOE = [("TS", 8), ("2S", 3), ("5S", 3), ("6S", 2), ("7S", 2), ("8S", 1), ("9S", 1)]
+"""A small shoe by point value (representative card, how many): exact and fast."""
+
+
 def test_the_chemin_de_fer_bank_edge_includes_the_levy() -> None:
     """Art. 60: "le prélèvement est, au baccara chemin de fer, fixé à 5 % des sommes gagnées à chaque
-    coup par le banquier": the bank's figure includes it (about +1.06 % for the house side, not the
-    −1.24 % of the bare game), and each figure says what it includes."""
-    report = odds_report("chemin_de_fer", 6)
-    counts = {k: v["count"] for k, v in report["outcomes"].items()}
-    total = report["total"]
-    bank, player = report["bets"]["bank"], report["bets"]["player"]
-    expected = Fraction(counts["player"] * 20 - counts["banker"] * 19, 20 * total)
-    assert Fraction(bank["house_edge_exact"]) == expected
-    assert 0.0105 < bank["house_edge"] < 0.0107
+    coup par le banquier": the bank's figure includes it — minus its expected net per unit, a win paying
+    19/20 — while the punter's includes none, and each figure says what it includes."""
+    cdf = get_variant("chemin_de_fer")
+    enum = enumerate_generic(cdf, cdf.config(), classes=SMALL_SHOE)
+    counts, total = enum.outcome_counts(), enum.total
+    bank, player = bet_figures(enum, "bank"), bet_figures(enum, "player")
+    with_levy = Fraction(counts["player"] * 20 - counts["banker"] * 19, 20 * total)
+    assert Fraction(bank["house_edge_exact"]) == with_levy
+    bare = Fraction(counts["player"] - counts["banker"], total)
+    assert Fraction(bank["house_edge_exact"]) - bare == Fraction(counts["banker"], 20 * total) > 0
     assert Fraction(player["house_edge_exact"]) == Fraction(counts["banker"] - counts["player"], total)
     assert "5 % levy of art. 60" in bank["includes"]
     assert "no levy" in player["includes"]
