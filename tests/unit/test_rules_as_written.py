@@ -28,6 +28,7 @@ from services.core.processor import initial_state, step
 from services.core.shoe import play_window
 from services.dealer.processor import Dealer
 from services.runtime import readme
+from services.settlement.processor import WalletStage
 
 # --- the dealer, driven record by record --------------------------------------------------------------
 
@@ -468,3 +469,32 @@ def test_settle_refuses_in_one_line(
     assert (code, out) == (2, "")
     assert len(err.strip().splitlines()) == 1
     assert needle in err
+
+
+def test_the_cover_comes_from_the_bankers_wallet_and_no_further() -> None:
+    """"Le banquier, désigné parmi les joueurs pour tenir la banque": his cover is reserved from his own
+    wallet like a stake (wallet → escrow), and the wallet stage refuses what the wallet does not hold."""
+    wallet = WalletStage()
+    state = wallet.initial()
+
+    def send(type_: str, payload: dict[str, Any], n: int) -> list[str]:
+        nonlocal state
+        env = request(
+            type_, topics.WALLET_REQUESTS, "carol", {"account_id": "carol", **payload},
+            event_id=f"rules-test/wallet/{n}", occurred_at="2026-11-23T03:00:00.000Z", producer="cashier",
+        )  # fmt: skip
+        state, drafts = wallet.handle(state, env)
+        return [d.type for d in drafts]
+
+    send("Deposit", {"amount_minor": 30_000, "currency": "EUR", "transfer_id": "dep-1"}, 1)
+    bet = {"table_id": "T5", "coup_id": None, "currency": "EUR"}
+    assert send("PlaceBet", {**bet, "bet_id": "bank", "spot": "bank", "stake_minor": 10_000}, 2) == [
+        "StakeReserved", "BetPlaced",
+    ]  # fmt: skip
+    assert send("PlaceBet", {**bet, "bet_id": "c1", "spot": "bank_cover", "stake_minor": 20_001}, 3) == [
+        "BetRejected"
+    ]
+    assert send("PlaceBet", {**bet, "bet_id": "c2", "spot": "bank_cover", "stake_minor": 20_000}, 4) == [
+        "StakeReserved", "BetPlaced",
+    ]  # fmt: skip
+    assert state.balances["carol"] == 0

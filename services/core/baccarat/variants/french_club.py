@@ -283,6 +283,24 @@ class FrenchClub(TwoHandGame):
             return PUSH
         return outcome_grade(result.outcome, spot, config)
 
+    def odds_includes(self, spot: str, config: TableConfig) -> str:
+        """What the odds' figures mean at this player-banked table."""
+        if spot == BANK_SPOT:
+            return (
+                "the banker's own stake only: kept when his hand wins, handed to the ponte otherwise; "
+                "what he collects from and pays to the punters is not in this figure"
+            )
+        if spot == COVER_SPOT:
+            return "not a bet: money the banker reserves, returned less what the bank owes (0 here)"
+        pays = f"{config.tie_pays}:1" if spot == "tie" else "1:1"
+        less = ""
+        if spot == "banker":
+            less = f", less {config.commission_bps / 100:g} % of the stake to the banker"
+        return (
+            f"a punter's net per unit: paid {pays} by the bank{less}; "
+            "the bank stake the ponte may receive is not included"
+        )
+
     def accepts(self, config: TableConfig, accepted: Sequence[Wager], wager: Wager) -> str | None:
         """The bank first and once; the banker's cover after it, from his account only; then punters, not
         the banker, each account's total at most the bank's stake, at most :data:`MAX_PUNTERS` accounts,
