@@ -101,6 +101,34 @@ def test_a_configuration_outside_the_declaration_is_refused_and_the_table_never_
     assert opened.type == "TableOpened"
 
 
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=5,
+)
+NAMES = st.sampled_from(
+    ["decks", "tie_pays", "commission_bps", "commission_rounding", "punters", "side_bets", "super_6_pays",
+     "optional_cells", "levy_step_minor", "stake_unit_minor", "burn"]
+)  # fmt: skip
+
+
+@settings(max_examples=120, deadline=None)
+@given(variant=st.sampled_from(list(VARIANTS)), options=st.dictionaries(NAMES, JSON | st.integers(0, 12)))
+def test_any_configuration_opens_a_table_or_is_refused(variant: str, options: dict[str, Any]) -> None:
+    """Whatever JSON an ``OpenTable`` carries as options, the dealer answers with exactly one event — the
+    table opened, or ``CommandRefused`` (``bad_config``) — and never raises: no record can stop a table's
+    partition."""
+    t = Table()
+    (event,) = t.open(variant, options=options)
+    assert event.type in ("TableOpened", "CommandRefused"), event.payload
+    if event.type == "CommandRefused":
+        assert event.payload["reason"] == "bad_config"
+        with pytest.raises(DomainError):
+            get_variant(variant).config(**options)
+    else:
+        assert get_variant(variant).config(**options).to_dict() == event.payload["config"]
+
+
 def test_config_errors_names_every_problem() -> None:
     """The validator is pure and precise: one sentence per problem, unknown names included, nothing
     coerced."""
