@@ -308,7 +308,7 @@ def on_card_read(table: Table | None, rec: Envelope) -> tuple[Table, Out]:
     t = _need(table)
     if t.shoe is None or t.shoe.mode != "smart" or t.coup is None or t.coup.state is None:
         raise Refusal(Reason.CARD_NOT_DUE, "no smart-shoe card is due at this table")
-    card = parse_card(rec.payload["card"])
+    card = parse_card(rec.payload.get("card"))
     held = shoe_cards(t.config.decks).count(card)
     if t.shoe.order.count(card) >= held:
         raise Refusal(
