@@ -54,6 +54,7 @@ import importlib
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +69,7 @@ from aiokafka.structs import ConsumerRecord  # type: ignore[import-untyped]
 from services.core import topics
 from services.core.envelope import Envelope, derive_id, seal
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
-from services.runtime import codec
+from services.runtime import codec, metrics
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
 
@@ -489,7 +490,9 @@ class Pipe:
 class Shell:
     """The I/O around the pipes of one worker: the output index, the catch-up reader, the sends."""
 
-    def __init__(self, app: faust.App, settings: Settings, processors: Sequence[Processor[Any]]) -> None:
+    def __init__(
+        self, app: faust.App, settings: Settings, processors: Sequence[Processor[Any]], service: str = ""
+    ) -> None:
         self.app = app
         self.settings = settings
         self.pipes = [Pipe(p, settings) for p in processors]
@@ -499,6 +502,9 @@ class Shell:
         self._topics: dict[str, Any] = {}
         self._one_at_a_time = asyncio.Lock()
         self.handled = 0
+        self.assigned = False  # the group has assigned partitions (readiness)
+        self.metrics = metrics.WorkerMetrics(service or processors[0].name)
+        self.tally = metrics.Tally()  # what the current batch did, flushed into the metrics once per batch
 
     async def reader(self) -> AIOKafkaConsumer:
         """The plain consumer (no group) used for catch-up and the output index."""
@@ -529,6 +535,7 @@ class Shell:
                 continue
             sent = await self.out_topic(env.topic).send(key=codec.encode_key(env), value=codec.encode(env))
             pending.append((env.event_id, sent))
+            self.tally.output(env)
         return pending
 
     async def confirm(self, pending: Sequence[tuple[str, Any]]) -> int:
@@ -553,10 +560,12 @@ class Shell:
         one of them used it unstarted: a crash with no broker known).
         """
         async with self._one_at_a_time:
+            started = time.perf_counter()
             pending: list[tuple[str, Any]] = []
             for physical, partition, offset, value in records:
                 pending += await self._on_record(pipe, physical, partition, offset, value)
             await self.confirm(pending)
+            self.metrics.flush(self.tally, pipe.processor.name, len(records), time.perf_counter() - started)
 
     async def _on_record(
         self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
@@ -576,6 +585,7 @@ class Shell:
         pending = await self.send(outputs)
         pipe.next_offset[tp] = offset + 1
         self.handled += 1
+        self.tally.input(pipe.processor.name, logical, pipe.last.get("type"))
         facts = {k: v for k, v in pipe.last.items() if v is not None}
         _log().info("record", processor=pipe.processor.name, topic=logical, partition=partition,
                     offset=offset, **facts, outputs=len(outputs), sent=len(pending))  # fmt: skip
@@ -590,6 +600,7 @@ class Shell:
         for m in read.get(tp, []):
             missing += await self.publish(pipe.apply(logical, partition, m.offset, m.value))
         pipe.next_offset[(logical, partition)] = end
+        self.tally.replayed(pipe.processor.name, logical, len(read.get(tp, [])))
         _log().info(
             "catch_up",
             processor=pipe.processor.name,
@@ -662,17 +673,18 @@ def build_app(
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=settings.heartbeat_interval_s,
         broker_commit_interval=settings.commit_interval_s,
-        web_enabled=settings.web_enabled,
-        web_port=settings.web_port,
+        **metrics.web_settings(settings),
         store="memory://",
         datadir=str(settings.data_dir),
         autodiscover=False,
     )
-    shell = Shell(app, settings, processors)
+    shell = Shell(app, settings, processors, service=name)
     app.casino_shell = shell  # type: ignore[attr-defined]
+    metrics.serve(app, shell)  # /metrics, /healthz, /readyz where CASINO_WEB_* say
 
     async def on_assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         shell.index.stale = True  # another worker may have written outputs for these partitions
+        shell.assigned = True
 
     app.on_partitions_assigned.connect(on_assigned)
     for pipe in shell.pipes:
@@ -735,6 +747,7 @@ def run_worker(name: str, settings: Settings, factory: ServiceFactory | None = N
         redirect_stdouts=False,
         override_logging=False,
     )
+    worker.spinner = None  # faust's terminal spinner writes escape sequences to stdout, between log lines
     worker.execute_from_commandline()
 
 

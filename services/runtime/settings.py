@@ -61,9 +61,18 @@ class Settings(BaseSettings):
     batch_max: int = Field(default=500, ge=1, description="records a worker handles before awaiting acks")
     batch_wait_ms: int = Field(default=5, ge=1, description="longest wait to fill a batch")
     web_enabled: bool = Field(
-        default=False, description="faust's web server (one per process: distinct ports)"
+        default=False,
+        description="serve /metrics, /healthz, /readyz (faust's web server; one per process: distinct ports)",
     )
-    web_port: int = 6066
+    web_port: int = Field(default=6066, ge=1, le=65535, description="port of /metrics, /healthz, /readyz")
+    web_bind: str = Field(
+        default="127.0.0.1",
+        description="address the web server listens on; containers set 0.0.0.0 for probes and scrapes",
+    )
+    ready_max_lag: int = Field(
+        default=100, ge=0,
+        description="/readyz: records per assigned partition a caught-up worker may still have to handle",
+    )  # fmt: skip
     topic_spec: Path = Field(
         default=Path("schemas/topics.yaml"), description="topic list for `create-topics`"
     )
