@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import logging
 import os
 import re
 import sys
@@ -64,6 +65,7 @@ import faust
 import yaml  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+from aiokafka.errors import KafkaError  # type: ignore[import-untyped]
 from aiokafka.structs import ConsumerRecord  # type: ignore[import-untyped]
 
 from services.core import topics
@@ -758,14 +760,41 @@ def worker_main(args: argparse.Namespace) -> int:
 
 
 def create_topics_main(settings: Settings, spec_path: Path) -> int:
-    """Create every topic of ``spec_path`` (``schemas/topics.yaml``) that does not exist yet."""
-    specs = load_topic_specs(spec_path)
+    """Create every topic of ``spec_path`` (``schemas/topics.yaml``) that does not exist yet.
+
+    Idempotent (a topic that exists is left as it is, whatever its partition count). Exit status 0;
+    2 with one line on stderr for an unreadable or empty topic list; 1 when the broker refuses or
+    cannot be reached.
+    """
+    try:
+        specs = load_topic_specs(spec_path)
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"casino-ledger: error: cannot read the topic list {spec_path}: {exc}", file=sys.stderr)  # noqa: T201
+        return 2
     if not specs:
         print(f"casino-ledger: error: no topics in {spec_path}", file=sys.stderr)  # noqa: T201
         return 2
-    created = asyncio.run(ensure_topics(settings, specs))
+    try:
+        created = asyncio.run(ensure_topics(settings, specs))
+    except (KafkaError, OSError, RuntimeError) as exc:
+        where = settings.bootstrap_servers
+        print(f"casino-ledger: error: topic creation on {where} failed: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
     print(f"created {len(created)} of {len(specs)} topics: {', '.join(created) or '-'}")  # noqa: T201
     return 0
+
+
+def topics_create_main(args: argparse.Namespace) -> int:
+    """``casino-ledger topics create [--broker HOST:PORT] [--spec PATH]`` (the deploy's topic job)."""
+    try:
+        settings = _settings_for(getattr(args, "broker", None), None)
+    except ValueError as exc:  # a CASINO_* variable that does not validate
+        first = str(exc).splitlines()
+        print(f"casino-ledger: error: bad settings: {' '.join(first[:3])}", file=sys.stderr)  # noqa: T201
+        return 2
+    spec = getattr(args, "spec", None)
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connection errors: our one line says it
+    return create_topics_main(settings, Path(spec) if spec else settings.topic_spec)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
