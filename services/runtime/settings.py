@@ -26,7 +26,8 @@ SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 class Settings(BaseSettings):
     """Everything a shell needs to reach its log; each field is ``CASINO_<NAME>`` in the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="CASINO_", extra="ignore", frozen=True)
+    # env_ignore_empty: a variable set to "" means the default (manifests list every setting, some empty)
+    model_config = SettingsConfigDict(env_prefix="CASINO_", extra="ignore", frozen=True, env_ignore_empty=True)
 
     bootstrap_servers: str = Field(
         default="localhost:9092", description="comma-separated host:port list; a kafka:// prefix is accepted"
