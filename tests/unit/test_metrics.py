@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +177,41 @@ def test_library_log_records_come_out_as_json_lines() -> None:
     assert parsed[0]["logger"] == "aiokafka.consumer"
     assert parsed[0]["level"] == "warning"
     assert "ValueError: boom" in parsed[1]["exception"]
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "casino-ledger-workers.json"
+PROMQL_WORDS = {
+    "sum", "by", "rate", "increase", "max", "min", "histogram_quantile", "on", "and", "group_left",
+    "label_values", "le", "service", "topic", "partition", "type", "reason", "severity", "detector",
+    "currency", "result", "instance",
+}  # fmt: skip
+
+
+def dashboard_metric_names() -> set[str]:
+    """Every metric name the example Grafana dashboard queries (panels and template variables)."""
+    doc = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in doc["panels"] for t in p.get("targets", [])]
+    exprs += [v["definition"] for v in doc["templating"]["list"] if "definition" in v]
+    bare = [re.sub(r'"[^"]*"|\[[^]]*]', "", e) for e in exprs]  # label values and ranges out
+    return {w for e in bare for w in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", e)} - PROMQL_WORDS
+
+
+def test_every_metric_the_dashboard_queries_exists() -> None:
+    """Each metric in deploy/grafana's dashboard is a family a worker exposes (histogram series included),
+    and the dashboard covers lag, latency, dead letters, refusals, money and findings."""
+    m = WorkerMetrics("dealer")  # with the process collectors, as a worker has them
+    m.flush(Tally(), "dealer", 1, 0.0)
+    exposed_names = {key.partition("{")[0] for key in samples(m.exposition().decode())}
+    exposed_names |= {  # families with no sample yet (no label set seen)
+        f"{name}{suffix}"
+        for name, (kind, _, _) in metrics.METRICS.items()
+        for suffix in (("_bucket", "_sum", "_count") if kind == "histogram" else ("",))
+    }
+    queried = dashboard_metric_names()
+    assert queried <= exposed_names, queried - exposed_names
+    needed = {
+        "casino_consumer_lag_records", "casino_batch_duration_seconds_bucket", "casino_dead_letters_total",
+        "casino_refusals_total", "casino_bet_stake_minor_total", "casino_payout_commission_minor_total",
+        "casino_audit_findings_total", "casino_ready",
+    }  # fmt: skip
+    assert needed <= queried
