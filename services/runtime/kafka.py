@@ -1,4 +1,4 @@
-"""The Kafka runtime (DESIGN §5): any core :class:`~services.core.processor.Processor` as a faust worker.
+"""The Kafka runtime: any core :class:`~services.core.processor.Processor` as a faust worker.
 
 One service per process (``casino-ledger worker NAME`` or ``python -m services.runtime.kafka NAME``);
 the service's processors come from :data:`PROCESSORS`. Each processor gets one faust agent on its input
@@ -10,7 +10,7 @@ faust acknowledges the batch, so an offset is never committed ahead of its outpu
 writes one JSON log line naming its topic, partition, offset, type, table and coup.
 
 **State and restarts, without transactions.** Kafka delivers at least once and the test broker has no
-transactions, so correctness rests on determinism and event ids (DESIGN §1.2, §1.6):
+transactions, so correctness rests on determinism and event ids (docs/architecture.md, "Principles"):
 
 * *Output index.* The worker knows the ``event_id`` of every record its service's producers have
   written (``producer`` field), read from the output topics. On start and after every partition
@@ -34,16 +34,18 @@ transactions, so correctness rests on determinism and event ids (DESIGN §1.2, �
 Cost: a worker start (and a rebalance that moves a partition) re-reads that partition's history and the
 service's output topics from the beginning; memory holds the state, the applied ids and the output ids
 (a few tens of bytes per event). Topics therefore keep their records forever (``retention.ms=-1``, which
-the records must anyway: DESIGN §8) and are never compacted. Limits: the state a record reads must
-belong to its partition's keys (true of the reference processors, which key by table or account); a
-multi-input processor (audit) re-applies its inputs partition by partition, so only its verdicts, not
-the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker (alive but out
-of the group) can still write a duplicate, which every consumer drops by ``event_id``. With
-``processing_guarantee=exactly_once`` faust wraps the sends in transactions on brokers that have them;
-correctness does not depend on it.
+the records must anyway: docs/event-contract.md, "Retention") and are never compacted. Limits: the state
+a record reads must belong to its partition's keys (true of the reference processors, which key by table
+or account); a multi-input processor (audit) re-applies its inputs partition by partition, so only its
+verdicts, not the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker
+(alive but out of the group) can still write a duplicate, which every consumer drops by ``event_id``.
+With ``processing_guarantee=exactly_once`` faust wraps the sends in transactions on brokers that have
+them; correctness does not depend on it.
 
 Plain aiokafka helpers (:func:`produce`, :func:`consume_all` and their async forms) serve the CLI,
 the replay and the tests; :func:`ensure_topics` and :func:`load_topic_specs` create the topology.
+The shell tallies what each batch did for :mod:`services.runtime.metrics` (``/metrics``, ``/healthz``,
+``/readyz`` on faust's web server where ``CASINO_WEB_*`` say; docs/operations.md).
 """
 
 from __future__ import annotations

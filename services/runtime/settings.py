@@ -6,7 +6,7 @@ configured by environment only (``docker-compose.yml``, ``deploy/k8s/configmap.y
 ``CASINO_<FIELD>`` variable there is a field here, which ``tests/unit/test_deploy_files.py`` checks.
 
 Defaults suit a developer's laptop: a plaintext broker on ``localhost:9092``, at-least-once processing
-(correctness rests on idempotence by event id, never on Kafka transactions: DESIGN §1.6) and faust's
+(correctness rests on idempotence by event id, never on Kafka transactions: docs/architecture.md) and faust's
 own group timeouts. Tests shorten the timeouts (a first group join waits the rebalance timeout).
 """
 
@@ -27,7 +27,9 @@ class Settings(BaseSettings):
     """Everything a shell needs to reach its log; each field is ``CASINO_<NAME>`` in the environment."""
 
     # env_ignore_empty: a variable set to "" means the default (manifests list every setting, some empty)
-    model_config = SettingsConfigDict(env_prefix="CASINO_", extra="ignore", frozen=True, env_ignore_empty=True)
+    model_config = SettingsConfigDict(
+        env_prefix="CASINO_", extra="ignore", frozen=True, env_ignore_empty=True
+    )
 
     bootstrap_servers: str = Field(
         default="localhost:9092", description="comma-separated host:port list; a kafka:// prefix is accepted"
@@ -75,7 +77,7 @@ class Settings(BaseSettings):
         description="/readyz: records per assigned partition a caught-up worker may still have to handle",
     )  # fmt: skip
     topic_spec: Path = Field(
-        default=Path("schemas/topics.yaml"), description="topic list for `create-topics`"
+        default=Path("schemas/topics.yaml"), description="topic list for `casino-ledger topics create`"
     )
 
     @model_validator(mode="after")
