@@ -795,8 +795,13 @@ def topics_create_main(args: argparse.Namespace) -> int:
         print(f"casino-ledger: error: bad settings: {' '.join(first[:3])}", file=sys.stderr)  # noqa: T201
         return 2
     spec = getattr(args, "spec", None)
-    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connection errors: our one line says it
-    return create_topics_main(settings, Path(spec) if spec else settings.topic_spec)
+    library = logging.getLogger("aiokafka")
+    level = library.level
+    library.setLevel(logging.CRITICAL)  # its connection errors: our one line says it
+    try:
+        return create_topics_main(settings, Path(spec) if spec else settings.topic_spec)
+    finally:
+        library.setLevel(level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
