@@ -109,6 +109,22 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return result
 
 
+def _add_topics(sub: Any) -> None:
+    """``topics create``: the Kafka topics of the contract (schemas/topics.yaml), for the deploy's job."""
+    t = sub.add_parser("topics", help="Kafka topic administration")
+    tsub = t.add_subparsers(dest="topics_command", required=True)
+    c = tsub.add_parser("create", help="create the topics of the contract that do not exist yet (idempotent)")
+    c.add_argument("--broker", default=None, help="host:port[,...] (default: $CASINO_BOOTSTRAP_SERVERS)")
+    c.add_argument("--spec", default=None, help="topic list (default: $CASINO_TOPIC_SPEC)")
+
+    def run(args: argparse.Namespace) -> int:
+        from services.runtime import kafka  # noqa: PLC0415 (keeps --help fast)
+
+        return kafka.topics_create_main(args)
+
+    c.set_defaults(func=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
     p = argparse.ArgumentParser(prog="casino-ledger", description=__doc__)
@@ -163,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("name", choices=["dealer", "settlement", "audit", "monitor"])
     w.add_argument("--broker", default=None, help="kafka://host:port (else CASINO_BOOTSTRAP_SERVERS)")
     w.set_defaults(func=cmd_worker)
+    _add_topics(sub)
     return p
 
 

@@ -1,4 +1,4 @@
-"""The Kafka runtime (DESIGN §5): any core :class:`~services.core.processor.Processor` as a faust worker.
+"""The Kafka runtime: any core :class:`~services.core.processor.Processor` as a faust worker.
 
 One service per process (``casino-ledger worker NAME`` or ``python -m services.runtime.kafka NAME``);
 the service's processors come from :data:`PROCESSORS`. Each processor gets one faust agent on its input
@@ -10,7 +10,7 @@ faust acknowledges the batch, so an offset is never committed ahead of its outpu
 writes one JSON log line naming its topic, partition, offset, type, table and coup.
 
 **State and restarts, without transactions.** Kafka delivers at least once and the test broker has no
-transactions, so correctness rests on determinism and event ids (DESIGN §1.2, §1.6):
+transactions, so correctness rests on determinism and event ids (docs/architecture.md, "Principles"):
 
 * *Output index.* The worker knows the ``event_id`` of every record its service's producers have
   written (``producer`` field), read from the output topics. On start and after every partition
@@ -34,16 +34,18 @@ transactions, so correctness rests on determinism and event ids (DESIGN §1.2, �
 Cost: a worker start (and a rebalance that moves a partition) re-reads that partition's history and the
 service's output topics from the beginning; memory holds the state, the applied ids and the output ids
 (a few tens of bytes per event). Topics therefore keep their records forever (``retention.ms=-1``, which
-the records must anyway: DESIGN §8) and are never compacted. Limits: the state a record reads must
-belong to its partition's keys (true of the reference processors, which key by table or account); a
-multi-input processor (audit) re-applies its inputs partition by partition, so only its verdicts, not
-the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker (alive but out
-of the group) can still write a duplicate, which every consumer drops by ``event_id``. With
-``processing_guarantee=exactly_once`` faust wraps the sends in transactions on brokers that have them;
-correctness does not depend on it.
+the records must anyway: docs/event-contract.md, "Retention") and are never compacted. Limits: the state
+a record reads must belong to its partition's keys (true of the reference processors, which key by table
+or account); a multi-input processor (audit) re-applies its inputs partition by partition, so only its
+verdicts, not the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker
+(alive but out of the group) can still write a duplicate, which every consumer drops by ``event_id``.
+With ``processing_guarantee=exactly_once`` faust wraps the sends in transactions on brokers that have
+them; correctness does not depend on it.
 
 Plain aiokafka helpers (:func:`produce`, :func:`consume_all` and their async forms) serve the CLI,
 the replay and the tests; :func:`ensure_topics` and :func:`load_topic_specs` create the topology.
+The shell tallies what each batch did for :mod:`services.runtime.metrics` (``/metrics``, ``/healthz``,
+``/readyz`` on faust's web server where ``CASINO_WEB_*`` say; docs/operations.md).
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,12 +67,13 @@ import faust
 import yaml  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+from aiokafka.errors import KafkaError  # type: ignore[import-untyped]
 from aiokafka.structs import ConsumerRecord  # type: ignore[import-untyped]
 
 from services.core import topics
 from services.core.envelope import Envelope, derive_id, seal
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
-from services.runtime import codec
+from services.runtime import codec, metrics
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
 
@@ -489,7 +494,9 @@ class Pipe:
 class Shell:
     """The I/O around the pipes of one worker: the output index, the catch-up reader, the sends."""
 
-    def __init__(self, app: faust.App, settings: Settings, processors: Sequence[Processor[Any]]) -> None:
+    def __init__(
+        self, app: faust.App, settings: Settings, processors: Sequence[Processor[Any]], service: str = ""
+    ) -> None:
         self.app = app
         self.settings = settings
         self.pipes = [Pipe(p, settings) for p in processors]
@@ -499,6 +506,9 @@ class Shell:
         self._topics: dict[str, Any] = {}
         self._one_at_a_time = asyncio.Lock()
         self.handled = 0
+        self.assigned = False  # the group has assigned partitions (readiness)
+        self.metrics = metrics.WorkerMetrics(service or processors[0].name)
+        self.tally = metrics.Tally()  # what the current batch did, flushed into the metrics once per batch
 
     async def reader(self) -> AIOKafkaConsumer:
         """The plain consumer (no group) used for catch-up and the output index."""
@@ -529,6 +539,7 @@ class Shell:
                 continue
             sent = await self.out_topic(env.topic).send(key=codec.encode_key(env), value=codec.encode(env))
             pending.append((env.event_id, sent))
+            self.tally.output(env)
         return pending
 
     async def confirm(self, pending: Sequence[tuple[str, Any]]) -> int:
@@ -553,10 +564,12 @@ class Shell:
         one of them used it unstarted: a crash with no broker known).
         """
         async with self._one_at_a_time:
+            started = time.perf_counter()
             pending: list[tuple[str, Any]] = []
             for physical, partition, offset, value in records:
                 pending += await self._on_record(pipe, physical, partition, offset, value)
             await self.confirm(pending)
+            self.metrics.flush(self.tally, pipe.processor.name, len(records), time.perf_counter() - started)
 
     async def _on_record(
         self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
@@ -576,6 +589,7 @@ class Shell:
         pending = await self.send(outputs)
         pipe.next_offset[tp] = offset + 1
         self.handled += 1
+        self.tally.input(pipe.processor.name, logical, pipe.last.get("type"))
         facts = {k: v for k, v in pipe.last.items() if v is not None}
         _log().info("record", processor=pipe.processor.name, topic=logical, partition=partition,
                     offset=offset, **facts, outputs=len(outputs), sent=len(pending))  # fmt: skip
@@ -590,6 +604,7 @@ class Shell:
         for m in read.get(tp, []):
             missing += await self.publish(pipe.apply(logical, partition, m.offset, m.value))
         pipe.next_offset[(logical, partition)] = end
+        self.tally.replayed(pipe.processor.name, logical, len(read.get(tp, [])))
         _log().info(
             "catch_up",
             processor=pipe.processor.name,
@@ -662,17 +677,18 @@ def build_app(
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=settings.heartbeat_interval_s,
         broker_commit_interval=settings.commit_interval_s,
-        web_enabled=settings.web_enabled,
-        web_port=settings.web_port,
+        **metrics.web_settings(settings),
         store="memory://",
         datadir=str(settings.data_dir),
         autodiscover=False,
     )
-    shell = Shell(app, settings, processors)
+    shell = Shell(app, settings, processors, service=name)
     app.casino_shell = shell  # type: ignore[attr-defined]
+    metrics.serve(app, shell)  # /metrics, /healthz, /readyz where CASINO_WEB_* say
 
     async def on_assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         shell.index.stale = True  # another worker may have written outputs for these partitions
+        shell.assigned = True
 
     app.on_partitions_assigned.connect(on_assigned)
     for pipe in shell.pipes:
@@ -735,6 +751,7 @@ def run_worker(name: str, settings: Settings, factory: ServiceFactory | None = N
         redirect_stdouts=False,
         override_logging=False,
     )
+    worker.spinner = None  # faust's terminal spinner writes escape sequences to stdout, between log lines
     worker.execute_from_commandline()
 
 
@@ -745,14 +762,46 @@ def worker_main(args: argparse.Namespace) -> int:
 
 
 def create_topics_main(settings: Settings, spec_path: Path) -> int:
-    """Create every topic of ``spec_path`` (``schemas/topics.yaml``) that does not exist yet."""
-    specs = load_topic_specs(spec_path)
+    """Create every topic of ``spec_path`` (``schemas/topics.yaml``) that does not exist yet.
+
+    Idempotent (a topic that exists is left as it is, whatever its partition count). Exit status 0;
+    2 with one line on stderr for an unreadable or empty topic list; 1 when the broker refuses or
+    cannot be reached.
+    """
+    try:
+        specs = load_topic_specs(spec_path)
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"casino-ledger: error: cannot read the topic list {spec_path}: {exc}", file=sys.stderr)  # noqa: T201
+        return 2
     if not specs:
         print(f"casino-ledger: error: no topics in {spec_path}", file=sys.stderr)  # noqa: T201
         return 2
-    created = asyncio.run(ensure_topics(settings, specs))
+    try:
+        created = asyncio.run(ensure_topics(settings, specs))
+    except (KafkaError, OSError, RuntimeError) as exc:
+        where = settings.bootstrap_servers
+        print(f"casino-ledger: error: topic creation on {where} failed: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
     print(f"created {len(created)} of {len(specs)} topics: {', '.join(created) or '-'}")  # noqa: T201
     return 0
+
+
+def topics_create_main(args: argparse.Namespace) -> int:
+    """``casino-ledger topics create [--broker HOST:PORT] [--spec PATH]`` (the deploy's topic job)."""
+    try:
+        settings = _settings_for(getattr(args, "broker", None), None)
+    except ValueError as exc:  # a CASINO_* variable that does not validate
+        first = str(exc).splitlines()
+        print(f"casino-ledger: error: bad settings: {' '.join(first[:3])}", file=sys.stderr)  # noqa: T201
+        return 2
+    spec = getattr(args, "spec", None)
+    library = logging.getLogger("aiokafka")
+    level = library.level
+    library.setLevel(logging.CRITICAL)  # its connection errors: our one line says it
+    try:
+        return create_topics_main(settings, Path(spec) if spec else settings.topic_spec)
+    finally:
+        library.setLevel(level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

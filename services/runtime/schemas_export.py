@@ -37,7 +37,7 @@ FOREVER: Final = "forever (retention.ms=-1): game and account records are kept a
 
 @dataclass(frozen=True, slots=True)
 class TopicSpec:
-    """What the reference topology says about one topic (DESIGN §3)."""
+    """What the reference topology says about one topic (docs/event-contract.md)."""
 
     key: str
     producers: tuple[str, ...]

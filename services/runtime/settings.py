@@ -6,7 +6,7 @@ configured by environment only (``docker-compose.yml``, ``deploy/k8s/configmap.y
 ``CASINO_<FIELD>`` variable there is a field here, which ``tests/unit/test_deploy_files.py`` checks.
 
 Defaults suit a developer's laptop: a plaintext broker on ``localhost:9092``, at-least-once processing
-(correctness rests on idempotence by event id, never on Kafka transactions: DESIGN §1.6) and faust's
+(correctness rests on idempotence by event id, never on Kafka transactions: docs/architecture.md) and faust's
 own group timeouts. Tests shorten the timeouts (a first group join waits the rebalance timeout).
 """
 
@@ -26,7 +26,10 @@ SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 class Settings(BaseSettings):
     """Everything a shell needs to reach its log; each field is ``CASINO_<NAME>`` in the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="CASINO_", extra="ignore", frozen=True)
+    # env_ignore_empty: a variable set to "" means the default (manifests list every setting, some empty)
+    model_config = SettingsConfigDict(
+        env_prefix="CASINO_", extra="ignore", frozen=True, env_ignore_empty=True
+    )
 
     bootstrap_servers: str = Field(
         default="localhost:9092", description="comma-separated host:port list; a kafka:// prefix is accepted"
@@ -61,11 +64,20 @@ class Settings(BaseSettings):
     batch_max: int = Field(default=500, ge=1, description="records a worker handles before awaiting acks")
     batch_wait_ms: int = Field(default=5, ge=1, description="longest wait to fill a batch")
     web_enabled: bool = Field(
-        default=False, description="faust's web server (one per process: distinct ports)"
+        default=False,
+        description="serve /metrics, /healthz, /readyz (faust's web server; one per process: distinct ports)",
     )
-    web_port: int = 6066
+    web_port: int = Field(default=6066, ge=1, le=65535, description="port of /metrics, /healthz, /readyz")
+    web_bind: str = Field(
+        default="127.0.0.1",
+        description="address the web server listens on; containers set 0.0.0.0 for probes and scrapes",
+    )
+    ready_max_lag: int = Field(
+        default=100, ge=0,
+        description="/readyz: records per assigned partition a caught-up worker may still have to handle",
+    )  # fmt: skip
     topic_spec: Path = Field(
-        default=Path("schemas/topics.yaml"), description="topic list for `create-topics`"
+        default=Path("schemas/topics.yaml"), description="topic list for `casino-ledger topics create`"
     )
 
     @model_validator(mode="after")

