@@ -14,8 +14,11 @@ of that lives here, once, so that the embedded and Kafka runtimes both just call
   it (a type outside the contract is the processor's to refuse);
 * **dead letters** — a record the processor cannot understand (``DomainError`` or pydantic
   ``ValidationError`` raised while validating or handling) becomes a ``DeadLetter`` draft with a
-  reason code and the
-  original record, and the state does not change: nothing is lost, nothing crashes.
+  reason code and the original record, and the state does not change: nothing is lost, nothing
+  crashes. Any other exception escaping ``handle`` (a bug, or a hole in validation that this one
+  record found) becomes a dead letter too, with reason ``internal_error``: one poison pill must never
+  halt a casino (DESIGN §9). The state is left as it was — by construction for processors with
+  immutable state; a processor with a mutable state must check before it mutates.
 
 Runtimes persist :class:`ProcessorState` (a snapshot) next to their input offset.
 """
@@ -29,7 +32,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from pydantic import ValidationError
 
 from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal, stage_namespace
-from services.core.errors import DomainError
+from services.core.errors import DomainError, Reason
 from services.core.events import PAYLOADS, payload_of
 from services.core.topics import DEADLETTER
 
@@ -118,6 +121,18 @@ def describe(exc: DomainError | ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(payload)'}: {e['msg']}" for e in problems)
 
 
+INTERNAL_DETAIL_MAX_CHARS = 300
+"""Longest exception message quoted in an ``internal_error`` dead letter."""
+
+
+def internal_error_detail(processor: Processor[Any], exc: Exception) -> str:
+    """The sentence of an ``internal_error`` dead letter: the stage, the exception's class and its
+    message cut short. No traceback, no local values: a processor may hold a key, and a dead letter is
+    read by operators; the message depends only on the code and the record, so it is deterministic."""
+    message = " ".join(str(exc).split())[:INTERNAL_DETAIL_MAX_CHARS]
+    return f"{processor.stage_name()} failed on this record: {type(exc).__name__}: {message}".rstrip(": ")
+
+
 def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) -> list[Envelope]:
     """Apply ``record`` to ``state`` in place (the shell owns the mutable holder) and seal the outputs.
 
@@ -132,6 +147,10 @@ def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) ->
     except (DomainError, ValidationError) as exc:
         reason = exc.reason.value if isinstance(exc, DomainError) else "invalid_payload"
         inner, drafts = state.inner, [dead_letter(record, None, reason, describe(exc), record.topic)]
+    except Exception as exc:  # one bad record must never stop a processor (DESIGN §9)
+        detail = internal_error_detail(processor, exc)
+        reason = Reason.INTERNAL_ERROR.value
+        inner, drafts = state.inner, [dead_letter(record, None, reason, detail, record.topic)]
     out: list[Envelope] = []
     namespace = stage_namespace(processor.stage_name())
     for n, draft in enumerate(drafts):
