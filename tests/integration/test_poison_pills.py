@@ -43,8 +43,9 @@ def _poison(n: int, variant: str, extra: dict[str, Any]) -> list[Envelope]:
     for i, (type_, payload) in enumerate(
         [("OpenShoe", {"shoe_id": f"{table}-S1", "mode": "rng"}), ("OpenBetting", {}), ("CloseBetting", {})]
     ):
-        out.append(request(type_, topics.TABLE_INBOX, table, {"table_id": table, **payload},
-                           event_id=name_id("poison", str(n), str(i)), occurred_at=AT, producer="operator"))  # fmt: skip
+        event_id = name_id("poison", str(n), str(i))
+        body = {"table_id": table, **payload}
+        out.append(request(type_, topics.TABLE_INBOX, table, body, event_id=event_id, occurred_at=AT, producer="op"))
     return out
 
 
@@ -67,7 +68,8 @@ def _wallet_streams(db: Path) -> dict[str, list[bytes]]:
     out: dict[str, list[bytes]] = {}
     with EmbeddedLog(db) as log:
         for _o, topic, key, raw in log.iter_all():
-            if topic == topics.WALLET_EVENTS or (topic == topics.TABLE_EVENTS and key == DEFAULT_TABLES[0].table_id):
+            played = topic == topics.TABLE_EVENTS and key == DEFAULT_TABLES[0].table_id
+            if topic == topics.WALLET_EVENTS or played:
                 out.setdefault(f"{topic}/{key}", []).append(raw)
     return out
 
@@ -113,7 +115,8 @@ def test_the_issue_poison_pill_becomes_a_dead_letter_or_a_refusal(
         bus.publish([good])
         bus.settle()
         events = bus.read(topics.TABLE_EVENTS, "P00-poison")
-        dead = [json.loads(d.payload["original"])["event_id"] for d in bus.read(topics.DEADLETTER, topics.TABLE_INBOX)]
+        letters = bus.read(topics.DEADLETTER, topics.TABLE_INBOX)
+        dead = [json.loads(d.payload["original"])["event_id"] for d in letters]
         opened = bus.read(topics.TABLE_EVENTS, "T-good")
     finally:
         bus.close()
