@@ -45,7 +45,8 @@ def _poison(n: int, variant: str, extra: dict[str, Any]) -> list[Envelope]:
     ):
         event_id = name_id("poison", str(n), str(i))
         body = {"table_id": table, **payload}
-        out.append(request(type_, topics.TABLE_INBOX, table, body, event_id=event_id, occurred_at=AT, producer="op"))
+        env = request(type_, topics.TABLE_INBOX, table, body, event_id=event_id, occurred_at=AT, producer="o")
+        out.append(env)
     return out
 
 
