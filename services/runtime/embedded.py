@@ -28,31 +28,34 @@ non-deterministic processor instead of hiding it). The ids a consumer has applie
 ``applied`` table (:class:`LoggedIds`), written in the same transaction, not part of the snapshot: a
 snapshot stays the size of the processor's own state however many years the log holds.
 
-Snapshots are pickles: a processor's state is a tree of its own dataclasses with no schema of its own,
-pickle round-trips it exactly, and the snapshot is a cache written and read by this same code inside
-the file that holds the log (no wider trust than the log itself). The log is the truth: a snapshot of
-another processor class, or one that no longer unpickles after an upgrade, is ignored and the state
-is rebuilt from offset 0. Drop snapshots after changing a processor's state shape
-(:meth:`EmbeddedLog.drop_snapshots`).
+Snapshots are data, never pickles (DESIGN §9): JSON written and read by :mod:`services.runtime.snapshot`,
+a codec driven by the state's type annotations — the code decides what classes a snapshot becomes,
+the bytes only fill in values, so opening a crafted log file cannot run code. A snapshot is a cache
+of the log: one of another processor class or format, one that does not decode into today's state
+types exactly (a field added, a string where an int belongs) or one that is not JSON at all is
+ignored with a warning, and the state is rebuilt from offset 0. A snapshot that decodes is trusted
+as far as the file that holds the log is; audit and replay never read snapshots, only records.
+Drop snapshots after changing a processor's state shape (:meth:`EmbeddedLog.drop_snapshots`) to
+skip even the attempt.
 """
 
 from __future__ import annotations
 
 import json
-import pickle
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from services.core.envelope import Envelope, derive_id, parse_record, seal
+from services.core.envelope import ChainHead, Envelope, derive_id, parse_record, seal
 from services.core.errors import Reason
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
+from services.runtime import snapshot
 from services.runtime.logging import get_logger
 
 S = TypeVar("S")
@@ -63,9 +66,16 @@ Row = tuple[int, str, str, bytes]
 EPOCH_OCCURRED_AT = "1970-01-01T00:00:00.000Z"
 """``occurred_at`` of a dead letter whose original has no readable time (never the wall clock)."""
 
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
 """Bumped when the snapshot layout changes; older snapshots are then ignored.
-2: the applied ids live in the ``applied`` table, not in the snapshot."""
+2: the applied ids live in the ``applied`` table, not in the snapshot.
+3: JSON (:mod:`services.runtime.snapshot`) instead of pickles: ``{"format", "processor", "inner",
+``"heads": [[topic, key, seq, hash], ...]``, ``"records"}``."""
+
+SNAPSHOT_NAME = "casino-ledger/snapshot-3"
+"""The ``format`` field of every snapshot written (a foreign JSON document does not carry it)."""
+
+_Heads = list[tuple[str, str, int, str]]
 
 _PAGE = 1000
 
@@ -383,6 +393,7 @@ class Runner(Generic[S]):
         self.snapshot_every = snapshot_every
         self.batch_limit = batch_limit
         self._kind = f"{SNAPSHOT_FORMAT}:{type(processor).__module__}.{type(processor).__qualname__}"
+        self._state_type = snapshot.state_type(processor)
         self._logger = get_logger("casino_ledger.embedded")
         self.state: ProcessorState[S] = initial_state(processor)
         self.position = 0
@@ -399,11 +410,13 @@ class Runner(Generic[S]):
         self.state, self.position, self.restored_from = initial_state(self.processor), 0, None
         if snap is not None and snap[1] == self._kind:
             try:
-                state = pickle.loads(snap[2])  # noqa: S301 (our own cache, in the log's own file)
-            except Exception:  # any unreadable snapshot: rebuild from the log
-                state = None
-            if isinstance(state, ProcessorState):
-                self.state, self.position, self.restored_from = state, snap[0], snap[0]
+                self.state = self._decode(snap[2])
+            except snapshot.SnapshotError as exc:  # foreign, corrupt or crafted: rebuild from the log
+                self._logger.warning("snapshot ignored", processor=self.name, offset=snap[0], why=str(exc))
+            else:
+                self.position, self.restored_from = snap[0], snap[0]
+        elif snap is not None:
+            self._logger.info("snapshot of another kind ignored", processor=self.name, offset=snap[0])
         self.ids = LoggedIds(self.log, self.name)
         if not self.log.readonly:
             with self.log.transaction():
@@ -471,9 +484,34 @@ class Runner(Generic[S]):
             head=None,
         )
 
+    def _encode(self) -> bytes:
+        heads = [(t, k, h.seq, h.hash) for (t, k), h in self.state.heads.items()]
+        return snapshot.to_bytes({
+            "format": SNAPSHOT_NAME, "processor": self._kind,
+            "inner": snapshot.encode(self.state.inner, self._state_type),
+            "heads": snapshot.encode(heads, _Heads), "records": self.state.records,
+        })  # fmt: skip
+
+    def _decode(self, blob: bytes) -> ProcessorState[S]:
+        data = snapshot.loads(blob, dict[str, Any])
+        if set(data) != {"format", "processor", "inner", "heads", "records"}:
+            raise snapshot.SnapshotError(f"not a snapshot: fields {sorted(data)[:10]}")
+        if (data["format"], data["processor"]) != (SNAPSHOT_NAME, self._kind):
+            raise snapshot.SnapshotError("a snapshot of another format or processor")
+        inner = snapshot.decode(data["inner"], self._state_type)
+        heads = snapshot.decode(data["heads"], _Heads)
+        records = snapshot.decode(data["records"], int)
+        return ProcessorState(
+            inner=inner, heads={(t, k): ChainHead(seq, h) for t, k, seq, h in heads}, records=records
+        )
+
     def _snapshot(self) -> None:
-        blob = pickle.dumps(replace(self.state, applied=set()), protocol=pickle.HIGHEST_PROTOCOL)
-        self.log.save_snapshot(self.name, self.position, self._kind, blob)
+        try:
+            blob = self._encode()
+        except snapshot.SnapshotError as exc:  # a state the codec cannot write: restarts replay instead
+            self._logger.warning("snapshot skipped", processor=self.name, why=str(exc))
+        else:
+            self.log.save_snapshot(self.name, self.position, self._kind, blob)
         self._since_snapshot = 0
 
     def snapshot(self) -> None:
