@@ -56,6 +56,7 @@ from services.core.envelope import ChainHead, Envelope, derive_id, parse_record,
 from services.core.errors import Reason
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
 from services.runtime import snapshot
+from services.runtime.failures import NotALog
 from services.runtime.logging import get_logger
 
 S = TypeVar("S")
@@ -107,6 +108,10 @@ CREATE TABLE IF NOT EXISTS snapshots (
     kind TEXT NOT NULL,
     blob BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE VIEW IF NOT EXISTS deadletter AS
     SELECT "offset", key AS source_topic, event_id, body FROM records WHERE topic = 'casino.deadletter';
 """
@@ -136,17 +141,46 @@ class EmbeddedLog:
         """Open (creating when missing, unless ``readonly``) the log at ``path``.
 
         ``readonly`` opens an existing file without ever writing to it (replays of a copied log).
+        Raises :class:`~services.runtime.failures.NotALog` for a path that is a directory, missing
+        (``readonly``), not SQLite, damaged, or another application's SQLite database (whose file is
+        then left untouched).
         """
         self.path = Path(path)
         self.readonly = readonly
-        if readonly:
-            uri = f"{self.path.resolve().as_uri()}?mode=ro"
-            self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
-            return
-        self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(f"PRAGMA synchronous={synchronous}")
-        self._conn.executescript(_SCHEMA)
+        if self.path.is_dir():
+            raise NotALog(f"{self.path}: is a directory, not a log file")
+        if readonly and not self.path.is_file():
+            raise NotALog(f"{self.path}: no log file there")
+        try:
+            if readonly:
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
+            else:
+                self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        except sqlite3.Error as exc:
+            raise NotALog(f"{self.path}: cannot open it as a log ({exc})") from None
+        try:
+            self._check_is_a_log()
+            if not readonly:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute(f"PRAGMA synchronous={synchronous}")
+                self._conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise NotALog(f"{self.path}: not a casino-ledger log, or a damaged one ({exc})") from None
+        except NotALog:
+            self._conn.close()
+            raise
+
+    def _check_is_a_log(self) -> None:
+        """A log holds a ``records`` table; an empty file is a new log; anything else is not ours."""
+        rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        names = {str(r[0]) for r in rows}
+        if names and "records" not in names:
+            shown = ", ".join(sorted(names)[:5])
+            raise NotALog(f"{self.path}: an SQLite database of something else (tables: {shown}), not a log")
+        if not names and self.readonly:
+            raise NotALog(f"{self.path}: an empty file, not a log")
 
     def close(self) -> None:
         """Close the connection (an open transaction is rolled back)."""
@@ -301,6 +335,23 @@ class EmbeddedLog:
         """Forget what ``consumer`` applied from records after ``after``: it is about to apply them again
         (restarting from a snapshot taken at ``after``, or from scratch with 0)."""
         self._conn.execute('DELETE FROM applied WHERE consumer = ? AND "offset" > ?', (consumer, after))
+
+    def meta(self, name: str) -> str | None:
+        """The value a tool stored under ``name`` (e.g. the demo's session options), if any."""
+        try:
+            row = self._conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        except sqlite3.OperationalError:  # a log written before the table existed, opened read-only
+            return None
+        return str(row[0]) if row else None
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Store ``value`` under ``name`` (replacing it): facts about the file, never records."""
+        with self.transaction():
+            self._conn.execute(
+                "INSERT INTO meta (name, value) VALUES (?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+                (name, value),
+            )
 
     def drop_snapshots(self) -> None:
         """Forget every snapshot (after a processor's state shape changed): the next start replays."""

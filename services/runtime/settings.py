@@ -19,6 +19,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.runtime.failures import ConfigError
+
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -106,3 +108,27 @@ class Settings(BaseSettings):
             auth["sasl_plain_username"] = self.sasl_username
             auth["sasl_plain_password"] = self.sasl_password.get_secret_value()
         return auth
+
+
+def secret_from_hex(name: str, text: str, *, min_bytes: int = 16) -> bytes:
+    """The key that environment variable ``name`` holds as hex; :class:`ConfigError` naming the variable,
+    never quoting its value, when it is not hex or shorter than ``min_bytes``."""
+    try:
+        secret = bytes.fromhex(text.strip())
+    except ValueError:
+        raise ConfigError(f"{name} is not a hex string (expected {2 * min_bytes}+ hex digits)") from None
+    if len(secret) < min_bytes:
+        raise ConfigError(f"{name} is too short: a key has at least {min_bytes} bytes")
+    return secret
+
+
+def int_from_env(name: str, text: str, *, low: int = 1, high: int = 1 << 31) -> int:
+    """The integer that environment variable ``name`` holds; :class:`ConfigError` when it is not one or
+    lies outside ``[low, high]``."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, not {text.strip()[:20]!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, not {value}")
+    return value
