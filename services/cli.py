@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import traceback
@@ -22,6 +23,8 @@ EXIT_BAD_INPUT = 2
 EXIT_SOFTWARE = 70
 """A bug (``EX_SOFTWARE``): an exception no shell knew how to explain."""
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+"""Stdout was closed by its reader (``| head``): quietly, with the shell's status for SIGPIPE."""
 
 
 def _fail(message: str) -> int:
@@ -87,8 +90,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Every event of the log, one envelope per line, in log order."""
+    from pathlib import Path  # noqa: PLC0415
+
     from services.runtime import replay  # noqa: PLC0415
 
+    out, db = Path(args.out), Path(args.db)
+    log_files = [p for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")) if p.exists()]
+    if out.exists() and any(os.path.samefile(out, p) for p in log_files):
+        return _fail(f"--out {args.out} is the log itself: the export would destroy what it reads")
     return replay.export_main(args)
 
 
@@ -96,6 +105,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """The regulatory replay: re-derives everything, prints a report and a digest."""
     from services.runtime import replay  # noqa: PLC0415
 
+    if args.kafka:  # its connection errors reach the user as one line, not as log records too
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     return replay.replay_main(args)
 
 
@@ -192,6 +203,7 @@ def _explain(exc: Exception, args: argparse.Namespace) -> int:
 
     if isinstance(exc, BrokenPipeError):  # stdout closed by a pager or `head`: nothing left to say
         _silence_stdout()
+        return EXIT_BROKEN_PIPE
     line = one_line(exc, getattr(args, "db", None))
     if line is not None:
         return _fail(line)

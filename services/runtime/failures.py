@@ -11,6 +11,7 @@ may be one.
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 from typing import Any
 
@@ -58,9 +59,10 @@ def one_line(exc: BaseException, where: str | None = None) -> str | None:
         return f"invalid settings: {exc}"  # names the field and the source, not the value
     if isinstance(exc, BrokenPipeError):
         return "the output was closed before everything was written (broken pipe)"
-    if isinstance(exc, OSError):
-        name = f"{exc.filename}: " if getattr(exc, "filename", None) else at
-        return f"{name}{exc.strerror or exc}"
+    if isinstance(exc, OSError):  # a write error names no file: say what failed, not which file
+        name = f"{exc.filename}: " if getattr(exc, "filename", None) else "cannot write or read: "
+        hint = " (the disk is full)" if exc.errno == errno.ENOSPC else ""
+        return f"{name}{exc.strerror or exc}{hint}"
     if isinstance(exc, sqlite3.OperationalError):
         return f"{at}the log cannot be read or written: {exc} (is the disk full, or the file locked?)"
     if isinstance(exc, sqlite3.DatabaseError):

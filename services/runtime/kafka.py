@@ -53,6 +53,7 @@ import asyncio
 import importlib
 import os
 import re
+import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,7 @@ from services.core import topics
 from services.core.envelope import Envelope, derive_id, seal
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
 from services.runtime import codec
+from services.runtime.failures import BrokerUnreachable
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
 
@@ -135,6 +137,24 @@ class RawRecord:
 def _settings_for(bootstrap: str | None, settings: Settings | None) -> Settings:
     base = settings if settings is not None else Settings()
     return base.model_copy(update={"bootstrap_servers": bootstrap}) if bootstrap else base
+
+
+def probe(settings: Settings) -> None:
+    """Fail fast, in one line, when no bootstrap server accepts a TCP connection within
+    ``connect_timeout_s`` (:class:`BrokerUnreachable`); aiokafka alone would log and retry, or wait for
+    its 40 s request timeout on a black-holed address."""
+    reasons = []
+    for server in settings.bootstrap_list:
+        host, _, port = server.rpartition(":")
+        try:
+            address = (host.strip("[]") or "localhost", int(port))
+            with socket.create_connection(address, settings.connect_timeout_s):
+                return
+        except ValueError:
+            reasons.append(f"{server}: not host:port")
+        except OSError as exc:
+            reasons.append(f"{server}: {exc.strerror or type(exc).__name__}")
+    raise BrokerUnreachable(f"no Kafka broker answers at {'; '.join(reasons) or 'no bootstrap servers'}")
 
 
 def new_consumer(settings: Settings) -> AIOKafkaConsumer:
@@ -250,11 +270,16 @@ def iter_raw(
     Blocking (its own event loop); must not be called from inside a running loop.
     """
     settings = _settings_for(bootstrap, settings)
+    probe(settings)
     loop = asyncio.new_event_loop()
 
     async def started() -> AIOKafkaConsumer:  # aiokafka builds its clients inside a running loop
         made = new_consumer(settings)
-        await made.start()
+        try:
+            await made.start()
+        except BaseException:
+            await made.stop()
+            raise
         return made
 
     consumer = loop.run_until_complete(started())
@@ -375,6 +400,7 @@ def load_topic_specs(path: str | Path) -> list[TopicSpec]:
 async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec | str]) -> list[str]:
     """Create the topics that do not exist yet (prefix applied); returns the physical names created."""
     wanted = {s.name if isinstance(s, TopicSpec) else s: s for s in specs}
+    probe(settings)
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_list, **settings.aiokafka_auth())
     await admin.start()
     try:

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
         default=None, ge=1, le=1500,
         description="the worker consumer's fetch wait; unset: faust's 1500 (fine where fetches wake)",
     )  # fmt: skip
+    connect_timeout_s: float = Field(
+        default=5.0, gt=0, le=300, description="how long a command waits for a broker to accept a connection"
+    )
     batch_max: int = Field(default=500, ge=1, description="records a worker handles before awaiting acks")
     batch_wait_ms: int = Field(default=5, ge=1, description="longest wait to fill a batch")
     web_enabled: bool = Field(
