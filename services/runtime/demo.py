@@ -212,9 +212,7 @@ def _prepare(db: Path | None, args: argparse.Namespace) -> dict[str, int] | None
     if path.is_dir():
         raise BadInput(f"--db {path}: is a directory")
     present = [p for p in (path, Path(f"{path}-wal")) if p.exists()]
-    if not present:
-        if args.resume:
-            raise BadInput(f"--resume: no log at {path} to resume")
+    if not present:  # nothing to resume: `--resume` starts the session (a script can always say it)
         return None
     stored = _stored_options(path)
     if args.resume:

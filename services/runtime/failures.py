@@ -42,8 +42,8 @@ def settings_error(exc: ValidationError) -> str:
     problems = []
     for err in exc.errors(include_url=False, include_context=False, include_input=False):
         where = ".".join(str(p) for p in err["loc"])
-        name = f"{ENV_PREFIX}{where.upper()}" if where else "settings"
-        problems.append(f"{name}: {err['msg']}")
+        message = str(err["msg"]).removeprefix("Value error, ")
+        problems.append(f"{ENV_PREFIX}{where.upper()}: {message}" if where else message)
     return "invalid settings: " + "; ".join(problems)
 
 
@@ -53,7 +53,7 @@ def one_line(exc: BaseException, where: str | None = None) -> str | None:
     at = f"{where}: " if where else ""
     if isinstance(exc, BadInput):
         return str(exc)
-    if isinstance(exc, ValidationError):
+    if isinstance(exc, ValidationError) and exc.title.endswith("Settings"):
         return settings_error(exc)
     if type(exc).__name__ == "SettingsError" and type(exc).__module__.startswith("pydantic_settings"):
         return f"invalid settings: {exc}"  # names the field and the source, not the value
