@@ -96,13 +96,23 @@ def initial_state(processor: Processor[S]) -> ProcessorState[S]:
     return ProcessorState(inner=processor.initial())
 
 
+ORIGINAL_MAX_CHARS = 1 << 17
+"""The most characters of an original record a dead letter quotes: even escaped as ``\\uXXXX`` they
+stay under :data:`services.core.envelope.RECORD_MAX_BYTES`, so a dead letter never becomes undecodable
+itself (a reader of dead letters would otherwise dead-letter it again, without end)."""
+
+
 def dead_letter(
     record: Envelope | None, raw: bytes | str | None, reason: str, detail: str, source: str
 ) -> Draft:
-    """A dead-letter draft: the reason code, a sentence, and the original record's bytes."""
+    """A dead-letter draft: the reason code, a sentence, and the original record's bytes (cut to
+    :data:`ORIGINAL_MAX_CHARS`, so that a dead letter is always a record every reader accepts)."""
     original = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     if original is None and record is not None:
         original = record.to_json().decode("utf-8")
+    if original is not None and len(original) > ORIGINAL_MAX_CHARS:
+        detail = f"{detail[:1800]} (original cut to {ORIGINAL_MAX_CHARS} of {len(original)} characters)"
+        original = original[:ORIGINAL_MAX_CHARS]
     payload: dict[str, Any] = {
         "source_topic": source,
         "reason": reason,

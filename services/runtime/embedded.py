@@ -52,7 +52,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from services.core.envelope import ChainHead, Envelope, derive_id, parse_record, seal
+from services.core.envelope import RECORD_MAX_BYTES, ChainHead, Envelope, derive_id, parse_record, seal
 from services.core.errors import Reason
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
 from services.runtime import snapshot
@@ -360,6 +360,8 @@ class EmbeddedLog:
 
 
 def _ids_of(raw: bytes) -> tuple[str | None, str | None]:
+    if raw is not None and len(raw) > RECORD_MAX_BYTES:  # never parsed: undecodable anyway
+        return None, None
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
@@ -374,6 +376,8 @@ def _ids_of(raw: bytes) -> tuple[str | None, str | None]:
 
 
 def _occurred_at_of(raw: bytes) -> str:
+    if raw is not None and len(raw) > RECORD_MAX_BYTES:  # never parsed: undecodable anyway
+        return EPOCH_OCCURRED_AT
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):

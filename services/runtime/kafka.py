@@ -86,13 +86,13 @@ ServiceFactory = Callable[[], "Processor[Any] | Sequence[Processor[Any]]"]
 def _dealer() -> Processor[Any]:
     from services.dealer.processor import Dealer  # noqa: PLC0415 (a worker imports only its service)
 
-    return Dealer()
+    return Dealer(amount_max_minor=Settings().amount_max_minor)
 
 
 def _settlement() -> Sequence[Processor[Any]]:
     from services.settlement.processor import PayoutStage, WalletStage  # noqa: PLC0415
 
-    return (PayoutStage(), WalletStage())
+    return (PayoutStage(), WalletStage(amount_max_minor=Settings().amount_max_minor))
 
 
 def _audit() -> Processor[Any]:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.runtime.failures import ConfigError
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -59,6 +60,10 @@ class Settings(BaseSettings):
     fetch_max_wait_ms: int | None = Field(
         default=None, ge=1, le=1500,
         description="the worker consumer's fetch wait; unset: faust's 1500 (fine where fetches wake)",
+    )  # fmt: skip
+    amount_max_minor: int = Field(
+        default=AMOUNT_MAX_MINOR, ge=1, le=BALANCE_MAX_MINOR,
+        description="the largest stake, deposit or withdrawal of one request (beyond: amount_too_large)",
     )  # fmt: skip
     connect_timeout_s: float = Field(
         default=5.0, gt=0, le=300, description="how long a command waits for a broker to accept a connection"
