@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from services.core import topics
 from services.core.envelope import Envelope, name_id, parse_record, request
-from services.runtime.embedded import EmbeddedBus, EmbeddedLog, default_pipeline
+from services.core.processor import Processor
+from services.monitor.processor import Monitor
+from services.runtime.embedded import EmbeddedBus, EmbeddedLog, Runner, default_pipeline, run_until_idle
 from services.runtime.replay import read_db, replay
 from services.runtime.simulator import DEFAULT_TABLES, Session
 
@@ -125,3 +127,47 @@ def test_the_issue_poison_pill_becomes_a_dead_letter_or_a_refusal(
     refused = [e for e in events if e.type == "CommandRefused"]
     assert refused or name_id("poison", "0") in dead
     assert [e.type for e in opened] == ["TableOpened"]
+
+
+class Boom(Processor[int]):
+    """A processor with a bug: it fails on every record whose payload asks it to."""
+
+    name = "boom"
+    inputs: ClassVar[tuple[str, ...]] = (topics.TABLE_INBOX,)
+
+    def initial(self) -> int:
+        """Nothing handled."""
+        return 0
+
+    def handle(self, state: int, record: Envelope) -> tuple[int, list[Any]]:
+        """Divide by zero when told to; count otherwise."""
+        if record.payload.get("boom"):
+            return state + 1 // 0, []
+        return state + 1, []
+
+
+def test_an_internal_error_is_a_dead_letter_and_a_critical_alert(tmp_path: Path) -> None:
+    """A processor's bug on one record gives a dead letter (``internal_error``, the record quoted, the
+    state unchanged) and the real monitor raises a critical alert keyed by the record's table; the
+    records after it are handled, and the monitor's own dead letters raise nothing."""
+    with EmbeddedLog(tmp_path / "log.db") as log:
+        for n, boom in enumerate([False, True, False]):
+            log.append([request("Poke", topics.TABLE_INBOX, "T-bug", {"table_id": "T-bug", "boom": boom},
+                                event_id=name_id("boom", str(n)), occurred_at=AT, producer="o")])  # fmt: skip
+        boom_runner = Runner(log, Boom())
+        run_until_idle([boom_runner, Runner(log, Monitor())])
+        assert boom_runner.state.inner == 2
+        records = [parse_record(raw) for *_, raw in log.iter_all()]
+    dead = [r for r in records if r.type == "DeadLetter"]
+    assert [(d.payload["reason"], d.payload["original_event_id"]) for d in dead] == [
+        ("internal_error", name_id("boom", "1"))
+    ]
+    assert "ZeroDivisionError" in dead[0].payload["detail"] and "boom" in dead[0].payload["detail"]
+    alerts = [r for r in records if r.type == "AnomalyDetected"]
+    assert [(a.key, a.payload["detector"], a.payload["severity"]) for a in alerts] == [
+        ("T-bug", "internal_error", "critical")
+    ]
+    assert dead[0].event_id in alerts[0].payload["subject"]["event_ids"]
+    own = request("DeadLetter", topics.DEADLETTER, topics.TABLE_EVENTS, {**dead[0].payload}, event_id="own-1",
+                  occurred_at=AT, producer="monitor")  # fmt: skip
+    assert Monitor().handle(Monitor().initial(), own)[1] == []
