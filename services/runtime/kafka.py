@@ -70,7 +70,7 @@ from services.core import topics
 from services.core.envelope import Envelope, derive_id, seal
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
 from services.runtime import codec
-from services.runtime.failures import BrokerUnreachable
+from services.runtime.failures import BrokerUnreachable, one_line
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
 
@@ -789,10 +789,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--factory", default=None, help="module:callable returning the processor(s) to run")
     p.add_argument("--spec", default=None, help="topic list for create-topics (else CASINO_TOPIC_SPEC)")
     args = p.parse_args(argv)
-    settings = _settings_for(args.broker, None)
-    if args.name == "create-topics":
-        return create_topics_main(settings, Path(args.spec) if args.spec else settings.topic_spec)
-    run_worker(args.name, settings, _import_factory(args.factory) if args.factory else None)
+    try:
+        settings = _settings_for(args.broker, None)
+        if args.name == "create-topics":
+            return create_topics_main(settings, Path(args.spec) if args.spec else settings.topic_spec)
+        run_worker(args.name, settings, _import_factory(args.factory) if args.factory else None)
+    except Exception as exc:  # the same one line as `casino-ledger worker` for what an operator can fix
+        line = one_line(exc)
+        if line is None:
+            raise
+        print(f"casino-ledger: error: {line}", file=sys.stderr)  # noqa: T201
+        return 2
 
 
 if __name__ == "__main__":

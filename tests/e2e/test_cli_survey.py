@@ -35,6 +35,7 @@ class Bad:
     stdin: bytes = b""
     stdout_to: str | None = None
     file_size_limit: int | None = None
+    program: tuple[str, ...] = tuple(CLI)
 
 
 def _files(d: Path) -> None:
@@ -79,6 +80,10 @@ SURVEY: dict[str, Bad] = {
     "replay --kafka unreachable": Bad(("replay", "--kafka", "127.0.0.1:1"), "127.0.0.1:1"),
     "demo --kafka unreachable": Bad(("demo", "--kafka", "127.0.0.1:1", "--coups", "1", "--tables", "1"), "127.0.0.1:1"),
     "worker unreachable": Bad(("worker", "dealer", "--broker", "127.0.0.1:1"), "127.0.0.1:1"),
+    "kafka module worker unreachable": Bad(("dealer", "--broker", "127.0.0.1:1"), "127.0.0.1:1",
+                                           program=(sys.executable, "-m", "services.runtime.kafka")),
+    "kafka module bad setting": Bad(("create-topics",), "CASINO_PARTITIONS", env={"CASINO_PARTITIONS": "x"},
+                                    program=(sys.executable, "-m", "services.runtime.kafka")),
     "replay --kafka no port": Bad(("replay", "--kafka", "127.0.0.1:abc"), "host:port"),
     # malformed settings and keys (a password is in the environment: it must not be printed)
     "bad hex audit key": Bad(("replay", "--db", "{good}"), "CASINO_AUDIT_HMAC_KEY",
@@ -155,7 +160,7 @@ def test_bad_invocation_is_one_line_and_status_2(case: str, tmp_path: Path, good
     argv = [a.format(d=tmp_path, good=good) for a in bad.argv]
     stdout = open(bad.stdout_to, "wb") if bad.stdout_to else subprocess.PIPE  # noqa: SIM115
     try:
-        done = subprocess.run([*CLI, *argv], input=bad.stdin, stdout=stdout, stderr=subprocess.PIPE,
+        done = subprocess.run([*bad.program, *argv], input=bad.stdin, stdout=stdout, stderr=subprocess.PIPE,
                               env={**BASE_ENV, **bad.env}, timeout=120, check=False,
                               preexec_fn=_limit(bad.file_size_limit))  # fmt: skip
     finally:
