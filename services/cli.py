@@ -1,19 +1,30 @@
 """The command line (DESIGN §6): a contract that scripts and people rely on.
 
-Errors are one line on stderr and a non-zero exit (2 for bad input); JSON goes to stdout.
+Errors are one line on stderr and a non-zero exit: 2 for bad input and for what the operator can fix
+(a missing, foreign or damaged log, a full disk, an unreachable broker, a malformed setting), 70 for
+a bug (with a hint; the traceback only with ``CASINO_DEBUG=1``), 130 when interrupted. JSON goes to
+stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
+import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from services.core.errors import DomainError
 
 EXIT_BAD_INPUT = 2
+EXIT_SOFTWARE = 70
+"""A bug (``EX_SOFTWARE``): an exception no shell knew how to explain."""
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+"""Stdout was closed by its reader (``| head``): quietly, with the shell's status for SIGPIPE."""
 
 
 def _fail(message: str) -> int:
@@ -88,8 +99,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Every event of the log, one envelope per line, in log order."""
+    from pathlib import Path  # noqa: PLC0415
+
     from services.runtime import replay  # noqa: PLC0415
 
+    out, db = Path(args.out), Path(args.db)
+    log_files = [p for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")) if p.exists()]
+    if out.exists() and any(os.path.samefile(out, p) for p in log_files):
+        return _fail(f"--out {args.out} is the log itself: the export would destroy what it reads")
     return replay.export_main(args)
 
 
@@ -97,6 +114,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """The regulatory replay: re-derives everything, prints a report and a digest."""
     from services.runtime import replay  # noqa: PLC0415
 
+    if args.kafka:  # its connection errors reach the user as one line, not as log records too
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     return replay.replay_main(args)
 
 
@@ -125,16 +144,27 @@ def _add_topics(sub: Any) -> None:
     c.set_defaults(func=run)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (no usage block) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``message`` as the command line's one error line and exit 2."""
+        self.exit(EXIT_BAD_INPUT, f"casino-ledger: error: {self.prog}: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
-    p = argparse.ArgumentParser(prog="casino-ledger", description=__doc__)
+    p = _Parser(prog="casino-ledger", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="run the main job on the embedded SQLite log")
     d.add_argument("--tables", type=int, default=None)
     d.add_argument("--coups", type=int, default=None)
-    d.add_argument("--seed", type=int, default=2026)
-    d.add_argument("--db", default=None, help="SQLite log path (default: a new file under ./var/)")
+    d.add_argument("--seed", type=int, default=None, help="the session's seed (default 2026)")
+    d.add_argument("--db", default=None, help="SQLite log path (default: var/demo-seed<SEED>.db)")
+    again = d.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true", help="continue the interrupted session in --db")
+    again.add_argument("--force", action="store_true", help="replace an existing --db file")
     d.add_argument("--kafka", default=None, help="drive the session through Kafka at HOST:PORT")
     d.add_argument("--quiet", action="store_true")
     d.set_defaults(func=cmd_demo)
@@ -188,8 +218,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "deal" and not args.batch and not args.cards:
         return _fail("deal needs --cards or --batch")
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:
+        print("casino-ledger: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the last resort: one line, never a traceback unless asked for
+        return _explain(exc, args)
     return code
+
+
+def _explain(exc: Exception, args: argparse.Namespace) -> int:
+    from services.runtime.failures import one_line  # noqa: PLC0415
+
+    if isinstance(exc, BrokenPipeError):  # stdout closed by a pager or `head`: nothing left to say
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    line = one_line(exc, getattr(args, "db", None))
+    if line is not None:
+        return _fail(line)
+    if os.environ.get("CASINO_DEBUG") == "1":
+        traceback.print_exc()
+    print(
+        f"casino-ledger: internal error: {type(exc).__name__} in `{args.command}` (a bug: please report it "
+        "with the command line; run again with CASINO_DEBUG=1 for the traceback)",
+        file=sys.stderr,
+    )
+    return EXIT_SOFTWARE
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

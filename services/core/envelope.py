@@ -176,7 +176,26 @@ def request(
     return Envelope(hash=sha256_hex(canonical(body)), **body)
 
 
+RECORD_MAX_BYTES: Final = 1 << 20
+"""The largest record accepted (1 MiB): a coup of thousands of bets fits many times over; beyond it a
+record is undecodable, however well formed, so no writer can make a processor hold gigabytes."""
+
+ENVELOPE_MAX_CHARS: Final[Mapping[str, int]] = {
+    "event_id": 256, "type": 64, "topic": 249, "key": 256, "occurred_at": 64, "producer": 256,
+    "causation_id": 256, "causation_hash": 64, "correlation_id": 256, "prev_hash": 64, "hash": 64,
+}  # fmt: skip
+"""The longest value of each envelope string field (a topic name is at most 249 characters in Kafka)."""
+
+
 def parse_record(raw: bytes | str | Mapping[str, Any]) -> Envelope:
-    """Decode one record; raises ``ValueError`` (JSON) or pydantic ``ValidationError`` (shape)."""
+    """Decode one record; raises ``ValueError`` (JSON, size, an overlong envelope field) or pydantic
+    ``ValidationError`` (shape)."""
+    if isinstance(raw, bytes | str) and len(raw) > RECORD_MAX_BYTES:
+        raise ValueError(f"a record is at most {RECORD_MAX_BYTES} bytes, this one has {len(raw)}")
     data = json.loads(raw) if isinstance(raw, bytes | str) else dict(raw)
-    return Envelope.model_validate(data)
+    env = Envelope.model_validate(data)
+    for name, most in ENVELOPE_MAX_CHARS.items():
+        value = getattr(env, name)
+        if value is not None and len(value) > most:
+            raise ValueError(f"envelope field {name} is at most {most} characters, not {len(value)}")
+    return env

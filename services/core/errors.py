@@ -46,8 +46,10 @@ class Reason(StrEnum):
     INSUFFICIENT_FUNDS = "insufficient_funds"
     TRANSFER_ID_CONFLICT = "transfer_id_conflict"
     BAD_AMOUNT = "bad_amount"
+    AMOUNT_TOO_LARGE = "amount_too_large"
     UNKNOWN_TYPE = "unknown_type"
     INVALID_PAYLOAD = "invalid_payload"
+    INTERNAL_ERROR = "internal_error"
     UNDECODABLE = "undecodable"
     UNSUPPORTED_VERSION = "unsupported_version"
 

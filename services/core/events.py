@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, Typ
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -68,6 +69,9 @@ class RefusalReason(StrEnum):
 
     TRANSFER_ID_CONFLICT = "transfer_id_conflict"
     """The transfer id was already used with other content (a retry with the same content is a no-op)."""
+    AMOUNT_TOO_LARGE = "amount_too_large"
+    """The amount is above the configured ceiling of one request, or would take the wallet's balance
+    past the largest balance (:data:`services.core.limits.BALANCE_MAX_MINOR`)."""
     CURRENCY_MISMATCH = "currency_mismatch"
     """The request's currency is not the wallet's (or, at the dealer, not the table's)."""
     INSUFFICIENT_FUNDS = "insufficient_funds"
@@ -218,6 +222,68 @@ else:
 """Any JSON value except floats: what audit findings carry as expected/recorded values."""
 
 
+ITEMS_MAX: Final = 256
+"""The most entries of a small collection in a payload (limits, paytable, spots, hands, postings,
+options, decisions): a variant has a dozen spots and a payout a handful of postings."""
+
+BETS_MAX: Final = 20_000
+"""The most bet ids one coup lists (a speed-baccarat coup takes about 5,000; twenty thousand ids still
+fit a record of :data:`services.core.envelope.RECORD_MAX_BYTES`)."""
+
+JSON_MAX_DEPTH: Final = 8
+"""The deepest nesting of free-form JSON (a table's variant options, a finding's subject)."""
+
+JSON_MAX_NODES: Final = 1_000
+"""The most values in one free-form JSON field."""
+
+JSON_MAX_CHARS: Final = 2_000
+"""The longest string (or object key) in free-form JSON."""
+
+
+def _bounded_json(value: Any) -> Any:
+    """Refuse free-form JSON deeper, larger or with longer strings than the limits above, before it is
+    validated (iteratively: a hostile nesting cannot exhaust the stack)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    nodes = 0
+    while stack:
+        item, depth = stack.pop()
+        nodes += 1
+        if nodes > JSON_MAX_NODES:
+            raise ValueError(f"free-form JSON holds at most {JSON_MAX_NODES} values")
+        if depth > JSON_MAX_DEPTH:
+            raise ValueError(f"free-form JSON nests at most {JSON_MAX_DEPTH} levels deep")
+        if isinstance(item, str) and len(item) > JSON_MAX_CHARS:
+            raise ValueError(f"a string in free-form JSON has at most {JSON_MAX_CHARS} characters")
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and len(key) > JSON_MAX_CHARS:
+                    raise ValueError(f"a key in free-form JSON has at most {JSON_MAX_CHARS} characters")
+                stack.append((child, depth + 1))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, depth + 1) for child in item)
+    return value
+
+
+JsonObject = Annotated[dict[str, Json], BeforeValidator(_bounded_json)]
+"""A free-form JSON object within the limits above (:data:`JSON_MAX_DEPTH`, :data:`JSON_MAX_NODES`,
+:data:`JSON_MAX_CHARS`)."""
+
+BoundedJson = Annotated[Json, BeforeValidator(_bounded_json)]
+"""Any free-form JSON value within the same limits."""
+
+
+def _few_options(value: Any) -> Any:
+    """Refuse an options object with more than :data:`ITEMS_MAX` entries (any other shape is left to the
+    variant's validator, which refuses it with a reason the table's operator can read)."""
+    if isinstance(value, dict) and len(value) > ITEMS_MAX:
+        raise ValueError(f"options hold at most {ITEMS_MAX} entries")
+    return value
+
+
+Options = Annotated[Json, BeforeValidator(_bounded_json), AfterValidator(_few_options)]
+"""A table's free-form options: bounded JSON, at most :data:`ITEMS_MAX` entries when an object."""
+
+
 class Payload(BaseModel):
     """Base of every payload: frozen, unknown fields refused (read tolerantly via :func:`payload_of`)."""
 
@@ -243,7 +309,7 @@ def _balanced(rows: tuple[Posting, ...]) -> tuple[Posting, ...]:
     return rows
 
 
-Postings = Annotated[tuple[Posting, ...], AfterValidator(_balanced)]
+Postings = Annotated[tuple[Posting, ...], Field(max_length=ITEMS_MAX), AfterValidator(_balanced)]
 """A transfer's postings: non-empty and summing to zero, so money is only ever moved, never made."""
 
 
@@ -251,7 +317,9 @@ def _balanced_or_none(rows: tuple[Posting, ...]) -> tuple[Posting, ...]:
     return _balanced(rows) if rows else rows
 
 
-PayoutPostings = Annotated[tuple[Posting, ...], AfterValidator(_balanced_or_none)]
+PayoutPostings = Annotated[
+    tuple[Posting, ...], Field(max_length=ITEMS_MAX), AfterValidator(_balanced_or_none)
+]
 """A payout's postings: summing to zero; empty only when the payout moves nothing — in player-banked
 games a losing punter's stake stays in escrow and the bank's own payout releases it (the payout's
 validator then requires ``credit_minor == 0``)."""
@@ -263,7 +331,7 @@ def _unique(ids: tuple[str, ...]) -> tuple[str, ...]:
     return ids
 
 
-BetIds = Annotated[tuple[Id, ...], AfterValidator(_unique)]
+BetIds = Annotated[tuple[Id, ...], Field(max_length=BETS_MAX), AfterValidator(_unique)]
 """Bet ids in the order the bets were accepted, each once."""
 
 
@@ -306,13 +374,13 @@ class TableConfigRecord(Payload):
     commission_bps: Count
     commission_rounding: Name
     punters: Count
-    options: dict[str, Json] = Field(default_factory=dict)
+    options: Annotated[JsonObject, Field(max_length=ITEMS_MAX)] = Field(default_factory=dict)
 
 
 class HandRecord(Payload):
     """A hand at the end of a coup: its cards in the order dealt and its total (0–9)."""
 
-    cards: tuple[Card, ...]
+    cards: Annotated[tuple[Card, ...], Field(max_length=ITEMS_MAX)]
     total: Annotated[StrictInt, Field(ge=0, le=9)]
 
 
@@ -517,13 +585,13 @@ class OpenTable(TableCommand):
 
     variant: Name
     currency: Currency
-    decks: Json = None
-    tie_pays: Json = None
-    commission_bps: Json = None
-    commission_rounding: Json = None
-    punters: Json = None
-    limits: dict[Name, Limit] = Field(default_factory=dict)
-    options: Json = Field(default_factory=dict)
+    decks: BoundedJson = None
+    tie_pays: BoundedJson = None
+    commission_bps: BoundedJson = None
+    commission_rounding: BoundedJson = None
+    punters: BoundedJson = None
+    limits: Annotated[dict[Name, Limit], Field(max_length=ITEMS_MAX)] = Field(default_factory=dict)
+    options: Options = Field(default_factory=dict)
     operator: Id | None = None
 
 
@@ -600,10 +668,10 @@ class TableOpened(Payload):
     rules_version: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     decks: Annotated[StrictInt, Field(gt=0)]
     currency: Currency
-    paytable: dict[Name, PaytableEntry]
-    limits: dict[Name, Limit]
+    paytable: Annotated[dict[Name, PaytableEntry], Field(max_length=ITEMS_MAX)]
+    limits: Annotated[dict[Name, Limit], Field(max_length=ITEMS_MAX)]
     config: TableConfigRecord
-    spots: tuple[Name, ...]
+    spots: Annotated[tuple[Name, ...], Field(max_length=ITEMS_MAX)]
 
 
 class ShoeOpened(Payload):
@@ -689,7 +757,7 @@ class DecisionRequested(Payload):
     table_id: Id
     coup_id: Id
     hand: Name
-    options: tuple[Choice, ...]
+    options: Annotated[tuple[Choice, ...], Field(max_length=ITEMS_MAX)]
     cell: Annotated[str, StringConstraints(max_length=64)] = ""
 
 
@@ -722,12 +790,12 @@ class CoupResolved(Payload):
     coup_number: Annotated[StrictInt, Field(gt=0)]
     variant: Name
     rules_version: Annotated[str, StringConstraints(min_length=1, max_length=64)]
-    hands: dict[Name, HandRecord]
+    hands: Annotated[dict[Name, HandRecord], Field(max_length=ITEMS_MAX)]
     outcome: Name
     natural: StrictBool
-    versus: dict[Name, Name] = Field(default_factory=dict)
-    events: tuple[Name, ...] = ()
-    decisions: tuple[DecisionRecord, ...] = ()
+    versus: Annotated[dict[Name, Name], Field(max_length=ITEMS_MAX)] = Field(default_factory=dict)
+    events: Annotated[tuple[Name, ...], Field(max_length=ITEMS_MAX)] = ()
+    decisions: Annotated[tuple[DecisionRecord, ...], Field(max_length=ITEMS_MAX)] = ()
     bet_ids: BetIds
     started_at: Timestamp
     ended_at: Timestamp
@@ -767,9 +835,9 @@ class AuditFinding(Payload):
     reason: FindingReason
     severity: Severity
     table_id: Id
-    subject: dict[str, Json]
-    expected: Json = None
-    recorded: Json = None
+    subject: JsonObject
+    expected: BoundedJson = None
+    recorded: BoundedJson = None
     detail: Text = ""
 
 
@@ -784,9 +852,9 @@ class AnomalyDetected(Payload):
     category: Name
     severity: Severity
     table_id: Id
-    subject: dict[str, Json]
-    observed: dict[str, Json] = Field(default_factory=dict)
-    threshold: dict[str, Json] = Field(default_factory=dict)
+    subject: JsonObject
+    observed: JsonObject = Field(default_factory=dict)
+    threshold: JsonObject = Field(default_factory=dict)
     detail: Text = ""
 
 
@@ -797,7 +865,7 @@ class AuditCheckpoint(Payload):
     table_id: Id
     rounds: Count
     table_digest: Digest
-    chain_heads: dict[str, ChainHeadRecord]
+    chain_heads: Annotated[dict[str, ChainHeadRecord], Field(max_length=BETS_MAX)]
     findings: Count
     signature: Annotated[str, StringConstraints(min_length=1, max_length=1024)] | None = None
     key_id: Id | None = None

@@ -14,8 +14,11 @@ of that lives here, once, so that the embedded and Kafka runtimes both just call
   it (a type outside the contract is the processor's to refuse);
 * **dead letters** — a record the processor cannot understand (``DomainError`` or pydantic
   ``ValidationError`` raised while validating or handling) becomes a ``DeadLetter`` draft with a
-  reason code and the
-  original record, and the state does not change: nothing is lost, nothing crashes.
+  reason code and the original record, and the state does not change: nothing is lost, nothing
+  crashes. Any other exception escaping ``handle`` (a bug, or a hole in validation that this one
+  record found) becomes a dead letter too, with reason ``internal_error``: one poison pill must never
+  halt a casino (DESIGN §9). The state is left as it was — by construction for processors with
+  immutable state; a processor with a mutable state must check before it mutates.
 
 Runtimes persist :class:`ProcessorState` (a snapshot) next to their input offset.
 """
@@ -29,7 +32,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from pydantic import ValidationError
 
 from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal, stage_namespace
-from services.core.errors import DomainError
+from services.core.errors import DomainError, Reason
 from services.core.events import PAYLOADS, payload_of
 from services.core.topics import DEADLETTER
 
@@ -93,13 +96,23 @@ def initial_state(processor: Processor[S]) -> ProcessorState[S]:
     return ProcessorState(inner=processor.initial())
 
 
+ORIGINAL_MAX_CHARS = 1 << 17
+"""The most characters of an original record a dead letter quotes: even escaped as ``\\uXXXX`` they
+stay under :data:`services.core.envelope.RECORD_MAX_BYTES`, so a dead letter never becomes undecodable
+itself (a reader of dead letters would otherwise dead-letter it again, without end)."""
+
+
 def dead_letter(
     record: Envelope | None, raw: bytes | str | None, reason: str, detail: str, source: str
 ) -> Draft:
-    """A dead-letter draft: the reason code, a sentence, and the original record's bytes."""
+    """A dead-letter draft: the reason code, a sentence, and the original record's bytes (cut to
+    :data:`ORIGINAL_MAX_CHARS`, so that a dead letter is always a record every reader accepts)."""
     original = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     if original is None and record is not None:
         original = record.to_json().decode("utf-8")
+    if original is not None and len(original) > ORIGINAL_MAX_CHARS:
+        detail = f"{detail[:1800]} (original cut to {ORIGINAL_MAX_CHARS} of {len(original)} characters)"
+        original = original[:ORIGINAL_MAX_CHARS]
     payload: dict[str, Any] = {
         "source_topic": source,
         "reason": reason,
@@ -118,6 +131,18 @@ def describe(exc: DomainError | ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(payload)'}: {e['msg']}" for e in problems)
 
 
+INTERNAL_DETAIL_MAX_CHARS = 300
+"""Longest exception message quoted in an ``internal_error`` dead letter."""
+
+
+def internal_error_detail(processor: Processor[Any], exc: Exception) -> str:
+    """The sentence of an ``internal_error`` dead letter: the stage, the exception's class and its
+    message cut short. No traceback, no local values: a processor may hold a key, and a dead letter is
+    read by operators; the message depends only on the code and the record, so it is deterministic."""
+    message = " ".join(str(exc).split())[:INTERNAL_DETAIL_MAX_CHARS]
+    return f"{processor.stage_name()} failed on this record: {type(exc).__name__}: {message}".rstrip(": ")
+
+
 def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) -> list[Envelope]:
     """Apply ``record`` to ``state`` in place (the shell owns the mutable holder) and seal the outputs.
 
@@ -132,6 +157,10 @@ def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) ->
     except (DomainError, ValidationError) as exc:
         reason = exc.reason.value if isinstance(exc, DomainError) else "invalid_payload"
         inner, drafts = state.inner, [dead_letter(record, None, reason, describe(exc), record.topic)]
+    except Exception as exc:  # one bad record must never stop a processor (DESIGN §9)
+        detail = internal_error_detail(processor, exc)
+        reason = Reason.INTERNAL_ERROR.value
+        inner, drafts = state.inner, [dead_letter(record, None, reason, detail, record.topic)]
     out: list[Envelope] = []
     namespace = stage_namespace(processor.stage_name())
     for n, draft in enumerate(drafts):

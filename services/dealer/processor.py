@@ -36,6 +36,7 @@ from services.core.baccarat import (
 from services.core.cards import parse_card, shoe_cards
 from services.core.envelope import Draft, Envelope
 from services.core.errors import DomainError, Reason
+from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import Processor
 from services.core.shoe import SHUFFLE_ALGORITHM, commitment, play_window, shuffle
 
@@ -125,8 +126,11 @@ class Dealer(Processor[DealerState]):
     name = "dealer"
     inputs = (topics.TABLE_INBOX,)
 
-    def __init__(self, shoe_key: bytes = DEMO_SHOE_KEY) -> None:
+    def __init__(self, shoe_key: bytes = DEMO_SHOE_KEY, amount_max_minor: int = AMOUNT_MAX_MINOR) -> None:
+        if not 1 <= amount_max_minor <= BALANCE_MAX_MINOR:
+            raise ValueError(f"amount_max_minor is 1 to {BALANCE_MAX_MINOR}, not {amount_max_minor}")
         self.shoe_key = shoe_key
+        self.amount_max_minor = amount_max_minor
 
     def initial(self) -> DealerState:
         """No tables."""
@@ -140,6 +144,8 @@ class Dealer(Processor[DealerState]):
         key = record.key
         table = state.tables.get(key)
         try:
+            if record.type == "BetPlaced" and _stake(record) > self.amount_max_minor:
+                raise Refusal(Reason.AMOUNT_TOO_LARGE, f"a stake is at most {self.amount_max_minor}")
             if record.type == "OpenShoe":
                 new_table, out = on_open_shoe(table, record, self.shoe_key)
             else:
@@ -155,6 +161,11 @@ class Dealer(Processor[DealerState]):
             tables[key] = new_table
         drafts = [Draft(t, topics.TABLE_EVENTS, key, p) for t, p in out]
         return DealerState(tables), drafts
+
+
+def _stake(record: Envelope) -> int:
+    stake = record.payload.get("stake_minor")
+    return stake if type(stake) is int else 0  # the contract already refused any other type
 
 
 def _refused(record: Envelope, refusal: Refusal) -> tuple[str, dict[str, Any]]:

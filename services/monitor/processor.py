@@ -50,6 +50,7 @@ State is bounded: one open coup and one shoe per table, fixed-length windows per
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -79,6 +80,7 @@ class Detector(StrEnum):
     HEDGED_BETS = "hedged_bets"
     STRUCTURING = "structuring"
     UNREADABLE_EVENT = "unreadable_event"
+    INTERNAL_ERROR = "internal_error"
 
 
 CATEGORY: Final[Mapping[Detector, str]] = {
@@ -91,6 +93,7 @@ CATEGORY: Final[Mapping[Detector, str]] = {
     Detector.HEDGED_BETS: "bet_pattern",
     Detector.STRUCTURING: "bet_pattern",
     Detector.UNREADABLE_EVENT: "integrity",
+    Detector.INTERNAL_ERROR: "integrity",
 }
 """The family of each detector, for the back office to group alerts."""
 
@@ -578,6 +581,38 @@ HANDLERS: Final[Mapping[str, Handler]] = {
 }
 """The table events the monitor reads; every other type passes without effect."""
 
+DEAD_LETTER_ALERTS: Final[Mapping[str, tuple[Detector, Severity]]] = {
+    "internal_error": (Detector.INTERNAL_ERROR, Severity.CRITICAL),
+}
+"""Dead-letter reasons that raise an alert: a processor failed on a record (a bug or a hole in
+validation that a record found) — the record is set aside and play goes on, so someone must look."""
+
+
+def dead_letter_alert(rec: Envelope, own_name: str) -> Drafts:
+    """The alert a dead letter raises, if its reason is one of :data:`DEAD_LETTER_ALERTS`. Keyed by the
+    original record's key (the table, or the account) when it is readable, else by the source topic.
+    The monitor's own dead letters raise nothing: a failure on a dead letter must not feed itself."""
+    p = rec.payload
+    found = DEAD_LETTER_ALERTS.get(str(p.get("reason")))
+    if found is None or rec.producer == own_name:
+        return []
+    key = str(p.get("source_topic") or rec.key)
+    try:
+        original = json.loads(str(p.get("original") or ""))
+        if isinstance(original, dict) and isinstance(original.get("key"), str) and original["key"].strip():
+            key = original["key"]
+    except (ValueError, RecursionError):
+        pass
+    key = "".join(key.split())[:256] or rec.key
+    detector, severity = found
+    original_id = p.get("original_event_id")
+    subject = {"event_ids": [rec.event_id, *([original_id] if original_id else [])]}
+    source = str(p.get("source_topic"))
+    observed = {"reason": str(p.get("reason")), "producer": rec.producer, "source_topic": source}
+    detail = str(p.get("detail") or "")
+    return [alert(detector, severity, key, subject=subject, observed=observed, threshold={}, detail=detail)]
+
+
 UNREADABLE: Final = (LookupError, TypeError, ValueError, AttributeError, ArithmeticError, DomainError)
 """What reading a malformed payload can raise; it becomes an ``unreadable_event`` alert instead."""
 
@@ -586,14 +621,16 @@ class Monitor(Processor[MonitorState]):
     """The fraud and anomaly monitor (see the module docstring)."""
 
     name = "monitor"
-    inputs = (topics.TABLE_EVENTS,)
+    inputs = (topics.TABLE_EVENTS, topics.DEADLETTER)
 
     def initial(self) -> MonitorState:
         """No tables watched."""
         return MonitorState()
 
     def handle(self, state: MonitorState, record: Envelope) -> tuple[MonitorState, list[Draft]]:
-        """Fold one table event through the detectors; never raises."""
+        """Fold one table event through the detectors, or raise the alert a dead letter calls for."""
+        if record.topic == topics.DEADLETTER:
+            return state, dead_letter_alert(record, self.name)
         handler = HANDLERS.get(record.type)
         if handler is None:
             return state, []

@@ -16,7 +16,7 @@ import json
 
 from pydantic import ValidationError
 
-from services.core.envelope import Envelope, parse_record
+from services.core.envelope import RECORD_MAX_BYTES, Envelope, parse_record
 from services.core.errors import Reason
 
 EPOCH_OCCURRED_AT = "1970-01-01T00:00:00.000Z"
@@ -72,6 +72,8 @@ def decode(raw: bytes | None, topic: str | None = None) -> Envelope:
 
 def occurred_at_of(raw: bytes | None) -> str:
     """The ``occurred_at`` a broken record claims, if any readable; else :data:`EPOCH_OCCURRED_AT`."""
+    if raw is not None and len(raw) > RECORD_MAX_BYTES:  # never parsed: undecodable anyway
+        return EPOCH_OCCURRED_AT
     try:
         data = json.loads(raw or b"")
     except (ValueError, RecursionError):

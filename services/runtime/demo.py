@@ -23,6 +23,7 @@ from rich.table import Table
 
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
+from services.runtime.failures import BadInput, NotALog
 from services.runtime.replay import Report, read_db, replay
 from services.runtime.simulator import Session, TableSpec, demo_tables
 
@@ -126,37 +127,119 @@ def render(console: Console, summaries: dict[str, TableSummary], report: Report,
     console.print(f"log: {where}")
 
 
+DEFAULT_SEED = 2026
+
+DEMO_COUPS_MAX = 100_000
+"""The most coups per table a demo plays (a bound, not a target: 60 take seconds)."""
+
+DEMO_TABLES_MAX = 1_000
+"""The most tables a demo opens."""
+
+META_KEY = "demo"
+"""Where the demo records its session options in the log file (``--resume`` reads them back)."""
+
+
+def _options(args: argparse.Namespace, stored: dict[str, int] | None) -> dict[str, int]:
+    """The session's seed, tables and coups: as given, else as stored (``--resume``), else defaults.
+    Raises :class:`BadInput` for a bound crossed or for an option that contradicts the stored one."""
+    given = {"seed": args.seed, "tables": args.tables, "coups": args.coups}
+    if stored is not None:
+        clash = {k: v for k, v in given.items() if v is not None and v != stored.get(k)}
+        if clash:
+            was = " ".join(f"--{k} {stored.get(k)}" for k in clash)
+            raise BadInput(f"--resume: that log's session was played with {was}; resume it with the same")
+        return dict(stored)
+    options = {"seed": DEFAULT_SEED if args.seed is None else args.seed,
+               "tables": len(demo_tables()) if args.tables is None else args.tables,
+               "coups": DEFAULT_COUPS if args.coups is None else args.coups}  # fmt: skip
+    coups, tables = options["coups"], options["tables"]
+    if not 1 <= coups <= DEMO_COUPS_MAX:
+        raise BadInput(f"--coups: a session plays 1 to {DEMO_COUPS_MAX:,} coups per table, not {coups}")
+    if not 1 <= tables <= DEMO_TABLES_MAX:
+        raise BadInput(f"--tables: a session opens 1 to {DEMO_TABLES_MAX:,} tables, not {tables}")
+    return options
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the demo session (on the embedded log, or through Kafka with ``--kafka``) and print it."""
     from services.runtime.logging import configure  # noqa: PLC0415
 
-    coups = args.coups if args.coups is not None else DEFAULT_COUPS
     try:
-        tables = demo_tables(args.tables)
-    except ValueError as exc:
-        print(f"casino-ledger: error: --tables: {exc}", file=sys.stderr)
+        if getattr(args, "kafka", None) and (args.resume or args.force):
+            raise BadInput("--resume and --force are for the embedded log (--db), not --kafka")
+        if args.resume and args.force:
+            raise BadInput("--resume continues a log and --force replaces it: choose one")
+        db = Path(args.db) if args.db else None
+        stored = _prepare(db, args) if not getattr(args, "kafka", None) else None
+        options = _options(args, stored)
+    except BadInput as exc:
+        print(f"casino-ledger: error: {exc}", file=sys.stderr)
         return 2
-    if coups < 1:
-        print("casino-ledger: error: --coups: a session plays at least one coup", file=sys.stderr)
-        return 2
+    tables = demo_tables(options["tables"])
+    seed, coups = options["seed"], options["coups"]
     configure(level=os.environ.get("LOG_LEVEL", "WARNING"))  # one line per batch is for operators
     console = Console(quiet=bool(getattr(args, "quiet", False)), width=None if sys.stdout.isatty() else 132)
     if getattr(args, "kafka", None):
-        return _main_kafka(args, console, tables, coups)
+        return _main_kafka(args, console, tables, coups, seed)
     from services.runtime.embedded import EmbeddedBus  # noqa: PLC0415
 
-    db = Path(args.db) if args.db else Path("var") / f"demo-seed{args.seed}.db"
-    db.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    bus = EmbeddedBus(db)
+    path = db or _default_db(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    bus = EmbeddedBus(path)
     try:
-        _play(console, Session(bus, seed=args.seed), tables, coups)
+        bus.log.set_meta(META_KEY, json.dumps(options, sort_keys=True))
+        _play(console, Session(bus, seed=seed), tables, coups)
     finally:
         bus.close()
-    report = replay(read_db(db))
-    render(console, summarise(read_db(db)), report, f"{db}  (try: casino-ledger replay --db {db})")
+    report = replay(read_db(path))
+    render(console, summarise(read_db(path)), report, f"{path}  (try: casino-ledger replay --db {path})")
     return 0 if report.clean else 1
+
+
+def _default_db(seed: int) -> Path:
+    return Path("var") / f"demo-seed{seed}.db"
+
+
+def _prepare(db: Path | None, args: argparse.Namespace) -> dict[str, int] | None:
+    """Make room for the session's log; the options stored in it when resuming.
+
+    An existing ``--db`` file is never deleted or written to unless told: ``--resume`` continues the
+    session it holds (the simulator re-sends its records and the log ignores those it has, so the
+    result is that of an uninterrupted run), ``--force`` replaces it. The default path under ``var/``
+    is the demo's own scratch file: a previous demo's log there is replaced, anything else refused.
+    """
+    path = db or _default_db(DEFAULT_SEED if args.seed is None else args.seed)
+    if path.is_dir():
+        raise BadInput(f"--db {path}: is a directory")
+    present = [p for p in (path, Path(f"{path}-wal")) if p.exists()]
+    if not present:  # nothing to resume: `--resume` starts the session (a script can always say it)
+        return None
+    stored = _stored_options(path)
+    if args.resume:
+        if stored is None:
+            raise BadInput(f"--resume: {path} holds no demo session to resume")
+        return stored
+    if args.force or (db is None and stored is not None):
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return None
+    raise BadInput(f"{path} exists: --resume continues its session, --force replaces it")
+
+
+def _stored_options(path: Path) -> dict[str, int] | None:
+    from services.runtime.embedded import EmbeddedLog  # noqa: PLC0415
+
+    try:
+        with EmbeddedLog(path, readonly=True) as log:
+            text = log.meta(META_KEY)
+    except NotALog:
+        return None
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        return None
+    ok = isinstance(data, dict) and set(data) == {"seed", "tables", "coups"}
+    return {k: int(v) for k, v in data.items()} if ok and all(type(v) is int for v in data.values()) else None
 
 
 def _play(console: Console, session: Session, tables: list[TableSpec], coups: int) -> None:
@@ -170,7 +253,9 @@ def _play(console: Console, session: Session, tables: list[TableSpec], coups: in
         session.run(tables, coups, progress=lambda: progress.advance(task))
 
 
-def _main_kafka(args: argparse.Namespace, console: Console, tables: list[TableSpec], coups: int) -> int:
+def _main_kafka(
+    args: argparse.Namespace, console: Console, tables: list[TableSpec], coups: int, seed: int
+) -> int:
     """The same seeded session through Kafka: each service a separate worker process (DESIGN §5).
 
     Topics get a prefix of their own (``CASINO_TOPIC_PREFIX``, else ``demo-<seed>-<time>.``) so that a
@@ -182,12 +267,12 @@ def _main_kafka(args: argparse.Namespace, console: Console, tables: list[TableSp
     base = Settings(bootstrap_servers=args.kafka)
     if not os.environ.get("CASINO_TOPIC_PREFIX"):
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        base = base.model_copy(update={"topic_prefix": f"demo-{args.seed}-{stamp}."})
+        base = base.model_copy(update={"topic_prefix": f"demo-{seed}-{stamp}."})
     settings = quick_settings(base)
     log_dir = Path("var") / "kafka" / settings.topic_prefix.rstrip(".")
     console.print(f"topics {settings.topic_prefix}*, worker logs in {log_dir}")
     with running(settings, log_dir) as bus:
-        _play(console, Session(bus, seed=args.seed), tables, coups)
+        _play(console, Session(bus, seed=seed), tables, coups)
         records = bus.consume_all()
     report = replay(records)
     prefix = settings.topic_prefix

@@ -28,31 +28,35 @@ non-deterministic processor instead of hiding it). The ids a consumer has applie
 ``applied`` table (:class:`LoggedIds`), written in the same transaction, not part of the snapshot: a
 snapshot stays the size of the processor's own state however many years the log holds.
 
-Snapshots are pickles: a processor's state is a tree of its own dataclasses with no schema of its own,
-pickle round-trips it exactly, and the snapshot is a cache written and read by this same code inside
-the file that holds the log (no wider trust than the log itself). The log is the truth: a snapshot of
-another processor class, or one that no longer unpickles after an upgrade, is ignored and the state
-is rebuilt from offset 0. Drop snapshots after changing a processor's state shape
-(:meth:`EmbeddedLog.drop_snapshots`).
+Snapshots are data, never pickles (DESIGN §9): JSON written and read by :mod:`services.runtime.snapshot`,
+a codec driven by the state's type annotations — the code decides what classes a snapshot becomes,
+the bytes only fill in values, so opening a crafted log file cannot run code. A snapshot is a cache
+of the log: one of another processor class or format, one that does not decode into today's state
+types exactly (a field added, a string where an int belongs) or one that is not JSON at all is
+ignored with a warning, and the state is rebuilt from offset 0. A snapshot that decodes is trusted
+as far as the file that holds the log is; audit and replay never read snapshots, only records.
+Drop snapshots after changing a processor's state shape (:meth:`EmbeddedLog.drop_snapshots`) to
+skip even the attempt.
 """
 
 from __future__ import annotations
 
 import json
-import pickle
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from services.core.envelope import Envelope, derive_id, parse_record, seal
+from services.core.envelope import RECORD_MAX_BYTES, ChainHead, Envelope, derive_id, parse_record, seal
 from services.core.errors import Reason
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
+from services.runtime import snapshot
+from services.runtime.failures import NotALog
 from services.runtime.logging import get_logger
 
 S = TypeVar("S")
@@ -63,9 +67,16 @@ Row = tuple[int, str, str, bytes]
 EPOCH_OCCURRED_AT = "1970-01-01T00:00:00.000Z"
 """``occurred_at`` of a dead letter whose original has no readable time (never the wall clock)."""
 
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
 """Bumped when the snapshot layout changes; older snapshots are then ignored.
-2: the applied ids live in the ``applied`` table, not in the snapshot."""
+2: the applied ids live in the ``applied`` table, not in the snapshot.
+3: JSON (:mod:`services.runtime.snapshot`) instead of pickles: ``{"format", "processor", "inner",
+``"heads": [[topic, key, seq, hash], ...]``, ``"records"}``."""
+
+SNAPSHOT_NAME = "casino-ledger/snapshot-3"
+"""The ``format`` field of every snapshot written (a foreign JSON document does not carry it)."""
+
+_Heads = list[tuple[str, str, int, str]]
 
 _PAGE = 1000
 
@@ -97,6 +108,10 @@ CREATE TABLE IF NOT EXISTS snapshots (
     kind TEXT NOT NULL,
     blob BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE VIEW IF NOT EXISTS deadletter AS
     SELECT "offset", key AS source_topic, event_id, body FROM records WHERE topic = 'casino.deadletter';
 """
@@ -126,17 +141,46 @@ class EmbeddedLog:
         """Open (creating when missing, unless ``readonly``) the log at ``path``.
 
         ``readonly`` opens an existing file without ever writing to it (replays of a copied log).
+        Raises :class:`~services.runtime.failures.NotALog` for a path that is a directory, missing
+        (``readonly``), not SQLite, damaged, or another application's SQLite database (whose file is
+        then left untouched).
         """
         self.path = Path(path)
         self.readonly = readonly
-        if readonly:
-            uri = f"{self.path.resolve().as_uri()}?mode=ro"
-            self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
-            return
-        self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(f"PRAGMA synchronous={synchronous}")
-        self._conn.executescript(_SCHEMA)
+        if self.path.is_dir():
+            raise NotALog(f"{self.path}: is a directory, not a log file")
+        if readonly and not self.path.is_file():
+            raise NotALog(f"{self.path}: no log file there")
+        try:
+            if readonly:
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
+            else:
+                self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        except sqlite3.Error as exc:
+            raise NotALog(f"{self.path}: cannot open it as a log ({exc})") from None
+        try:
+            self._check_is_a_log()
+            if not readonly:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute(f"PRAGMA synchronous={synchronous}")
+                self._conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise NotALog(f"{self.path}: not a casino-ledger log, or a damaged one ({exc})") from None
+        except NotALog:
+            self._conn.close()
+            raise
+
+    def _check_is_a_log(self) -> None:
+        """A log holds a ``records`` table; an empty file is a new log; anything else is not ours."""
+        rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        names = {str(r[0]) for r in rows}
+        if names and "records" not in names:
+            shown = ", ".join(sorted(names)[:5])
+            raise NotALog(f"{self.path}: an SQLite database of something else (tables: {shown}), not a log")
+        if not names and self.readonly:
+            raise NotALog(f"{self.path}: an empty file, not a log")
 
     def close(self) -> None:
         """Close the connection (an open transaction is rolled back)."""
@@ -292,6 +336,23 @@ class EmbeddedLog:
         (restarting from a snapshot taken at ``after``, or from scratch with 0)."""
         self._conn.execute('DELETE FROM applied WHERE consumer = ? AND "offset" > ?', (consumer, after))
 
+    def meta(self, name: str) -> str | None:
+        """The value a tool stored under ``name`` (e.g. the demo's session options), if any."""
+        try:
+            row = self._conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        except sqlite3.OperationalError:  # a log written before the table existed, opened read-only
+            return None
+        return str(row[0]) if row else None
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Store ``value`` under ``name`` (replacing it): facts about the file, never records."""
+        with self.transaction():
+            self._conn.execute(
+                "INSERT INTO meta (name, value) VALUES (?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+                (name, value),
+            )
+
     def drop_snapshots(self) -> None:
         """Forget every snapshot (after a processor's state shape changed): the next start replays."""
         with self.transaction():
@@ -299,6 +360,8 @@ class EmbeddedLog:
 
 
 def _ids_of(raw: bytes) -> tuple[str | None, str | None]:
+    if raw is not None and len(raw) > RECORD_MAX_BYTES:  # never parsed: undecodable anyway
+        return None, None
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
@@ -313,6 +376,8 @@ def _ids_of(raw: bytes) -> tuple[str | None, str | None]:
 
 
 def _occurred_at_of(raw: bytes) -> str:
+    if raw is not None and len(raw) > RECORD_MAX_BYTES:  # never parsed: undecodable anyway
+        return EPOCH_OCCURRED_AT
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
@@ -383,6 +448,7 @@ class Runner(Generic[S]):
         self.snapshot_every = snapshot_every
         self.batch_limit = batch_limit
         self._kind = f"{SNAPSHOT_FORMAT}:{type(processor).__module__}.{type(processor).__qualname__}"
+        self._state_type = snapshot.state_type(processor)
         self._logger = get_logger("casino_ledger.embedded")
         self.state: ProcessorState[S] = initial_state(processor)
         self.position = 0
@@ -399,11 +465,13 @@ class Runner(Generic[S]):
         self.state, self.position, self.restored_from = initial_state(self.processor), 0, None
         if snap is not None and snap[1] == self._kind:
             try:
-                state = pickle.loads(snap[2])  # noqa: S301 (our own cache, in the log's own file)
-            except Exception:  # any unreadable snapshot: rebuild from the log
-                state = None
-            if isinstance(state, ProcessorState):
-                self.state, self.position, self.restored_from = state, snap[0], snap[0]
+                self.state = self._decode(snap[2])
+            except snapshot.SnapshotError as exc:  # foreign, corrupt or crafted: rebuild from the log
+                self._logger.warning("snapshot ignored", processor=self.name, offset=snap[0], why=str(exc))
+            else:
+                self.position, self.restored_from = snap[0], snap[0]
+        elif snap is not None:
+            self._logger.info("snapshot of another kind ignored", processor=self.name, offset=snap[0])
         self.ids = LoggedIds(self.log, self.name)
         if not self.log.readonly:
             with self.log.transaction():
@@ -471,9 +539,34 @@ class Runner(Generic[S]):
             head=None,
         )
 
+    def _encode(self) -> bytes:
+        heads = [(t, k, h.seq, h.hash) for (t, k), h in self.state.heads.items()]
+        return snapshot.to_bytes({
+            "format": SNAPSHOT_NAME, "processor": self._kind,
+            "inner": snapshot.encode(self.state.inner, self._state_type),
+            "heads": snapshot.encode(heads, _Heads), "records": self.state.records,
+        })  # fmt: skip
+
+    def _decode(self, blob: bytes) -> ProcessorState[S]:
+        data = snapshot.loads(blob, dict[str, Any])
+        if set(data) != {"format", "processor", "inner", "heads", "records"}:
+            raise snapshot.SnapshotError(f"not a snapshot: fields {sorted(data)[:10]}")
+        if (data["format"], data["processor"]) != (SNAPSHOT_NAME, self._kind):
+            raise snapshot.SnapshotError("a snapshot of another format or processor")
+        inner = snapshot.decode(data["inner"], self._state_type)
+        heads = snapshot.decode(data["heads"], _Heads)
+        records = snapshot.decode(data["records"], int)
+        return ProcessorState(
+            inner=inner, heads={(t, k): ChainHead(seq, h) for t, k, seq, h in heads}, records=records
+        )
+
     def _snapshot(self) -> None:
-        blob = pickle.dumps(replace(self.state, applied=set()), protocol=pickle.HIGHEST_PROTOCOL)
-        self.log.save_snapshot(self.name, self.position, self._kind, blob)
+        try:
+            blob = self._encode()
+        except snapshot.SnapshotError as exc:  # a state the codec cannot write: restarts replay instead
+            self._logger.warning("snapshot skipped", processor=self.name, why=str(exc))
+        else:
+            self.log.save_snapshot(self.name, self.position, self._kind, blob)
         self._since_snapshot = 0
 
     def snapshot(self) -> None:

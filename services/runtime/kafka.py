@@ -56,6 +56,7 @@ import importlib
 import logging
 import os
 import re
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -74,6 +75,7 @@ from services.core import topics
 from services.core.envelope import Envelope, derive_id, seal
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
 from services.runtime import codec, metrics
+from services.runtime.failures import BrokerUnreachable, one_line
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
 
@@ -89,13 +91,13 @@ ServiceFactory = Callable[[], "Processor[Any] | Sequence[Processor[Any]]"]
 def _dealer() -> Processor[Any]:
     from services.dealer.processor import Dealer  # noqa: PLC0415 (a worker imports only its service)
 
-    return Dealer()
+    return Dealer(amount_max_minor=Settings().amount_max_minor)
 
 
 def _settlement() -> Sequence[Processor[Any]]:
     from services.settlement.processor import PayoutStage, WalletStage  # noqa: PLC0415
 
-    return (PayoutStage(), WalletStage())
+    return (PayoutStage(), WalletStage(amount_max_minor=Settings().amount_max_minor))
 
 
 def _audit() -> Processor[Any]:
@@ -140,6 +142,24 @@ class RawRecord:
 def _settings_for(bootstrap: str | None, settings: Settings | None) -> Settings:
     base = settings if settings is not None else Settings()
     return base.model_copy(update={"bootstrap_servers": bootstrap}) if bootstrap else base
+
+
+def probe(settings: Settings) -> None:
+    """Fail fast, in one line, when no bootstrap server accepts a TCP connection within
+    ``connect_timeout_s`` (:class:`BrokerUnreachable`); aiokafka alone would log and retry, or wait for
+    its 40 s request timeout on a black-holed address."""
+    reasons = []
+    for server in settings.bootstrap_list:
+        host, _, port = server.rpartition(":")
+        try:
+            address = (host.strip("[]") or "localhost", int(port))
+            with socket.create_connection(address, settings.connect_timeout_s):
+                return
+        except ValueError:
+            reasons.append(f"{server}: not host:port")
+        except OSError as exc:
+            reasons.append(f"{server}: {exc.strerror or type(exc).__name__}")
+    raise BrokerUnreachable(f"no Kafka broker answers at {'; '.join(reasons) or 'no bootstrap servers'}")
 
 
 def new_consumer(settings: Settings) -> AIOKafkaConsumer:
@@ -255,11 +275,16 @@ def iter_raw(
     Blocking (its own event loop); must not be called from inside a running loop.
     """
     settings = _settings_for(bootstrap, settings)
+    probe(settings)
     loop = asyncio.new_event_loop()
 
     async def started() -> AIOKafkaConsumer:  # aiokafka builds its clients inside a running loop
         made = new_consumer(settings)
-        await made.start()
+        try:
+            await made.start()
+        except BaseException:
+            await made.stop()
+            raise
         return made
 
     consumer = loop.run_until_complete(started())
@@ -380,6 +405,7 @@ def load_topic_specs(path: str | Path) -> list[TopicSpec]:
 async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec | str]) -> list[str]:
     """Create the topics that do not exist yet (prefix applied); returns the physical names created."""
     wanted = {s.name if isinstance(s, TopicSpec) else s: s for s in specs}
+    probe(settings)
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_list, **settings.aiokafka_auth())
     await admin.start()
     try:
@@ -812,10 +838,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--factory", default=None, help="module:callable returning the processor(s) to run")
     p.add_argument("--spec", default=None, help="topic list for create-topics (else CASINO_TOPIC_SPEC)")
     args = p.parse_args(argv)
-    settings = _settings_for(args.broker, None)
-    if args.name == "create-topics":
-        return create_topics_main(settings, Path(args.spec) if args.spec else settings.topic_spec)
-    run_worker(args.name, settings, _import_factory(args.factory) if args.factory else None)
+    try:
+        settings = _settings_for(args.broker, None)
+        if args.name == "create-topics":
+            return create_topics_main(settings, Path(args.spec) if args.spec else settings.topic_spec)
+        run_worker(args.name, settings, _import_factory(args.factory) if args.factory else None)
+    except Exception as exc:  # the same one line as `casino-ledger worker` for what an operator can fix
+        line = one_line(exc)
+        if line is None:
+            raise
+        print(f"casino-ledger: error: {line}", file=sys.stderr)  # noqa: T201
+        return 2
 
 
 if __name__ == "__main__":

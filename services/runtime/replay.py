@@ -56,6 +56,7 @@ from services.core.baccarat import TableConfig, resolve
 from services.core.envelope import Draft, Envelope, sha256_hex
 from services.core.errors import DomainError
 from services.core.signing import DEMO_KEY, DEMO_KEY_ID, SigningKey, verify
+from services.runtime.settings import int_from_env, secret_from_hex
 
 DEDUP_WINDOW = 1 << 16
 """How many recent event ids the replay remembers to drop exact re-deliveries."""
@@ -86,7 +87,7 @@ def signing_from_env(env: Mapping[str, str] | None = None) -> SigningKey:
     secret_hex = env.get(ENV_KEY, "").strip()
     if not secret_hex:
         return SigningKey(env.get(ENV_KEY_ID, "").strip() or DEMO_KEY_ID, DEMO_KEY)
-    return SigningKey(env.get(ENV_KEY_ID, "").strip() or "default", bytes.fromhex(secret_hex))
+    return SigningKey(env.get(ENV_KEY_ID, "").strip() or "default", secret_from_hex(ENV_KEY, secret_hex))
 
 
 def keyring_from_env(env: Mapping[str, str] | None = None) -> dict[str, bytes]:
@@ -98,14 +99,14 @@ def keyring_from_env(env: Mapping[str, str] | None = None) -> dict[str, bytes]:
     for item in env.get(ENV_VERIFY_KEYS, "").split(","):
         if "=" in item:
             key_id, secret_hex = item.split("=", 1)
-            ring[key_id.strip()] = bytes.fromhex(secret_hex.strip())
+            ring[key_id.strip()] = secret_from_hex(f"{ENV_VERIFY_KEYS} ({key_id.strip()})", secret_hex)
     return ring
 
 
 def audit_from_env(env: Mapping[str, str] | None = None) -> Audit:
     """The audit processor configured from the environment (key, key id, checkpoint cadence)."""
     env = os.environ if env is None else env
-    every = int(env.get(ENV_CHECKPOINT_EVERY, "") or CHECKPOINT_EVERY)
+    every = int_from_env(ENV_CHECKPOINT_EVERY, env.get(ENV_CHECKPOINT_EVERY, "") or str(CHECKPOINT_EVERY))
     return Audit(signing=signing_from_env(env), checkpoint_every=every)
 
 
@@ -600,7 +601,9 @@ def replay(
     ``keys``: the checkpoint keyring (default :func:`keyring_from_env`); ``checkpoint_every``: the
     cadence audit ran with (default ``CASINO_AUDIT_CHECKPOINT_EVERY`` or 50).
     """
-    every = checkpoint_every or int(os.environ.get(ENV_CHECKPOINT_EVERY, "") or CHECKPOINT_EVERY)
+    every = checkpoint_every or int_from_env(
+        ENV_CHECKPOINT_EVERY, os.environ.get(ENV_CHECKPOINT_EVERY, "") or str(CHECKPOINT_EVERY)
+    )
     r = Replayer(scope or Scope(), keyring_from_env() if keys is None else keys, every, collector)
     for n, raw in enumerate(raw_records):
         r.feed(n, raw)
@@ -783,7 +786,7 @@ def read_db(path: Path, progress: Callable[[int], None] | None = None) -> Iterat
     """The records of an embedded SQLite log, in log order, streamed (``progress`` gets 1 per record)."""
     from services.runtime.embedded import EmbeddedLog  # noqa: PLC0415
 
-    log = EmbeddedLog(path)
+    log = EmbeddedLog(path, readonly=True)  # a replay never writes to what it reads
     try:
         for _offset, _topic, _key, raw in log.iter_all():
             if progress is not None:
@@ -796,7 +799,7 @@ def read_db(path: Path, progress: Callable[[int], None] | None = None) -> Iterat
 def _db_count(path: Path) -> int:
     from services.runtime.embedded import EmbeddedLog  # noqa: PLC0415
 
-    with EmbeddedLog(path) as log:
+    with EmbeddedLog(path, readonly=True) as log:
         return log.count()
 
 

@@ -71,7 +71,7 @@ TOPICS: Final[Mapping[str, TopicSpec]] = {
         "table_id", ("monitor",), ("back office", "operators"), FOREVER, chained=True,
     ),
     topics.DEADLETTER: TopicSpec(
-        "source topic", ("every processor",), ("operators",),
+        "source topic", ("every processor",), ("monitor", "operators"),
         "forever (retention.ms=-1): the original bytes are evidence until an operator resolves them",
         chained=False,
     ),

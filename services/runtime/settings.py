@@ -19,6 +19,9 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
+from services.runtime.failures import ConfigError
+
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -61,6 +64,13 @@ class Settings(BaseSettings):
         default=None, ge=1, le=1500,
         description="the worker consumer's fetch wait; unset: faust's 1500 (fine where fetches wake)",
     )  # fmt: skip
+    amount_max_minor: int = Field(
+        default=AMOUNT_MAX_MINOR, ge=1, le=BALANCE_MAX_MINOR,
+        description="the largest stake, deposit or withdrawal of one request (beyond: amount_too_large)",
+    )  # fmt: skip
+    connect_timeout_s: float = Field(
+        default=5.0, gt=0, le=300, description="how long a command waits for a broker to accept a connection"
+    )
     batch_max: int = Field(default=500, ge=1, description="records a worker handles before awaiting acks")
     batch_wait_ms: int = Field(default=5, ge=1, description="longest wait to fill a batch")
     web_enabled: bool = Field(
@@ -118,3 +128,27 @@ class Settings(BaseSettings):
             auth["sasl_plain_username"] = self.sasl_username
             auth["sasl_plain_password"] = self.sasl_password.get_secret_value()
         return auth
+
+
+def secret_from_hex(name: str, text: str, *, min_bytes: int = 16) -> bytes:
+    """The key that environment variable ``name`` holds as hex; :class:`ConfigError` naming the variable,
+    never quoting its value, when it is not hex or shorter than ``min_bytes``."""
+    try:
+        secret = bytes.fromhex(text.strip())
+    except ValueError:
+        raise ConfigError(f"{name} is not a hex string (expected {2 * min_bytes}+ hex digits)") from None
+    if len(secret) < min_bytes:
+        raise ConfigError(f"{name} is too short: a key has at least {min_bytes} bytes")
+    return secret
+
+
+def int_from_env(name: str, text: str, *, low: int = 1, high: int = 1 << 31) -> int:
+    """The integer that environment variable ``name`` holds; :class:`ConfigError` when it is not one or
+    lies outside ``[low, high]``."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, not {text.strip()[:20]!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, not {value}")
+    return value

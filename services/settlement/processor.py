@@ -26,6 +26,7 @@ from services.core.baccarat import TableConfig, Wager, get_variant
 from services.core.baccarat.engine import Accounts, Payout, result_from_dict
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError, Reason
+from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import Processor
 
 
@@ -158,11 +159,21 @@ def _postings(rows: list[tuple[str, int]]) -> list[dict[str, Any]]:
 
 
 class WalletStage(Processor[WalletState]):
-    """Settlement's wallet stage (see the module docstring)."""
+    """Settlement's wallet stage (see the module docstring).
+
+    ``amount_max_minor`` is the ceiling of one stake, deposit or withdrawal: a request above it is
+    refused (``amount_too_large``), as is any credit that would take a wallet past
+    :data:`~services.core.limits.BALANCE_MAX_MINOR`.
+    """
 
     name = "settlement"
     stage = "settlement.wallet"
     inputs = (topics.WALLET_REQUESTS,)
+
+    def __init__(self, amount_max_minor: int = AMOUNT_MAX_MINOR) -> None:
+        if not 1 <= amount_max_minor <= BALANCE_MAX_MINOR:
+            raise ValueError(f"amount_max_minor is 1 to {BALANCE_MAX_MINOR}, not {amount_max_minor}")
+        self.amount_max_minor = amount_max_minor
 
     def initial(self) -> WalletState:
         """No wallets."""
@@ -187,8 +198,12 @@ class WalletStage(Processor[WalletState]):
         amount = _amount(kind, p)
         balance = state.balances.get(account, 0)
         currency = state.currencies.get(account, str(p.get("currency", "")))
+        if kind in CEILED and amount > self.amount_max_minor:
+            return state, [self._refusal(kind, account, tid, p, Reason.AMOUNT_TOO_LARGE)]
         if str(p.get("currency", currency)) != currency:
             return state, [self._refusal(kind, account, tid, p, Reason.CURRENCY_MISMATCH)]
+        if kind in ("Deposit", "PayoutIssued", "BetRefundDue") and balance + amount > BALANCE_MAX_MINOR:
+            return state, [self._refusal(kind, account, tid, p, Reason.AMOUNT_TOO_LARGE)]
         if kind in ("Withdraw", "PlaceBet") and amount > balance:
             return state, [self._refusal(kind, account, tid, p, Reason.INSUFFICIENT_FUNDS)]
         delta, rows, event, extra = _movement(kind, p, account, amount, currency)
@@ -218,6 +233,10 @@ class WalletStage(Processor[WalletState]):
             "table_id": p.get("table_id"), "amount_minor": _amount(kind, p),
             "currency": p.get("currency"), "reason": reason.value,
         })  # fmt: skip
+
+
+CEILED = frozenset({"Deposit", "Withdraw", "PlaceBet"})
+"""The requests whose amount the ceiling bounds (payouts and refunds follow from accepted stakes)."""
 
 
 def _transfer_id(kind: str, p: Mapping[str, Any], record: Envelope) -> str:

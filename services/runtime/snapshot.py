@@ -1,0 +1,349 @@
+"""Processor state as data: a typed JSON codec for snapshots (DESIGN §9: never pickles).
+
+A snapshot is read back by the *types in the code*, never by names in the data: :func:`decode` walks
+the state's type annotations (dataclasses, named tuples, ``dict``/``Mapping``, ``tuple``, ``list``,
+``set``/``frozenset``, ``Literal``, enums, unions, ``int``/``str``/``bool``/``None``, ``Any`` for
+plain JSON) and builds exactly those objects, refusing anything that does not fit (an unknown or
+missing field, a string where an int belongs, a bool for an int, a value outside a ``Literal``).
+Nothing in a snapshot can choose a class to instantiate or code to run, so a crafted snapshot is at
+worst refused — the runner then rebuilds the state from the log.
+
+The encoding is plain JSON: a dataclass is an object of its fields; a ``dict`` with string keys an
+object (insertion order kept), any other ``dict`` a list of ``[key, value]`` pairs; tuples, lists
+and named tuples are arrays; sets are arrays in a stable order. ``Any`` holds JSON values only (a
+tuple there comes back as a list, so a state should type what it keeps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import sys
+import types
+import typing
+from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Set as AbstractSet
+from functools import cache
+from typing import Any, Literal, Union, get_args, get_origin
+
+MAX_SNAPSHOT_BYTES = 1 << 30
+"""A snapshot larger than this is not read (the state is rebuilt from the log instead)."""
+
+
+class SnapshotError(ValueError):
+    """A value does not fit its type: while encoding, a state the codec cannot write; while decoding,
+    a snapshot that is not what the code expects (foreign, corrupt or crafted)."""
+
+
+def dumps(value: Any, tp: Any) -> bytes:
+    """``value`` (of type ``tp``) as compact JSON bytes."""
+    return to_bytes(encode(value, tp))
+
+
+def to_bytes(data: Any) -> bytes:
+    """Data that :func:`encode` produced as compact UTF-8 JSON."""
+    try:
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    except ValueError as exc:  # a NaN or an infinity
+        raise SnapshotError(str(exc)) from None
+
+
+def loads(blob: bytes, tp: Any) -> Any:
+    """The ``tp`` value that :func:`dumps` wrote; :class:`SnapshotError` for anything else."""
+    if len(blob) > MAX_SNAPSHOT_BYTES:
+        raise SnapshotError(f"snapshot of {len(blob)} bytes exceeds {MAX_SNAPSHOT_BYTES}")
+    try:
+        data = json.loads(blob, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise SnapshotError(f"not JSON: {type(exc).__name__}") from None
+    return decode(data, tp)
+
+
+def _no_constant(name: str) -> Any:
+    raise SnapshotError(f"{name} is not a JSON number")
+
+
+# --- encoding -----------------------------------------------------------------------------------
+
+
+def encode(value: Any, tp: Any) -> Any:
+    """``value`` as JSON-ready data, directed by its type ``tp``."""
+    origin, args = get_origin(tp), get_args(tp)
+    if tp is Any:
+        return _plain(value)
+    if tp is None or tp is type(None):
+        if value is not None:
+            raise SnapshotError(f"expected None, got {type(value).__name__}")
+        return None
+    if origin is Literal:
+        if value not in args:
+            raise SnapshotError(f"{value!r} is not one of {args}")
+        return _plain(value)
+    if origin in (Union, types.UnionType):
+        return _encode_union(value, args)
+    if origin is typing.Annotated:
+        return encode(value, args[0])
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _plain(tp(value).value)
+    if tp in (int, str, bool, float):
+        return _scalar(value, tp)
+    if _is_namedtuple(tp):
+        hints = _hints(tp)
+        return [encode(getattr(value, name), hints[name]) for name in tp._fields]
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(value, tp):
+            raise SnapshotError(f"expected {tp.__name__}, got {type(value).__name__}")
+        hints = _hints(tp)
+        return {f.name: encode(getattr(value, f.name), hints[f.name]) for f in dataclasses.fields(tp)}
+    if origin is tuple or tp is tuple:
+        return _encode_tuple(value, args)
+    if origin in (list, Sequence) or tp is list:
+        item = args[0] if args else Any
+        if not isinstance(value, (list, tuple)):
+            raise SnapshotError(f"expected a sequence, got {type(value).__name__}")
+        return [encode(v, item) for v in value]
+    if origin in (set, frozenset, AbstractSet):
+        item = args[0] if args else Any
+        if not isinstance(value, (set, frozenset)):
+            raise SnapshotError(f"expected a set, got {type(value).__name__}")
+        encoded = [encode(v, item) for v in value]
+        return sorted(encoded, key=lambda e: json.dumps(e, sort_keys=True))
+    if origin in (dict, Mapping, MutableMapping) or tp is dict:
+        return _encode_mapping(value, args)
+    raise SnapshotError(f"no snapshot encoding for type {tp!r}")
+
+
+def _encode_union(value: Any, args: tuple[Any, ...]) -> Any:
+    if value is None and type(None) in args:
+        return None
+    for arm in args:
+        if arm is type(None):
+            continue
+        try:
+            return encode(value, arm)
+        except SnapshotError:
+            continue
+    raise SnapshotError(f"{type(value).__name__} fits no arm of {args}")
+
+
+def _encode_tuple(value: Any, args: tuple[Any, ...]) -> list[Any]:
+    if not isinstance(value, tuple):
+        raise SnapshotError(f"expected a tuple, got {type(value).__name__}")
+    if not args or (len(args) == 2 and args[1] is Ellipsis):
+        item = args[0] if args else Any
+        return [encode(v, item) for v in value]
+    if args == ((),):
+        args = ()
+    if len(value) != len(args):
+        raise SnapshotError(f"expected {len(args)} items, got {len(value)}")
+    return [encode(v, t) for v, t in zip(value, args, strict=True)]
+
+
+def _encode_mapping(value: Any, args: tuple[Any, ...]) -> Any:
+    if not isinstance(value, Mapping):
+        raise SnapshotError(f"expected a mapping, got {type(value).__name__}")
+    key_tp, val_tp = args if args else (Any, Any)
+    if _str_keyed(key_tp):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise SnapshotError(f"expected a str key, got {type(k).__name__}")
+            out[str(encode(k, key_tp))] = encode(v, val_tp)
+        return out
+    return [[encode(k, key_tp), encode(v, val_tp)] for k, v in value.items()]
+
+
+def _scalar(value: Any, tp: type) -> Any:
+    if tp is int and (type(value) is not int):
+        raise SnapshotError(f"expected int, got {type(value).__name__}")
+    if tp is bool and type(value) is not bool:
+        raise SnapshotError(f"expected bool, got {type(value).__name__}")
+    if tp is str and not isinstance(value, str):
+        raise SnapshotError(f"expected str, got {type(value).__name__}")
+    if tp is float and type(value) not in (int, float):
+        raise SnapshotError(f"expected float, got {type(value).__name__}")
+    return _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value as it is (``Any``, literals, enum values): tuples become lists."""
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if isinstance(value, enum.Enum):
+        return _plain(value.value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        return {str(k): _plain(v) for k, v in value.items()}
+    raise SnapshotError(f"{type(value).__name__} is not plain JSON (give it a type in the state)")
+
+
+# --- decoding -----------------------------------------------------------------------------------
+
+
+def decode(data: Any, tp: Any) -> Any:
+    """The value of type ``tp`` that :func:`encode` turned into ``data``; :class:`SnapshotError` when
+    ``data`` does not fit ``tp`` exactly."""
+    origin, args = get_origin(tp), get_args(tp)
+    if tp is Any:
+        return _check_plain(data)
+    if tp is None or tp is type(None):
+        if data is not None:
+            raise SnapshotError(f"expected null, got {type(data).__name__}")
+        return None
+    if origin is Literal:
+        for arg in args:
+            if type(arg) is type(data) and arg == data:
+                return arg
+        raise SnapshotError(f"{data!r} is not one of {args}")
+    if origin in (Union, types.UnionType):
+        return _decode_union(data, args)
+    if origin is typing.Annotated:
+        return decode(data, args[0])
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(data)
+        except ValueError:
+            raise SnapshotError(f"{data!r} is not a {tp.__name__}") from None
+    if tp in (int, str, bool, float):
+        return _scalar(data, tp)
+    if _is_namedtuple(tp):
+        hints = _hints(tp)
+        items = _array(data, len(tp._fields))
+        return tp(*(decode(v, hints[name]) for v, name in zip(items, tp._fields, strict=True)))
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _decode_dataclass(data, tp)
+    if origin is tuple or tp is tuple:
+        return _decode_tuple(data, args)
+    if origin in (list, Sequence) or tp is list:
+        item = args[0] if args else Any
+        values = [decode(v, item) for v in _array(data)]
+        return values if origin is list or tp is list else tuple(values)
+    if origin in (set, frozenset, AbstractSet):
+        item = args[0] if args else Any
+        values = [decode(v, item) for v in _array(data)]
+        return set(values) if origin is set else frozenset(values)
+    if origin in (dict, Mapping, MutableMapping) or tp is dict:
+        return _decode_mapping(data, args)
+    raise SnapshotError(f"no snapshot decoding for type {tp!r}")
+
+
+def _decode_union(data: Any, args: tuple[Any, ...]) -> Any:
+    if data is None and type(None) in args:
+        return None
+    fits: list[Any] = []
+    for arm in args:
+        if arm is type(None):
+            continue
+        try:
+            fits.append(decode(data, arm))
+        except SnapshotError:
+            continue
+        if not (dataclasses.is_dataclass(arm) or _is_namedtuple(arm)):
+            return fits[0]  # scalars and containers: the first arm that fits, as encode chose it
+    if len(fits) == 1:
+        return fits[0]
+    raise SnapshotError(f"data fits {len(fits)} arms of {args}, not exactly one")
+
+
+def _decode_dataclass(data: Any, tp: type) -> Any:
+    if not isinstance(data, dict):
+        raise SnapshotError(f"expected an object for {tp.__name__}, got {type(data).__name__}")
+    fields = dataclasses.fields(tp)
+    names = {f.name for f in fields}
+    if set(data) != names:
+        raise SnapshotError(f"{tp.__name__} has fields {sorted(names)}, the snapshot {sorted(data)[:20]}")
+    hints = _hints(tp)
+    values = {f.name: decode(data[f.name], hints[f.name]) for f in fields}
+    obj = tp(**{f.name: values[f.name] for f in fields if f.init})
+    for f in fields:
+        if not f.init:
+            object.__setattr__(obj, f.name, values[f.name])
+    return obj
+
+
+def _decode_tuple(data: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    if not args or (len(args) == 2 and args[1] is Ellipsis):
+        item = args[0] if args else Any
+        return tuple(decode(v, item) for v in _array(data))
+    if args == ((),):
+        args = ()
+    items = _array(data, len(args))
+    return tuple(decode(v, t) for v, t in zip(items, args, strict=True))
+
+
+def _decode_mapping(data: Any, args: tuple[Any, ...]) -> dict[Any, Any]:
+    key_tp, val_tp = args if args else (Any, Any)
+    if _str_keyed(key_tp):
+        if not isinstance(data, dict):
+            raise SnapshotError(f"expected an object, got {type(data).__name__}")
+        return {decode(k, key_tp): decode(v, val_tp) for k, v in data.items()}
+    out: dict[Any, Any] = {}
+    for pair in _array(data):
+        k, v = _array(pair, 2)
+        out[_hashable(decode(k, key_tp))] = decode(v, val_tp)
+    return out
+
+
+def _array(data: Any, length: int | None = None) -> list[Any]:
+    if not isinstance(data, list):
+        raise SnapshotError(f"expected an array, got {type(data).__name__}")
+    if length is not None and len(data) != length:
+        raise SnapshotError(f"expected {length} items, got {len(data)}")
+    return data
+
+
+def _hashable(key: Any) -> Any:
+    try:
+        hash(key)
+    except TypeError:
+        raise SnapshotError(f"a {type(key).__name__} cannot be a key") from None
+    return key
+
+
+def _check_plain(data: Any) -> Any:
+    if data is None or type(data) in (bool, int, str):
+        return data
+    if isinstance(data, list):
+        return [_check_plain(v) for v in data]
+    if isinstance(data, dict):
+        return {k: _check_plain(v) for k, v in data.items()}
+    raise SnapshotError(f"{type(data).__name__} is not plain JSON")
+
+
+# --- types --------------------------------------------------------------------------------------
+
+
+def _str_keyed(key_tp: Any) -> bool:
+    if key_tp is str:
+        return True
+    if get_origin(key_tp) is Literal:
+        return all(isinstance(a, str) for a in get_args(key_tp))
+    return isinstance(key_tp, type) and issubclass(key_tp, enum.Enum) and issubclass(key_tp, str)
+
+
+def _is_namedtuple(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
+
+
+@cache
+def _hints(tp: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(tp, globalns=vars(sys.modules[tp.__module__]), include_extras=False)
+    except (NameError, TypeError, KeyError) as exc:
+        raise SnapshotError(f"the fields of {tp.__qualname__} have no readable types: {exc}") from None
+
+
+def state_type(processor: Any) -> Any:
+    """The type of a processor's own state: the ``S`` of its ``Processor[S]`` base, else the class of
+    its initial state."""
+    for cls in type(processor).__mro__:
+        for base in getattr(cls, "__orig_bases__", ()):
+            args = get_args(base)
+            named = getattr(get_origin(base), "__name__", "") == "Processor"
+            if named and args and not isinstance(args[0], (str, typing.ForwardRef, typing.TypeVar)):
+                return args[0]
+    return type(processor.initial())
