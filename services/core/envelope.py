@@ -78,11 +78,16 @@ class Envelope(BaseModel):
     prev_hash: str | None = None
     hash: str
     payload: dict[str, Any]
+    auth: dict[str, str] | None = None
+    """Who wrote the record (DESIGN §9): ``{"key_id", "mac"}``, the MAC over ``hash`` with the writer's
+    key (:mod:`services.core.trust`). Outside the hash; absent from the bytes when ``None``, so an
+    unauthenticated record serializes exactly as before the field existed."""
 
     def body(self) -> dict[str, Any]:
-        """The envelope as a dict without ``hash``: what the hash covers."""
+        """The envelope as a dict without ``hash`` and ``auth``: what the hash covers."""
         data = self.model_dump()
         del data["hash"]
+        del data["auth"]
         return data
 
     def expected_hash(self) -> str:
@@ -90,8 +95,12 @@ class Envelope(BaseModel):
         return sha256_hex(canonical(self.body()))
 
     def to_json(self) -> bytes:
-        """The record's bytes on the wire and in the log: canonical JSON of the whole envelope."""
-        return canonical(self.model_dump())
+        """The record's bytes on the wire and in the log: canonical JSON of the whole envelope (``auth``
+        left out when ``None``)."""
+        data = self.model_dump()
+        if data["auth"] is None:
+            del data["auth"]
+        return canonical(data)
 
 
 @dataclass(frozen=True, slots=True)

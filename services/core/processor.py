@@ -12,6 +12,13 @@ of that lives here, once, so that the embedded and Kafka runtimes both just call
 * **validation at the edge** — every input payload of a contract type is validated against the
   event contract (:mod:`services.core.events`, tolerant of unknown fields) before the processor sees
   it (a type outside the contract is the processor's to refuse);
+* **trust at the input** (DESIGN §9) — a processor built by the composition root carries a
+  :class:`~services.core.trust.Guard`: each input is authenticated and authorized *before* anything
+  else; a refused record (``unauthenticated``, ``not_permitted``, ``key_mismatch``) becomes a dead
+  letter, changes no state and is **not** counted as applied, so a forgery cannot squat the id of the
+  real record that follows (its dead letter's id is derived from the forgery's hash, never from its
+  ``event_id``). Every output is then signed with the processor's own key. A processor without a
+  guard (pure unit tests of one processor) checks and signs nothing;
 * **dead letters** — a record the processor cannot understand (``DomainError`` or pydantic
   ``ValidationError`` raised while validating or handling) becomes a ``DeadLetter`` draft with a
   reason code and the
@@ -32,6 +39,7 @@ from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal, 
 from services.core.errors import DomainError
 from services.core.events import PAYLOADS, payload_of
 from services.core.topics import DEADLETTER
+from services.core.trust import Guard
 
 S = TypeVar("S")
 
@@ -47,7 +55,12 @@ class Processor(ABC, Generic[S]):
     validates_inputs: ClassVar[bool] = True
     """Whether :func:`step` validates each input payload before :meth:`handle` (dead-lettering what
     fails). Audit turns it off: it must check a record's hash and chain *before* its content, and an
-    invalid recorded event is a finding for it, not a dead letter."""
+    invalid recorded event is a finding for it, not a dead letter. It also means the guard checks
+    the MAC over the ``hash`` as written without recomputing it: audit reports an edited record's
+    hash itself."""
+    guard: Guard | None = None
+    """Authenticates inputs and signs outputs; set by the composition root
+    (:mod:`services.runtime.compose`). ``None``: no checks and no signatures (unit tests)."""
 
     @classmethod
     def stage_name(cls) -> str:
@@ -125,6 +138,20 @@ def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) ->
     """
     if record.event_id in state.applied:
         return []
+    guard = processor.guard
+    if guard is not None:
+        refusal = guard.admit(record, check_hash=processor.validates_inputs)
+        if refusal is not None:  # not applied: the real record under this id still will be
+            draft = dead_letter(record, None, refusal.reason.value, refusal.detail, record.topic)
+            env = seal(
+                draft,
+                event_id=derive_id(f"refused/{record.hash}", 0, stage_namespace(processor.stage_name())),
+                occurred_at=record.occurred_at,
+                producer=processor.name,
+                cause=record,
+                head=None,
+            )
+            return [guard.sign(env)]
     try:  # validate at the edge: a malformed payload never reaches handle
         if processor.validates_inputs and record.type in PAYLOADS:
             payload_of(record, tolerant=True)
@@ -147,7 +174,7 @@ def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) ->
         )
         if draft.chained:
             state.heads[head_key] = ChainHead(env.seq or 0, env.hash)
-        out.append(env)
+        out.append(guard.sign(env) if guard is not None else env)
     state.inner = inner
     state.applied.add(record.event_id)
     state.records += 1

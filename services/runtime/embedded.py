@@ -6,7 +6,11 @@ global, strictly increasing position across topics, so a processor that reads se
 them in one deterministic order, and an export is the log in that order. Appends are idempotent by
 ``event_id`` (a partial UNIQUE index): re-appending an identical record is a no-op, a different body
 under an existing id raises :class:`LogConflict` (TigerBeetle's ``exists`` vs
-``exists_with_different_*``). Dead letters are ``casino.deadletter`` records, also seen through the
+``exists_with_different_*``). Ids are unique per origin: a processor's output (``internal``) and an
+outside writer's record live in two id spaces, because an outsider can compute the id a processor is
+about to derive (ids are derived from public data) and write a forgery under it first: the forgery is
+refused by its consumer (DESIGN §9) and the real output still goes in, instead of a
+:class:`LogConflict` that would stop the pipeline on every restart. Dead letters are ``casino.deadletter`` records, also seen through the
 ``deadletter`` view.
 
 **Durability.** WAL journal, ``synchronous=FULL`` by default: every commit is fsynced before it
@@ -46,7 +50,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -54,6 +58,9 @@ from services.core.envelope import Envelope, derive_id, parse_record, seal
 from services.core.errors import Reason
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
 from services.runtime.logging import get_logger
+
+if TYPE_CHECKING:
+    from services.runtime.compose import Composition
 
 S = TypeVar("S")
 
@@ -76,9 +83,11 @@ CREATE TABLE IF NOT EXISTS records (
     key TEXT NOT NULL,
     event_id TEXT,
     type TEXT,
-    body BLOB NOT NULL
+    body BLOB NOT NULL,
+    internal INTEGER NOT NULL DEFAULT 0
 );
-CREATE UNIQUE INDEX IF NOT EXISTS records_event_id ON records(event_id) WHERE event_id IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS records_origin_event_id ON records(internal, event_id)
+    WHERE event_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS records_topic ON records(topic, "offset");
 CREATE INDEX IF NOT EXISTS records_topic_key ON records(topic, key, "offset");
 CREATE TABLE IF NOT EXISTS consumers (
@@ -136,7 +145,16 @@ class EmbeddedLog:
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute(f"PRAGMA synchronous={synchronous}")
+        self._migrate()
         self._conn.executescript(_SCHEMA)
+
+    def _migrate(self) -> None:
+        """A log written before ids were unique per origin: add the column, replace the index (its old
+        records count as outside records; a processor re-deriving one appends its own copy)."""
+        cols = {row[1] for row in self._conn.execute("PRAGMA table_info(records)")}
+        if cols and "internal" not in cols:
+            self._conn.execute("ALTER TABLE records ADD COLUMN internal INTEGER NOT NULL DEFAULT 0")
+            self._conn.execute("DROP INDEX IF EXISTS records_event_id")
 
     def close(self) -> None:
         """Close the connection (an open transaction is rolled back)."""
@@ -164,11 +182,16 @@ class EmbeddedLog:
 
     # -- writing -------------------------------------------------------------------------------------
 
-    def append(self, envelopes: Iterable[Envelope]) -> int:
-        """Append envelopes in order, idempotently by ``event_id``; returns how many were new."""
+    def append(self, envelopes: Iterable[Envelope], *, internal: bool = False) -> int:
+        """Append envelopes in order, idempotently by ``event_id``; returns how many were new.
+
+        ``internal``: the records are a processor's outputs (a runner's appends), whose ids are unique
+        among outputs; outside writers' records (the default) are unique among themselves.
+        """
         with self.transaction():
             return sum(
-                self._insert(env.topic, env.key, env.event_id, env.type, env.to_json()) for env in envelopes
+                self._insert(env.topic, env.key, env.event_id, env.type, env.to_json(), internal)
+                for env in envelopes
             )
 
     def append_raw(self, topic: str, key: str, raw: bytes) -> bool:
@@ -181,14 +204,18 @@ class EmbeddedLog:
         with self.transaction():
             return self._insert(topic, key, event_id, type_, raw)
 
-    def _insert(self, topic: str, key: str, event_id: str | None, type_: str | None, body: bytes) -> bool:
+    def _insert(
+        self, topic: str, key: str, event_id: str | None, type_: str | None, body: bytes, internal: bool = False
+    ) -> bool:
         try:
             self._conn.execute(
-                "INSERT INTO records (topic, key, event_id, type, body) VALUES (?, ?, ?, ?, ?)",
-                (topic, key, event_id, type_, body),
+                "INSERT INTO records (topic, key, event_id, type, body, internal) VALUES (?, ?, ?, ?, ?, ?)",
+                (topic, key, event_id, type_, body, int(internal)),
             )
         except sqlite3.IntegrityError:
-            found = self._conn.execute("SELECT body FROM records WHERE event_id = ?", (event_id,)).fetchone()
+            found = self._conn.execute(
+                "SELECT body FROM records WHERE internal = ? AND event_id = ?", (int(internal), event_id)
+            ).fetchone()
             if found is None:
                 raise
             if bytes(found[0]) != body:
@@ -450,7 +477,7 @@ class Runner(Generic[S]):
                 continue
             self.ids.offset = offset
             outputs.extend(step(self.processor, self.state, record))
-        self.log.append(outputs)
+        self.log.append(outputs, internal=True)
         self.position = rows[-1][0]
         self.committed = max(self.committed, self.position)
         self.log.commit_offset(self.name, self.committed)
@@ -461,7 +488,7 @@ class Runner(Generic[S]):
 
     def _dead(self, offset: int, topic: str, raw: bytes, detail: str, reason: Reason) -> Envelope:
         draft = dead_letter(None, raw, reason.value, detail, topic)
-        return seal(
+        env = seal(
             draft,
             # the runner's name is in the id: two processors reading one topic dead-letter it apart
             event_id=derive_id(f"dead/{self.name}/{topic}/{offset}", 0),
@@ -470,6 +497,8 @@ class Runner(Generic[S]):
             cause=None,
             head=None,
         )
+        guard = self.processor.guard
+        return guard.sign(env) if guard is not None else env
 
     def _snapshot(self) -> None:
         blob = pickle.dumps(replace(self.state, applied=set()), protocol=pickle.HIGHEST_PROTOCOL)
@@ -531,17 +560,9 @@ class EmbeddedBus:
         self.log.close()
 
 
-def default_pipeline() -> list[tuple[str, Processor[Any]]]:
-    """The reference processors with their consumer names, in the order the bus steps them."""
-    from services.audit.processor import Audit  # noqa: PLC0415 (the log itself needs no processor)
-    from services.dealer.processor import Dealer  # noqa: PLC0415
-    from services.monitor.processor import Monitor  # noqa: PLC0415
-    from services.settlement.processor import PayoutStage, WalletStage  # noqa: PLC0415
+def default_pipeline(composition: Composition | None = None) -> list[tuple[str, Processor[Any]]]:
+    """The reference processors with their consumer names, in the order the bus steps them, from the
+    composition root (default: demo/test mode on the public demo keyring)."""
+    from services.runtime.compose import Composition  # noqa: PLC0415 (the log itself needs no processor)
 
-    return [
-        ("dealer", Dealer()),
-        ("settlement.payout", PayoutStage()),
-        ("settlement.wallet", WalletStage()),
-        ("audit", Audit()),
-        ("monitor", Monitor()),
-    ]
+    return (composition or Composition.demo()).pipeline()

@@ -64,6 +64,15 @@ class Settings(BaseSettings):
         default=False, description="faust's web server (one per process: distinct ports)"
     )
     web_port: int = 6066
+    keyring: Path | None = Field(
+        default=None,
+        description="the keyring file (DESIGN §9: `casino-ledger keys new`); every command and worker "
+        "reads its keys from it",
+    )
+    demo_mode: bool = Field(
+        default=False,
+        description="demo/test mode: the public demo keyring and inbox-chosen shoe seeds are allowed",
+    )
     topic_spec: Path = Field(
         default=Path("schemas/topics.yaml"), description="topic list for `create-topics`"
     )
