@@ -53,7 +53,8 @@ class Composition:
         """
         s = settings if settings is not None else Settings()
         if s.keyring is not None:
-            ring = require_private(load_keyring(s.keyring), demo_mode=s.demo_mode, where=f"keyring {s.keyring}")
+            where = f"keyring {s.keyring}"
+            ring = require_private(load_keyring(s.keyring), demo_mode=s.demo_mode, where=where)
             return cls(ring, demo_mode=s.demo_mode)
         if s.demo_mode:
             return cls(demo_keyring(), demo_mode=True)

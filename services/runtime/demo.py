@@ -23,7 +23,10 @@ from rich.table import Table
 
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
+from services.runtime.compose import Composition
+from services.runtime.keyring import KeyringError, load_keyring, new_keyring, save_keyring
 from services.runtime.replay import Report, read_db, replay
+from services.runtime.settings import Settings
 from services.runtime.simulator import Session, TableSpec, demo_tables
 
 DEFAULT_COUPS = 60
@@ -147,16 +150,33 @@ def main(args: argparse.Namespace) -> int:
 
     db = Path(args.db) if args.db else Path("var") / f"demo-seed{args.seed}.db"
     db.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        composition = demo_composition(Path(f"{db}.keyring.json"))
+    except KeyringError as exc:
+        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+        return 2
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    bus = EmbeddedBus(db)
+    bus = EmbeddedBus(db, composition.pipeline())
     try:
-        _play(console, Session(bus, seed=args.seed), tables, coups)
+        _play(console, Session(bus, seed=args.seed, keyring=composition.keyring), tables, coups)
     finally:
         bus.close()
     report = replay(read_db(db))
     render(console, summarise(read_db(db)), report, f"{db}  (try: casino-ledger replay --db {db})")
     return 0 if report.clean else 1
+
+
+def demo_composition(beside: Path) -> Composition:
+    """The demo's processors: on ``CASINO_KEYRING`` when set, else on the keyring file ``beside`` (the
+    db's ``<db>.keyring.json``: loaded when it exists, so a rerun replays the same shoes; else made
+    fresh, mode 0600). Demo mode: the simulator may choose seeds; the public demo keys are allowed."""
+    if os.environ.get("CASINO_KEYRING"):
+        return Composition.from_settings(Settings(demo_mode=True))
+    ring = load_keyring(beside) if beside.exists() else new_keyring()
+    if not beside.exists():
+        save_keyring(ring, beside)
+    return Composition.demo(ring)
 
 
 def _play(console: Console, session: Session, tables: list[TableSpec], coups: int) -> None:
@@ -177,7 +197,6 @@ def _main_kafka(args: argparse.Namespace, console: Console, tables: list[TableSp
     second run never mixes with the first; the workers log under ``var/kafka/<prefix>``.
     """
     from services.runtime.kafka_bus import quick_settings, running  # noqa: PLC0415
-    from services.runtime.settings import Settings  # noqa: PLC0415
 
     base = Settings(bootstrap_servers=args.kafka)
     if not os.environ.get("CASINO_TOPIC_PREFIX"):
@@ -185,9 +204,17 @@ def _main_kafka(args: argparse.Namespace, console: Console, tables: list[TableSp
         base = base.model_copy(update={"topic_prefix": f"demo-{args.seed}-{stamp}."})
     settings = quick_settings(base)
     log_dir = Path("var") / "kafka" / settings.topic_prefix.rstrip(".")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        composition = demo_composition(log_dir / "keyring.json")
+    except KeyringError as exc:
+        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+        return 2
+    ring_path = settings.keyring or log_dir / "keyring.json"
+    settings = settings.model_copy(update={"keyring": ring_path, "demo_mode": True})
     console.print(f"topics {settings.topic_prefix}*, worker logs in {log_dir}")
     with running(settings, log_dir) as bus:
-        _play(console, Session(bus, seed=args.seed), tables, coups)
+        _play(console, Session(bus, seed=args.seed, keyring=composition.keyring), tables, coups)
         records = bus.consume_all()
     report = replay(records)
     prefix = settings.topic_prefix

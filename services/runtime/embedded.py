@@ -10,8 +10,8 @@ under an existing id raises :class:`LogConflict` (TigerBeetle's ``exists`` vs
 outside writer's record live in two id spaces, because an outsider can compute the id a processor is
 about to derive (ids are derived from public data) and write a forgery under it first: the forgery is
 refused by its consumer (DESIGN §9) and the real output still goes in, instead of a
-:class:`LogConflict` that would stop the pipeline on every restart. Dead letters are ``casino.deadletter`` records, also seen through the
-``deadletter`` view.
+:class:`LogConflict` that would stop the pipeline on every restart. Dead letters are
+``casino.deadletter`` records, also seen through the ``deadletter`` view.
 
 **Durability.** WAL journal, ``synchronous=FULL`` by default: every commit is fsynced before it
 returns, so a record acknowledged to an outside writer (a deposit at the cashier) survives a power
@@ -204,8 +204,14 @@ class EmbeddedLog:
         with self.transaction():
             return self._insert(topic, key, event_id, type_, raw)
 
-    def _insert(
-        self, topic: str, key: str, event_id: str | None, type_: str | None, body: bytes, internal: bool = False
+    def _insert(  # noqa: PLR0917 (one row's columns)
+        self,
+        topic: str,
+        key: str,
+        event_id: str | None,
+        type_: str | None,
+        body: bytes,
+        internal: bool = False,
     ) -> bool:
         try:
             self._conn.execute(

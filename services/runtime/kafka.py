@@ -719,7 +719,8 @@ def run_worker(name: str, settings: Settings, factory: ServiceFactory | None = N
         known = ", ".join(sorted(PROCESSORS)) or "none registered"
         raise SystemExit(f"casino-ledger: error: no Kafka service {name!r} (known: {known})")
     try:
-        processors = _as_processors(factory() if factory else Composition.from_settings(settings).service(name))
+        made = factory() if factory else Composition.from_settings(settings).service(name)
+        processors = _as_processors(made)
     except KeyringError as exc:
         print(f"casino-ledger: error: {exc}", file=sys.stderr)  # noqa: T201
         raise SystemExit(2) from None

@@ -96,7 +96,7 @@ def new_keyring(extra: Mapping[str, Any] | None = None) -> Keyring:
 def demo_keyring() -> Keyring:
     """The public demo keyring, derived from :data:`DEMO_KEYRING_SEED` (demo and test mode only)."""
     keys = {
-        p: PrincipalKey(p, f"{p.value}-demo0000", hmac.new(DEMO_KEYRING_SEED, p.value.encode(), "sha256").digest())
+        p: PrincipalKey(p, f"{p.value}-demo0000", hmac.digest(DEMO_KEYRING_SEED, p.value.encode(), "sha256"))
         for p in Principal
     }
     return Keyring(keys, {"api_keys": []})
@@ -173,7 +173,7 @@ def save_keyring(keyring: Keyring, path: str | Path, *, overwrite: bool = False)
 def require_private(keyring: Keyring, *, demo_mode: bool, where: str = "keyring") -> Keyring:
     """``keyring`` unless it holds a public demo secret outside demo/test mode (:class:`KeyringError`)."""
     if not demo_mode and keyring.is_demo:
-        raise KeyringError(f"{where}: holds the public demo keys, which are refused outside demo and test mode")
+        raise KeyringError(f"{where}: holds the public demo keys, refused outside demo and test mode")
     return keyring
 
 

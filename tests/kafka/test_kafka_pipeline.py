@@ -39,7 +39,10 @@ TABLES = [t for t in DEFAULT_TABLES if t.variant in ("punto_banco", "chemin_de_f
 
 def _settings(broker: str) -> Settings:
     return quick_settings(
-        Settings(bootstrap_servers=broker, topic_prefix=f"p{uuid.uuid4().hex[:10]}.", partitions=3), env={}
+        Settings(
+            bootstrap_servers=broker, topic_prefix=f"p{uuid.uuid4().hex[:10]}.", partitions=3, demo_mode=True
+        ),
+        env={},
     )
 
 
