@@ -264,6 +264,13 @@ class EmbeddedLog:
                 return
             after = rows[-1][0]
 
+    def holds(self, event_id: str, *, internal: bool = False) -> bool:
+        """Whether an outside writer's record (a processor's output, with ``internal``) has ``event_id``."""
+        row = self._conn.execute(
+            "SELECT 1 FROM records WHERE internal = ? AND event_id = ?", (int(internal), event_id)
+        ).fetchone()
+        return row is not None
+
     def count(self, topic: str | None = None) -> int:
         """How many records the log holds (on ``topic`` only, when given)."""
         if topic is None:

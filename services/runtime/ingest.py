@@ -3,7 +3,7 @@
 One JSON object per line, either a full envelope or ``{"type", "key", "payload"[, "event_id",
 "occurred_at"]}`` (the tool fills the rest: the topic from the type, ``event_id`` derived from the
 input's digest and the line number, so ingesting the same file twice appends nothing new;
-``occurred_at`` the time of ingestion). With ``--as PRINCIPAL`` (repeatable) each record is
+``occurred_at`` the time of the first ingestion). With ``--as PRINCIPAL`` (repeatable) each record is
 authenticated with that principal's key from the keyring (``CASINO_KEYRING``); a line's own ``"as"``
 picks one of those given, the first by default. Without ``--as`` lines go in exactly as given, as an
 outsider's would: the consumers then refuse what they must (DESIGN §9).
@@ -50,10 +50,11 @@ class BadLine(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Line:
-    """One readable line: the record to append."""
+    """One readable line: the record to append (``derived``: its id and time were filled in here)."""
 
     lineno: int
     record: Envelope
+    derived: bool = False
 
 
 def _now() -> str:
@@ -71,7 +72,9 @@ def read_lines(
         if not raw.strip():
             continue
         try:
-            good.append(Line(lineno, _record(lineno, raw, digest, principals, keyring, now)))
+            record = _record(lineno, raw, digest, principals, keyring, now)
+            derived = record.event_id == name_id("ingest", digest, str(lineno))
+            good.append(Line(lineno, record, derived))
         except BadLine as exc:
             bad.append(exc)
     return good, bad
@@ -197,8 +200,11 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"--db {db}: cannot be opened as a log ({type(exc).__name__})")
     try:
         head = log.head()
+        # a derived id names this input's line: held already means this file was ingested before (its
+        # filled-in time differs, the record does not)
+        fresh = [ln.record for ln in good if not (ln.derived and log.holds(ln.record.event_id))]
         try:
-            appended = log.append([line.record for line in good])
+            appended = log.append(fresh)
         except LogConflict as conflict:
             where = next((ln.lineno for ln in good if ln.record.event_id == conflict.event_id), 0)
             return fail(f"line {where}: event_id {conflict.event_id} is already in the log with another body")
