@@ -3,6 +3,7 @@ money and every table, wallet and audit stream stay exactly as without it, and p
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -10,10 +11,10 @@ import pytest
 from services.core import topics
 from services.core.baccarat import get_variant
 from services.core.cards import shoe_cards
-from services.core.envelope import Envelope, parse_record
+from services.core.envelope import Envelope, parse_record, request
 from services.core.shoe import commitment, shuffle
 from services.runtime.compose import Composition
-from services.runtime.embedded import EmbeddedBus
+from services.runtime.embedded import EmbeddedBus, EmbeddedLog, LogConflict
 from services.runtime.keyring import Keyring, new_keyring
 from tests.helpers import attacks
 from tests.helpers.attacks import CHOSEN_SEED, T
@@ -111,3 +112,38 @@ def test_shoes_depend_on_the_dealer_secret(ring: Keyring, reference: list[Envelo
 
     assert commitments(other) and set(commitments(other)).isdisjoint(commitments(reference))
     assert [e.to_json() for e in again] == [e.to_json() for e in reference]
+
+
+def test_outside_records_and_outputs_have_their_own_id_spaces(tmp_path: Path) -> None:
+    """An outside record under an id a processor writes later does not block that output; each space
+    stays idempotent (same bytes: no-op) and strict (other bytes: LogConflict)."""
+
+    def rec(amount: int) -> Envelope:
+        payload = {"account_id": "a", "amount_minor": amount, "currency": "EUR"}
+        return request("Deposit", topics.WALLET_REQUESTS, "a", payload, event_id="x", occurred_at=attacks.T0,
+                       producer="p")  # fmt: skip
+
+    with EmbeddedLog(tmp_path / "log.db") as log:
+        assert log.append([rec(1)]) == 1
+        assert log.append([rec(2)], internal=True) == 1
+        assert log.append([rec(1)]) == 0 and log.append([rec(2)], internal=True) == 0
+        with pytest.raises(LogConflict):
+            log.append([rec(3)], internal=True)
+        assert log.holds("x") and log.holds("x", internal=True) and log.count() == 2
+
+
+def test_a_log_written_before_id_spaces_opens_and_keeps_its_records(tmp_path: Path) -> None:
+    """A log file with the old single id index is migrated on open: its records stay, in order."""
+    db = tmp_path / "old.db"
+    con = sqlite3.connect(db)
+    con.executescript(
+        'CREATE TABLE records ("offset" INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, '
+        "key TEXT NOT NULL, event_id TEXT, type TEXT, body BLOB NOT NULL);"
+        "CREATE UNIQUE INDEX records_event_id ON records(event_id) WHERE event_id IS NOT NULL;"
+        "INSERT INTO records (topic, key, event_id, type, body) VALUES ('t', 'k', 'x', 'T', x'7b7d');"
+    )
+    con.commit()
+    con.close()
+    with EmbeddedLog(db) as log:
+        assert [row[1:] for row in log.iter_all()] == [("t", "k", b"{}")]
+        assert log.holds("x")

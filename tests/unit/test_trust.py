@@ -238,3 +238,35 @@ def test_a_guard_built_from_keys_admits_only_what_it_knows() -> None:
     guard = Guard(by_key_id([own]), own)
     refusal = guard.admit(authenticate(_deposit(), RING.key(P.CASHIER)))
     assert refusal is not None and refusal.reason == "unauthenticated"
+
+
+# --- the monitor's alert on a refused record ---------------------------------------------------------
+
+
+def _dead_letter_of(stage_name: str, record: Envelope) -> Envelope:
+    made = {p.stage_name(): p for p in Composition.demo().processors()}[stage_name]
+    (dead,) = step(made, initial_state(made), record)
+    return dead
+
+
+@pytest.mark.parametrize(
+    ("stage_name", "record", "alerts"),
+    [
+        ("settlement.wallet", _deposit(), 1),  # refused by the primary consumer: one alert
+        ("audit", _deposit(), 0),  # the same refusal by another reader of the topic: none
+        ("settlement.wallet", authenticate(_deposit(amount=0), RING.key(P.CASHIER)), 0),  # not a refusal
+    ],
+)
+def test_the_monitor_alerts_once_per_refused_record(stage_name: str, record: Envelope, alerts: int) -> None:
+    """A dead letter of a record refused at the input by its topic's primary consumer raises one
+    ``refused_record`` alert naming the record; other dead letters raise none."""
+    dead = _dead_letter_of(stage_name, record)
+    monitor = Composition.demo().monitor()
+    out = step(monitor, initial_state(monitor), dead)
+    assert len(out) == alerts
+    for alert in out:
+        assert alert.type == "AnomalyDetected" and alert.key == topics.WALLET_REQUESTS
+        p = alert.payload
+        assert (p["detector"], p["category"], p["severity"]) == ("refused_record", "trust", "warning")
+        assert p["subject"]["event_ids"] == [record.event_id] and p["subject"]["type"] == "Deposit"
+        assert p["observed"] == {"reason": "unauthenticated"}
