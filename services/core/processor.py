@@ -131,16 +131,19 @@ def describe(exc: DomainError | ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(payload)'}: {e['msg']}" for e in problems)
 
 
-def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) -> list[Envelope]:
+def step(
+    processor: Processor[S], state: ProcessorState[S], record: Envelope, raw: bytes | None = None
+) -> list[Envelope]:
     """Apply ``record`` to ``state`` in place (the shell owns the mutable holder) and seal the outputs.
 
-    Returns the envelopes to append, in order; an empty list for a re-delivered record.
+    Returns the envelopes to append, in order; an empty list for a re-delivered record. ``raw``: the
+    bytes ``record`` was decoded from, when the shell has them (checking its hash is then cheaper).
     """
     if record.event_id in state.applied:
         return []
     guard = processor.guard
     if guard is not None:
-        refusal = guard.admit(record, check_hash=processor.validates_inputs)
+        refusal = guard.admit(record, check_hash=processor.validates_inputs, raw=raw)
         if refusal is not None:  # not applied: the real record under this id still will be
             draft = dead_letter(record, None, refusal.reason.value, refusal.detail, record.topic)
             env = seal(
@@ -150,8 +153,9 @@ def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) ->
                 producer=processor.name,
                 cause=record,
                 head=None,
+                auth_for=guard.auth_for,
             )
-            return [guard.sign(env)]
+            return [env]
     try:  # validate at the edge: a malformed payload never reaches handle
         if processor.validates_inputs and record.type in PAYLOADS:
             payload_of(record, tolerant=True)
@@ -171,10 +175,11 @@ def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) ->
             producer=processor.name,
             cause=record,
             head=head,
+            auth_for=guard.auth_for if guard is not None else None,
         )
         if draft.chained:
             state.heads[head_key] = ChainHead(env.seq or 0, env.hash)
-        out.append(guard.sign(env) if guard is not None else env)
+        out.append(env)
     state.inner = inner
     state.applied.add(record.event_id)
     state.records += 1

@@ -489,7 +489,7 @@ class Runner(Generic[S]):
                 outputs.append(self._dead(offset, topic, raw, detail, Reason.INVALID_PAYLOAD))
                 continue
             self.ids.offset = offset
-            outputs.extend(step(self.processor, self.state, record))
+            outputs.extend(step(self.processor, self.state, record, raw))
         self.log.append(outputs, internal=True)
         self.position = rows[-1][0]
         self.committed = max(self.committed, self.position)

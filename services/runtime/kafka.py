@@ -479,7 +479,7 @@ class Pipe:
         p = record.payload
         self.last = {"type": record.type, "event_id": record.event_id, "key": record.key,
                      "table_id": p.get("table_id"), "coup_id": p.get("coup_id")}  # fmt: skip
-        return step(self.processor, self.state, record)
+        return step(self.processor, self.state, record, value)
 
 
 class Shell:
