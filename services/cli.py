@@ -25,11 +25,11 @@ def cmd_deal(args: argparse.Namespace) -> int:
     """Resolve one coup (or one per stdin line with --batch) from a given card order."""
     from services.core.baccarat import get_variant, resolve  # noqa: PLC0415 (keeps --help fast)
     from services.core.baccarat.variants.punto_banco import TwoHandGame  # noqa: PLC0415
-    from services.core.cards import parse_cards  # noqa: PLC0415
+    from services.core.cards import check_shoe_holds, parse_cards  # noqa: PLC0415
 
     try:
         variant = get_variant(args.variant)
-        config = variant.config(decks=args.decks) if args.decks else variant.config()
+        config = variant.config(decks=args.decks) if args.decks is not None else variant.config()
         strategy = variant.strategies().get(args.strategy) if args.strategy else None
         if args.strategy and strategy is None:
             known = list(variant.strategies())
@@ -48,6 +48,7 @@ def cmd_deal(args: argparse.Namespace) -> int:
             continue
         try:
             cards = parse_cards(line)
+            check_shoe_holds(cards, config.decks)
             result = fast(cards) if fast else resolve(config, cards, strategy=strategy)
         except DomainError as exc:
             where = f"line {lineno}: " if args.batch else ""
@@ -58,16 +59,24 @@ def cmd_deal(args: argparse.Namespace) -> int:
 
 def cmd_odds(args: argparse.Namespace) -> int:
     """Exact probabilities and house edge of every bet, by full enumeration."""
-    from services.core.baccarat import odds  # noqa: PLC0415
+    from services.core.baccarat import get_variant, odds  # noqa: PLC0415
 
     try:
+        decks = get_variant(args.variant).default_decks if args.decks is None else args.decks
         if args.json:
-            print(json.dumps(odds.odds_report(args.variant, args.decks), indent=2))
+            print(json.dumps(odds.odds_report(args.variant, decks), indent=2))
         else:
-            print(odds.odds_text(args.variant, args.decks))
+            print(odds.odds_text(args.variant, decks))
     except DomainError as exc:
         return _fail(str(exc))
     return 0
+
+
+def cmd_settle(args: argparse.Namespace) -> int:
+    """The dispute calculator: one coup and its bets in, acceptance, result and payouts out (§10)."""
+    from services.runtime import settle  # noqa: PLC0415
+
+    return settle.main(args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -145,9 +154,13 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one table of su
 
     o = sub.add_parser("odds", help="exact probabilities and house edge by full enumeration")
     o.add_argument("--variant", required=True)
-    o.add_argument("--decks", type=int, default=8)
+    o.add_argument("--decks", type=int, default=None, help="default: the variant's own")
     o.add_argument("--json", action="store_true")
     o.set_defaults(func=cmd_odds)
+
+    st = sub.add_parser("settle", help="dispute calculator: one coup and its bets, every payout (JSON)")
+    st.add_argument("--in", dest="infile", default=None, help="the coup as JSON (default: stdin)")
+    st.set_defaults(func=cmd_settle)
 
     e = sub.add_parser("export", help="every event of the log as JSONL, in log order")
     e.add_argument("--db", required=True)

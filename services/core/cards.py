@@ -12,6 +12,7 @@ its own value table to :func:`hand_total`.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Final
 
@@ -39,6 +40,8 @@ def parse_card(text: str) -> Card:
 
     Raises ``DomainError(UNKNOWN_CARD)`` for anything else, naming the offending text.
     """
+    if not isinstance(text, str):
+        raise DomainError(Reason.UNKNOWN_CARD, f"not a card: {text!r} (a card is text, e.g. 9S, TH, 10D)")
     raw = text.strip().upper()
     if raw.startswith("10") and len(raw) == 3:
         raw = "T" + raw[2]
@@ -73,3 +76,14 @@ def shoe_cards(decks: int) -> tuple[Card, ...]:
     if not 1 <= decks <= 8:
         raise DomainError(Reason.BAD_CONFIG, f"a shoe holds 1 to 8 decks, not {decks}")
     return deck() * decks
+
+
+def check_shoe_holds(cards: Iterable[Card], decks: int) -> None:
+    """Refuse a card order no shoe of ``decks`` decks can produce: a card seen more often than the
+    shoe holds copies of it (``DomainError(CARD_NOT_IN_SHOE)``, naming the card)."""
+    for card, seen in Counter(cards).items():
+        if seen > decks:
+            raise DomainError(
+                Reason.CARD_NOT_IN_SHOE,
+                f"{card} appears {seen} times, a shoe of {decks} deck(s) holds {decks} of it",
+            )

@@ -25,6 +25,7 @@ class Reason(StrEnum):
     BAD_CONFIG = "bad_config"
     UNKNOWN_SPOT = "unknown_spot"
     SHOE_COMMITMENT_MISMATCH = "shoe_commitment_mismatch"
+    CARD_NOT_IN_SHOE = "card_not_in_shoe"
 
     # operator commands and bets refused by the dealer (business refusals: events, not errors)
     NO_TABLE = "no_table"

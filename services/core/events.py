@@ -511,17 +511,19 @@ class OpenTable(TableCommand):
     """Open a table of ``variant``. The paytable is chosen through ``tie_pays``, ``commission_bps``,
     ``commission_rounding`` and the variant's ``options`` (unset: the variant's defaults); the dealer
     publishes the resulting full paytable in ``TableOpened``. ``limits`` per spot; ``operator`` is who
-    opened it (DESIGN §8: who did what)."""
+    opened it (DESIGN §8: who did what). The configuration fields are any JSON here: what a variant
+    allows is its own declaration (:mod:`services.core.baccarat.settings`), checked by the dealer, which
+    refuses the rest with ``CommandRefused`` (``bad_config``) naming every problem."""
 
     variant: Name
     currency: Currency
-    decks: Annotated[StrictInt, Field(gt=0)] | None = None
-    tie_pays: Count | None = None
-    commission_bps: Count | None = None
-    commission_rounding: Name | None = None
-    punters: Count | None = None
+    decks: Json = None
+    tie_pays: Json = None
+    commission_bps: Json = None
+    commission_rounding: Json = None
+    punters: Json = None
     limits: dict[Name, Limit] = Field(default_factory=dict)
-    options: dict[str, Json] = Field(default_factory=dict)
+    options: Json = Field(default_factory=dict)
     operator: Id | None = None
 
 

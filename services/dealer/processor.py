@@ -55,7 +55,8 @@ class Refusal(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Shoe:
-    """The shoe in play. ``order`` is known for an RNG shoe; a smart shoe reports cards instead."""
+    """The shoe in play. ``order`` is known for an RNG shoe; for a smart shoe it is the cards read so
+    far (a card the shoe has already given as many times as its decks hold is refused)."""
 
     shoe_id: str
     mode: str
@@ -103,11 +104,18 @@ Out = list[tuple[str, dict[str, Any]]]
 
 
 def table_config(payload: Mapping[str, Any]) -> TableConfig:
-    """The engine configuration an ``OpenTable`` command asks for (refused if the variant cannot)."""
+    """The engine configuration an ``OpenTable`` command asks for: its fields and ``options`` checked
+    against the variant's declared settings; ``DomainError(BAD_CONFIG)`` naming every problem otherwise
+    (the dealer answers ``CommandRefused`` and the table is never opened)."""
     variant = get_variant(str(payload["variant"]))
-    overrides: dict[str, Any] = dict(payload.get("options") or {})
+    options = payload.get("options") or {}
+    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+        raise DomainError(Reason.BAD_CONFIG, f"options must be an object of settings, not {options!r:.60}")
+    overrides: dict[str, Any] = dict(options)
     for name in ("decks", "tie_pays", "commission_bps", "commission_rounding", "punters"):
         if payload.get(name) is not None:
+            if name in overrides:
+                raise DomainError(Reason.BAD_CONFIG, f"{name} is given twice (field and option)")
             overrides[name] = payload[name]
     return variant.config(**overrides)
 
@@ -148,7 +156,7 @@ class Dealer(Processor[DealerState]):
         except Refusal as refusal:
             new_table, out = table, [_refused(record, refusal)]
         except DomainError as err:
-            if record.type in ("OpenTable", "BetPlaced"):
+            if record.type == "BetPlaced":
                 raise
             new_table, out = table, [_refused(record, Refusal(err.reason, err.message))]
         tables = dict(state.tables)
@@ -221,10 +229,11 @@ def on_open_shoe(table: Table | None, rec: Envelope, shoe_key: bytes = DEMO_SHOE
     if mode == "rng":
         seed = bytes.fromhex(str(p["seed_hex"])) if p.get("seed_hex") else shoe_seed(shoe_key, rec.key, p)
         order = shuffle(seed, cards)
-        first, stop = play_window(order, variant.shoe_rules)
+        first, stop = play_window(order, variant.shoe_rules_for(t.config))
         shoe = Shoe(str(p["shoe_id"]), mode, order, seed.hex(), commitment(seed, order), first, stop)
     elif mode == "smart":
-        shoe = Shoe(str(p["shoe_id"]), mode, (), None, None, 0, len(cards) - variant.shoe_rules.stop_from_end)
+        stop_from_end = variant.shoe_rules_for(t.config).stop_from_end
+        shoe = Shoe(str(p["shoe_id"]), mode, (), None, None, 0, len(cards) - stop_from_end)
     else:
         raise DomainError(Reason.BAD_CONFIG, f"a shoe is 'rng' or 'smart', not {mode!r}")
     return replace(t, shoe=shoe), [("ShoeOpened", {
@@ -308,7 +317,13 @@ def on_card_read(table: Table | None, rec: Envelope) -> tuple[Table, Out]:
     t = _need(table)
     if t.shoe is None or t.shoe.mode != "smart" or t.coup is None or t.coup.state is None:
         raise Refusal(Reason.CARD_NOT_DUE, "no smart-shoe card is due at this table")
-    card = parse_card(str(rec.payload["card"]))
+    card = parse_card(rec.payload.get("card"))
+    held = shoe_cards(t.config.decks).count(card)
+    if t.shoe.order.count(card) >= held:
+        raise Refusal(
+            Reason.CARD_NOT_IN_SHOE,
+            f"{card}: shoe {t.shoe.shoe_id} ({t.config.decks} deck(s)) has dealt all {held} of it",
+        )
     t, out = _take_card(t, card, [])
     return _advance(t, rec, out)
 
@@ -373,6 +388,8 @@ def _take_card(t: Table, card: str, out: Out) -> tuple[Table, Out]:
         "card": card, "shoe_position": t.shoe.position,
     })]  # fmt: skip
     shoe = replace(t.shoe, position=t.shoe.position + 1)
+    if shoe.mode == "smart":  # a smart shoe's order is what it has read so far
+        shoe = replace(shoe, order=(*shoe.order, card))
     return replace(t, shoe=shoe, coup=replace(t.coup, state=state)), out
 
 

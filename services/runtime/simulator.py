@@ -253,12 +253,15 @@ class TablePlay:
         """
         s = self.session
         rng, all_spots = s.rng, self.variant.spots(self.config)
-        spots = [x for x in all_spots if x != "bank"]
+        spots = [x for x in all_spots if x not in ("bank", "bank_cover")]
         lo = self.spec.min_minor
         players = rng.sample(s.accounts(), k=rng.randint(2, min(8, len(s.accounts()))))
         out: list[tuple[str, str, int]] = []
         if "bank" in all_spots:
-            out.append((players[0], "bank", lo * rng.choice((20, 50, 100))))
+            bank = lo * rng.choice((20, 50, 100))
+            out.append((players[0], "bank", bank))
+            if "bank_cover" in all_spots:  # french club: the banker reserves what he may owe (seed 000)
+                out.append((players[0], "bank_cover", bank * 2))
             players = players[1:]
         hands = ("player", "banker", "tie", "ponte")
         main = [x for x in spots if x in hands or x.startswith(("punter", "left", "right"))]

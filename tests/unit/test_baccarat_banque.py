@@ -354,7 +354,7 @@ def test_bank_grade_direction() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    cards=st.lists(st.sampled_from(deck()), min_size=9, max_size=9),
+    cards=st.lists(st.sampled_from(deck()), min_size=9, max_size=9, unique=True),
     strategy=st.sampled_from(sorted(BaccaratBanque().strategies())),
     decks=st.sampled_from([3, 6]),
     bank=st.integers(1, 100_000),

@@ -238,7 +238,7 @@ def test_decision_required_without_strategy() -> None:
 
 # --- strategies -------------------------------------------------------------------------------------
 
-CARDS = st.lists(st.sampled_from(deck()), min_size=6, max_size=6)
+CARDS = st.lists(st.sampled_from(deck()), min_size=6, max_size=6, unique=True)
 
 
 @settings(max_examples=300, deadline=None)

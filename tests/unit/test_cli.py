@@ -77,7 +77,8 @@ def test_odds_json_has_the_contract_shape(capsys: pytest.CaptureFixture[str]) ->
 
 def test_every_variant_deals_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     """Every registered variant resolves a coup from a card list (decisions by its default strategy)."""
-    cards = " ".join(["2S", "3H", "4D", "5C", "6S", "7H", "KD", "QC", "9S", "8H"] * 4)
+    ranks = ["2", "3", "4", "5", "6", "7", "K", "Q", "9", "8"]  # a shoe order one deck can hold
+    cards = " ".join(r + "SHDC"[(i + k) % 4] for k in range(3) for i, r in enumerate(ranks))
     for variant in VARIANTS:
         code, out, err = run(capsys, "deal", "--variant", variant, "--cards", cards)
         assert code == 0, (variant, err)

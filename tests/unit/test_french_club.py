@@ -55,7 +55,7 @@ def test_registered() -> None:
     assert VARIANT.rules_version.startswith("french_club/")
     assert "000" in VARIANT.source
     assert VARIANT.hands(VARIANT.config()) == ("ponte", "banker")
-    assert VARIANT.spots(VARIANT.config()) == ("bank", "banker", "ponte", "tie")
+    assert VARIANT.spots(VARIANT.config()) == ("bank", "bank_cover", "banker", "ponte", "tie")
 
 
 def test_one_deck() -> None:

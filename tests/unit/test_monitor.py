@@ -274,9 +274,18 @@ def unasked_reads(t: TableRun) -> tuple[list[tuple[str, str]], list[list[str]]]:
 
 
 def duplicate_card_one_deck(t: TableRun) -> tuple[list[tuple[str, str]], list[list[str]]]:
-    t.coup([], NATURAL_PLAYER)
-    t.coup([], ("4S", "KH", "KD", "8C"))  # 4S again from a one-deck shoe: banker 8, a natural
-    second = [e for e in t.events if e.type == "CardDealt" and e.payload["card"] == "4S"][1]
+    t.coup([], ("4C", "2D", "5H", "3S"))  # player 4+5 = 9: a natural
+    # the dealer now refuses a second 4S from a one-deck shoe (card_not_in_shoe); a forger who rewrites
+    # the dealt card afterwards is what the monitor still has to catch
+    t.open_betting()
+    t.send("CloseBetting", {})
+    t.send("DealCoup", {})
+    (refused,) = t.send("CardRead", {"card": "4C"})
+    assert refused.payload["reason"] == "card_not_in_shoe"
+    for card in ("6S", "KH", "KD", "8C"):  # banker 8, a natural
+        t.send("CardRead", {"card": card})
+    i = next(i for i, e in enumerate(t.events) if e.type == "CardDealt" and e.payload["card"] == "6S")
+    t.events[i] = second = retamper(t.events[i], card="4C")
     return [("card_overcount", "critical")], [[second.event_id]]
 
 

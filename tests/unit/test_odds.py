@@ -158,11 +158,14 @@ def test_json_shape() -> None:
         assert {"probability_win", "house_edge"} <= set(row)
 
 
-@pytest.mark.parametrize("variant_id", ["punto_banco", "ez_baccarat", "super6"])
-@pytest.mark.parametrize("decks", [1, 2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize(
+    ("variant_id", "decks"),
+    [("punto_banco", d) for d in (1, 6, 8)]
+    + [(v, d) for v in ("ez_baccarat", "super6") for d in range(1, 9)],
+)
 def test_any_deck_count(variant_id: str, decks: int) -> None:
-    """Every deck count 1–8 enumerates: outcome counts sum to (52d)!/(52d − 6)!, and each bet's grades
-    cover every sequence once."""
+    """Every deck count a variant is offered with enumerates: outcome counts sum to (52d)!/(52d − 6)!, and
+    each bet's grades cover every sequence once."""
     out = report(variant_id, decks)
     n = 52 * decks
     assert out["total"] == n * (n - 1) * (n - 2) * (n - 3) * (n - 4) * (n - 5)

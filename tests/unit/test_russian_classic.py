@@ -98,10 +98,12 @@ def test_two_decks() -> None:
     assert err.value.reason is Reason.BAD_CONFIG
 
 
-@pytest.mark.parametrize(("punters", "ok"), [(0, False), (1, True), (3, True), (12, True), (13, False)])
+@pytest.mark.parametrize(
+    ("punters", "ok"), [(0, False), (1, True), (3, True), (12, True), (13, True), (33, True), (34, False)]
+)
 def test_number_of_punters(punters: int, ok: bool) -> None:
-    """Rule 3: «Число игроков не ограничено» (the number of players is not limited); a table declares 1 to
-    12 punter hands (two decks must hold a whole coup)."""
+    """Rule 3: «Число игроков не ограничено» (the number of players is not limited): no cap of 12; a table
+    declares 1 to 33 punter hands, the most whose coup (3 cards a hand) the two decks of rule 1 hold."""
     if ok:
         cfg = config(punters)
         assert VARIANT.hands(cfg) == (*(f"punter_{i}" for i in range(1, punters + 1)), "banker")
@@ -113,9 +115,12 @@ def test_number_of_punters(punters: int, ok: bool) -> None:
 
 
 def test_default_punters_and_stop_card() -> None:
-    """A table that names no number has 3 punters; the stop card leaves room for the largest coup."""
+    """A table that names no number has 3 punters; the stop card leaves room for the table's largest coup,
+    and the largest table's coup fits in the two decks («две полные (52 карты) мешанные колоды»)."""
     assert VARIANT.config().punters == 3
-    assert VARIANT.shoe_rules.stop_from_end >= max_cards(MAX_PUNTERS) == 39
+    for n in (1, 3, 12, MAX_PUNTERS):
+        assert VARIANT.shoe_rules_for(config(n)).stop_from_end == max_cards(n) == 3 * (n + 1)
+    assert max_cards(MAX_PUNTERS) <= 104 < max_cards(MAX_PUNTERS + 1)
 
 
 def test_no_levy() -> None:
@@ -328,11 +333,29 @@ def test_baccara_by_drawing() -> None:
 
 def test_banker_baccara_beats_punter_baccara() -> None:
     """Rule 17: «Если же Баккара есть у банкомета и у понтера одновременно, то преимуществом пользуется, как
-    сказано выше, банкомет» (if banker and punter both have baccara, the banker has the advantage, as said
-    above — rule 10). The others are compared by rule 10: any total beats the banker's 0."""
+    сказано выше, банкомет» (if banker and punter both have baccara, the banker has the advantage), and
+    rule 9 makes the baccara the aim of the game: the banker's 0 is the best hand, it beats the punters'
+    zeros and every other total too."""
     result = stand_all(config(3), dealt([0, 4, 0], 0))
-    assert result.versus == (("punter_1", "lose"), ("punter_2", "win"), ("punter_3", "lose"))
+    assert result.versus == (("punter_1", "lose"), ("punter_2", "lose"), ("punter_3", "lose"))
+    assert result.outcome == "banker"
     assert result.events == ("baccara_before_draw", "banker_baccara")
+
+
+@pytest.mark.parametrize("punter", [1, 2, 5, 8, 9])
+def test_banker_baccara_takes_every_stake(punter: int) -> None:
+    """Rule 9: «Цель игры - получить на руки Баккару, т. е. 10 или 20 очков» (the aim of the game is the
+    baccara): the banker's 0 — reached by drawing, no punter holding one — is not the lowest hand paying
+    every punter on 1–9, it beats them all."""
+    choices = [("punter_1", "stand"), ("banker", "draw")]
+    result = engine.resolve(config(1), [*dealt([punter], 3), "7C"], choices)
+    assert result.hand("banker").total == 0
+    assert result.versus == (("punter_1", "lose"),)
+    assert result.events == ("banker_baccara",)
+    wagers = [w("bank", "bank", 500, "banker"), w("p1", "punter_1", 200)]
+    bank, p1 = VARIANT.settle(result, wagers, config(1), ACCOUNTS)
+    assert (p1.result, p1.credit_minor) == ("lose", 0)
+    assert (bank.result, bank.win_minor, bank.credit_minor) == ("win", 200, 700)
 
 
 def test_several_baccaras() -> None:
@@ -460,8 +483,8 @@ SETTLEMENTS = [
      {"p1": ("win", 551, 884), "p2": ("lose", 0, 0), "p3": ("win", 550, 607), "bank": ("lose", 0, 0)}),
     ("reading: an unstaked seat's baccara wins nothing; rule 10 settles the rest", [7, 2, 0], 5, STAKES[:3],
      {"p1": ("win", 333, 666), "p2": ("lose", 0, 0), "bank": ("lose", 0, 769)}),
-    ("rule 17: banker's baccara beats the punter's; the 4 beats the banker's 0", [0, 4, 7], 0, STAKES,
-     {"p1": ("lose", 0, 0), "p2": ("win", 101, 202), "p3": ("win", 57, 114), "bank": ("win", 175, 1176)}),
+    ("rules 9, 17: the banker's baccara beats the punter's, and the 4 and the 7", [0, 4, 7], 0, STAKES,
+     {"p1": ("lose", 0, 0), "p2": ("lose", 0, 0), "p3": ("lose", 0, 0), "bank": ("win", 491, 1492)}),
 ]  # fmt: skip
 
 

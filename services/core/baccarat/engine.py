@@ -25,9 +25,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
-from services.core.cards import CARD_POINTS, Card, hand_total, parse_card
+from services.core.baccarat.settings import Setting, config_errors
+from services.core.cards import CARD_POINTS, Card, check_shoe_holds, hand_total, parse_card
 from services.core.errors import DomainError, Reason
 from services.core.shoe import ShoeRules
+
+ROUNDING_NAMES: tuple[str, ...] = ("floor", "half_up", "ceil")
+"""The rounding rules a table may name (:data:`services.core.money.ROUNDINGS`; a test keeps them equal)."""
+
+
+def rounding_setting(default: str, source: str) -> Setting:
+    """The ``commission_rounding`` setting: one of :data:`ROUNDING_NAMES`."""
+    return Setting("commission_rounding", "name", default, source, values=ROUNDING_NAMES)
+
 
 Choice = Literal["draw", "stand"]
 CHOICES: tuple[Choice, ...] = ("draw", "stand")
@@ -289,7 +299,24 @@ class Variant(ABC):
     """Whether exact odds by full enumeration finish in reasonable time (false for the multi-hand games)."""
 
     def config(self, **overrides: Any) -> TableConfig:
-        """This variant's default configuration, with ``overrides`` (unknown names go to options)."""
+        """This variant's default configuration with ``overrides``, after checking them against
+        :meth:`settings` (:func:`~services.core.baccarat.settings.config_errors`): anything undeclared,
+        of the wrong type or outside the declared values is refused with ``DomainError(BAD_CONFIG)``
+        naming every problem."""
+        errors = config_errors(self.id, self.settings(), overrides)
+        if errors:
+            raise DomainError(Reason.BAD_CONFIG, f"{self.id}: " + "; ".join(errors))
+        return self.make_config(**overrides)
+
+    def settings(self) -> tuple[Setting, ...]:
+        """What a table of this variant may configure (the README's table is generated from it)."""
+        return (
+            Setting("decks", "int", str(self.default_decks), self.source, values=self.allowed_decks),
+            rounding_setting("floor", "the house's rule (a named rounding, DESIGN §3)"),
+        )
+
+    def make_config(self, **overrides: Any) -> TableConfig:
+        """Build the configuration from validated ``overrides`` (names beyond the fields go to options)."""
         fields = {"decks", "tie_pays", "commission_bps", "commission_rounding", "punters"}
         base = TableConfig(variant=self.id, decks=self.default_decks, punters=self.default_punters())
         known = {k: v for k, v in overrides.items() if k in fields}
@@ -299,6 +326,11 @@ class Variant(ABC):
             cfg = cfg.with_options(**extra)
         self.validate(cfg)
         return cfg
+
+    def shoe_rules_for(self, config: TableConfig) -> ShoeRules:
+        """How a shoe at a table of ``config`` is burned and where its stop card sits (by default the
+        variant's :attr:`shoe_rules`; a variant whose coups grow with the table overrides it)."""
+        return self.shoe_rules
 
     def default_punters(self) -> int:
         """How many punter hands a table has by default (0 where the hands are fixed)."""
@@ -346,6 +378,15 @@ class Variant(ABC):
         from services.core.payouts import house_banked  # noqa: PLC0415 (payouts imports this module)
 
         return tuple(house_banked(self, result, w, config, accounts) for w in wagers)
+
+    def odds_grade(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
+        """How the odds count a bet on ``spot`` per unit staked: its :meth:`grade` unless the money a
+        unit really makes depends on more than the grade (e.g. a levy taken in :meth:`settle`)."""
+        return self.grade(result, spot, config)
+
+    def odds_includes(self, spot: str, config: TableConfig) -> str:
+        """What the odds' figures for ``spot`` include, in words (printed beside them)."""
+        return "the bettor's net per unit staked as this table pays it (pushes count 0)"
 
     def strategies(self) -> Mapping[str, Strategy]:
         """Named decision strategies for the simulator and the odds (none for forced games)."""
@@ -426,8 +467,11 @@ def resolve(
 
     Decisions come from ``decisions`` in order, then from ``strategy``; a decision due with neither
     raises ``DECISION_REQUIRED``. Running out of cards raises ``TOO_FEW_CARDS``. Extra cards are left
-    unused (see ``cards_used``).
+    unused (see ``cards_used``). A card order the table's shoe cannot hold (more copies of a card than
+    it has decks) raises ``CARD_NOT_IN_SHOE``.
     """
+    cards = tuple(parse_card(c) for c in cards)
+    check_shoe_holds(cards, config.decks)
     state = start(config)
     pending = list(decisions)
     pos = 0

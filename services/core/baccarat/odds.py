@@ -113,12 +113,9 @@ def shape_of(result: CoupResult) -> Shape:
 
 
 def odds_config(variant: Variant, decks: int, **overrides: Any) -> TableConfig:
-    """The variant's default table with ``decks`` decks (any 1–8, even where the variant's tables are
-    restricted: the odds are a mathematical question) and ``overrides``."""
-    if not 1 <= decks <= MAX_DECKS:
-        raise DomainError(Reason.BAD_CONFIG, f"odds are computed for 1 to {MAX_DECKS} decks, not {decks}")
-    base = variant.config(**overrides) if overrides else variant.config()
-    return replace(base, decks=decks)
+    """The variant's table with ``decks`` decks and ``overrides``: only a deck count the variant is
+    offered with (its ``decks`` setting), so a figure is always one a real table can have."""
+    return variant.config(**{**overrides, "decks": decks})
 
 
 def _rank_counts(decks: int) -> tuple[tuple[str, int], ...]:
@@ -427,7 +424,7 @@ def grade_counts(enum: Enumeration, spot: str) -> dict[Grade, int]:
         counts[unpaired] += enum.total - wins
         return dict(counts)
     for result, count in enum.shapes:
-        counts[variant.grade(result, spot, enum.config)] += count
+        counts[variant.odds_grade(result, spot, enum.config)] += count
     return dict(counts)
 
 
@@ -462,6 +459,7 @@ def bet_figures(enum: Enumeration, spot: str) -> dict[str, Any]:
         "house_edge": float(edge),
         "house_edge_exact": f"{edge.numerator}/{edge.denominator}",
         "counts": by_result,
+        "includes": get_variant(enum.variant).odds_includes(spot, enum.config),
     }
 
 
@@ -508,5 +506,7 @@ def odds_text(variant_id: str, decks: int, strategy: str | None = None, **overri
     lines += ["", f"{'bet':<22}{'P(win)':>12}{'house edge':>14}"]
     for spot, row in report["bets"].items():
         lines.append(f"{spot:<22}{row['probability_win']:>12.6f}{row['house_edge'] * 100:>13.4f}%")
+    lines += ["", "house edge = minus the bettor's expected net per unit staked; each figure includes:"]
+    lines += [f"  {spot}: {row['includes']}" for spot, row in report["bets"].items()]
     return "\n".join(lines)
 

@@ -54,11 +54,15 @@ from services.core.baccarat.engine import (
     TableConfig,
     Variant,
     Wager,
+    rounding_setting,
 )
+from services.core.baccarat.settings import Setting
 from services.core.baccarat.variants.chemin_de_fer import (
     BANK_SPOT,
     LEVY_STEP_MINOR,
+    LEVY_STEP_SETTING,
     PLAYER_OPTION_CELL,
+    ROUNDING_SOURCE,
     bank_accepts,
     settle_player_banked,
     validate_player_banked,
@@ -110,17 +114,45 @@ class BaccaratBanque(Variant):
     default_strategy: ClassVar[str] = "house_tableau"
     """The strategy the simulator uses unless told otherwise."""
 
-    def config(self, **overrides: Any) -> TableConfig:
+    def settings(self) -> tuple[Setting, ...]:
+        """3 or 6 decks (art. 58), the levy of art. 60 for that bank, its rounding, the stake unit."""
+        return (
+            Setting(
+                "decks", "int", "3",
+                'art. 58: "trois jeux [...] pour la banque dite "limitée" et six jeux [...] pour la banque '
+                'dite "ouverte""', values=(3, 6),
+            ),
+            Setting(
+                "commission_bps", "int", "200 at 3 decks, 125 at 6",
+                'art. 60: "2 % des sommes gagnées à chaque coup par le banquier, si la banque est limitée, '
+                'et 1,25 % si elle est ouverte" (must match the decks)', values=(125, 200),
+            ),
+            rounding_setting("half_up", ROUNDING_SOURCE),
+            LEVY_STEP_SETTING,
+            Setting(
+                "stake_unit_minor", "int", "100 at 6 decks, 1 at 3",
+                'art. 61: "des sommes égales à 1 euro ou des multiples de 1 euro" (banque ouverte)',
+                minimum=1, maximum=1_000_000,
+            ),
+        )  # fmt: skip
+
+    def make_config(self, **overrides: Any) -> TableConfig:
         """The default configuration: 3 decks, the levy of art. 60 for the deck count, rounded half up."""
         decks = int(overrides.get("decks", self.default_decks))
         overrides.setdefault("commission_bps", LEVY_BPS.get(decks, LEVY_BPS[self.default_decks]))
         overrides.setdefault("commission_rounding", "half_up")
-        return super().config(**overrides)
+        return super().make_config(**overrides)
 
     def validate(self, config: TableConfig) -> None:
         """3 or 6 decks (art. 58), a usable levy, a positive stake unit."""
         super().validate(config)
         validate_player_banked(self.id, config)
+        if config.commission_bps != LEVY_BPS[config.decks]:
+            raise DomainError(
+                Reason.BAD_CONFIG,
+                f"art. 60 fixes the levy at {LEVY_BPS[config.decks]} bps with {config.decks} decks, "
+                f"not {config.commission_bps}",
+            )
         unit = self.stake_unit_minor(config)
         if not isinstance(unit, int) or unit <= 0:
             raise DomainError(Reason.BAD_CONFIG, f"stake_unit_minor is a positive integer, not {unit!r}")

@@ -55,7 +55,9 @@ from services.core.baccarat.engine import (
     TableConfig,
     Variant,
     Wager,
+    rounding_setting,
 )
+from services.core.baccarat.settings import Setting
 from services.core.baccarat.variants.punto_banco import TwoHandGame, banker_draws
 from services.core.cards import CARD_POINTS
 from services.core.errors import DomainError, Reason
@@ -92,6 +94,24 @@ def optional_cells(config: TableConfig) -> frozenset[str]:
     if isinstance(raw, str):
         raw = [c for c in raw.replace(",", " ").split() if c]
     return frozenset(str(c) for c in raw)
+
+
+ROUNDING_SOURCE = (
+    'art. 59: "Le montant du prélèvement est arrondi à la dizaine de centimes d\'euro la plus voisine"'
+)
+"""Where the levy's rounding comes from (chemin de fer and baccarat banque)."""
+
+LEVY_STEP_SETTING = Setting(
+    "levy_step_minor", "int", str(LEVY_STEP_MINOR), ROUNDING_SOURCE + " (10 cents)", minimum=1, maximum=10_000
+)
+"""The levy is rounded to a multiple of this (minor units)."""
+
+LEVY_SETTING = Setting(
+    "commission_bps", "int", "500",
+    'art. 60: "le prélèvement est, au baccara chemin de fer, fixé à 5 % des sommes gagnées à chaque coup '
+    'par le banquier"', values=(500,),
+)  # fmt: skip
+"""Chemin de fer's levy: 5 %, fixed by the regulation."""
 
 
 def levy_minor(base_minor: int, config: TableConfig) -> int:
@@ -243,13 +263,30 @@ class CheminDeFer(TwoHandGame):
     default_strategy: ClassVar[str] = "house_tableau"
     """The strategy the simulator uses unless told otherwise."""
 
-    def config(self, **overrides: Any) -> TableConfig:
+    def settings(self) -> tuple[Setting, ...]:
+        """Six decks, the 5 % levy and its rounding (art. 58–60), the banker's optional cells."""
+        return (
+            Setting(
+                "decks", "int", "6", 'art. 58: "il est fait usage de six jeux de cinquante-deux cartes"',
+                values=(6,),
+            ),
+            LEVY_SETTING,
+            rounding_setting("half_up", ROUNDING_SOURCE),
+            LEVY_STEP_SETTING,
+            Setting(
+                "optional_cells", "names", ", ".join(DEFAULT_OPTIONAL_CELLS),
+                "the classic rule card (the regulation names none)", values=tuple(sorted(BANKER_CELLS)),
+                allowed_text="any of the banker cells `banker_<0-7>_vs_<0-9 or none>`",
+            ),
+        )  # fmt: skip
+
+    def make_config(self, **overrides: Any) -> TableConfig:
         """The default configuration: 6 decks, 5 % levy rounded half up (art. 59–60), the classic
         optional cells; ``optional_cells`` may be given as any iterable of cell names."""
         overrides.setdefault("commission_rounding", "half_up")
         if "optional_cells" in overrides:
             overrides["optional_cells"] = tuple(sorted(set(overrides["optional_cells"])))
-        return super().config(**overrides)
+        return super().make_config(**overrides)
 
     def validate(self, config: TableConfig) -> None:
         """Six decks (art. 58), a usable levy, and optional cells that exist."""
@@ -307,6 +344,24 @@ class CheminDeFer(TwoHandGame):
             return PUSH
         side = "player" if spot == "player" else "banker"
         return Grade("win", (1, 1)) if result.outcome == side else LOSE
+
+    def odds_grade(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
+        """The bank's unit with the levy of art. 60 ("5 % des sommes gagnées à chaque coup par le
+        banquier") taken from its win, unrounded (art. 59's ten cents are a rounding of the sum, not a
+        rate); the punter's unit as :meth:`grade`."""
+        grade = self.grade(result, spot, config)
+        if spot == BANK_SPOT and grade.result == "win":
+            return Grade("win", grade.win_ratio, config.commission_bps)
+        return grade
+
+    def odds_includes(self, spot: str, config: TableConfig) -> str:
+        """The bank's figure includes the levy; the punters' pay none."""
+        if spot == BANK_SPOT:
+            return (
+                f"the banker's net per unit against an equal punter stake: wins 1:1 less the "
+                f"{config.commission_bps / 100:g} % levy of art. 60 (unrounded), a tie void"
+            )
+        return "the punter's net per unit: 1:1 against the bank, a tie void, no levy"
 
     def accepts(self, config: TableConfig, accepted: Sequence[Wager], wager: Wager) -> str | None:
         """One bank per coup; punters' stakes in total no more than the bank (:func:`bank_accepts`)."""

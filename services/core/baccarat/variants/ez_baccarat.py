@@ -85,10 +85,10 @@ class EzBaccarat(BankedTwoHandGame):
     side_bet_paytable: ClassVar[Mapping[str, SideBetPaytable]] = SIDE_BET_PAYTABLE
     side_bets_default: ClassVar[tuple[str, ...] | None] = ("dragon_7", "panda_8")
 
-    def config(self, **overrides: Any) -> TableConfig:
+    def make_config(self, **overrides: Any) -> TableConfig:
         """The default configuration, commission-free."""
         overrides.setdefault("commission_bps", 0)
-        return super().config(**overrides)
+        return super().make_config(**overrides)
 
     def validate(self, config: TableConfig) -> None:
         """The decks, the side bets, and no commission."""

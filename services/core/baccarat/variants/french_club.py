@@ -36,11 +36,18 @@ Money (player-banked, ``house_banked = False``; the house takes nothing — the 
   split as they like; "Le joueur ne peut aller plus haut que la mise du banquier": one account's total
   over the three spots is at most the bank's stake (``bank_cannot_cover``). *Reading*: "autres" — the
   banker's own account may not punt (``bank_taken``: it already holds the bank).
-* **Cover** (*Reading*): the text does not say where the banker finds the money when the winning bets
-  exceed the losing ones. A payout only moves money the table holds in escrow (no wallet can be debited
-  by a payout), so a bet is refused (``bank_cannot_cover``) when, for some outcome, the banker would owe
-  more than his stake and the bets he collects — the engine's contract for player-banked games
-  ("refuse what the bank cannot cover"). :func:`bank_credit_minor` is that amount, per outcome.
+* **Cover** (*Reading*): the banker is a player who pays the winners ("Les paris perdants vont
+  directement à la banque"; "il donne sa mise au ponte"): what he may owe beyond his stake comes from his
+  own wallet. A payout only moves money the table holds in escrow, so the banker *reserves* it: bets on
+  spot ``bank_cover`` (:data:`COVER_SPOT`, his account only, after his stake, as many as he likes) take
+  money from his wallet into escrow like any stake — the wallet stage refuses what his wallet does not
+  hold (``insufficient_funds``). A cover is not a bet: it is never a "mise", counts for no limit and is
+  returned less what the bank owes. A punter's bet is then refused (``bank_cannot_cover``) only when,
+  for some outcome, the banker would owe more than his stake, the bets he collects and his cover — what
+  his reserved wallet cannot cover; :func:`bank_credit_minor` is the bank's balance per outcome before
+  the cover. The text's only limit on a punter, "Le joueur ne peut aller plus haut que la mise du
+  banquier", is checked as before, and its example ("les trois quarts de la somme sur l'égalité, le
+  dernier quart pour la victoire du ponte") is playable as soon as the banker has reserved enough.
 * **The ponte**: "celui qui aura misé la plus haute somme égale ou inférieure à celle du banquier en
   premier" — the punter account with the highest total not above the bank; *Reading*: among equal
   totals, the one whose first bet was accepted first (players bet in turn, "le premier joueur à droite
@@ -81,7 +88,9 @@ from services.core.baccarat.engine import (
     Step,
     TableConfig,
     Wager,
+    rounding_setting,
 )
+from services.core.baccarat.settings import Setting
 from services.core.baccarat.variants.punto_banco import TwoHandGame
 from services.core.cards import CARD_POINTS
 from services.core.errors import DomainError, Reason
@@ -90,6 +99,12 @@ from services.core.shoe import ShoeRules
 
 BANK_SPOT: Final = "bank"
 """The banker's opening stake ("mise de départ")."""
+
+COVER_SPOT: Final = "bank_cover"
+"""Money the banker reserves from his wallet behind the bank (see *Cover* in the module docstring)."""
+
+BANK_SPOTS: Final = frozenset({"bank", "bank_cover"})
+"""The banker's own spots: his stake and his cover."""
 
 PUNTER_SPOTS: Final = ("banker", "ponte", "tie")
 """What the other players bet on: "un des trois résultats possibles"."""
@@ -153,7 +168,7 @@ def ponte_account(wagers: Sequence[Wager]) -> str | None:
     cap = banks[0].stake_minor
     totals: dict[str, int] = {}
     for w in wagers:
-        if w.spot != BANK_SPOT:
+        if w.spot not in BANK_SPOTS:
             totals[w.account_id] = totals.get(w.account_id, 0) + w.stake_minor
     best: str | None = None
     for account, total in totals.items():  # dicts keep first-insertion order: the order of first bets
@@ -168,7 +183,7 @@ def _punter_settlements(
     return [
         (w, settle(w.stake_minor, outcome_grade(outcome, w.spot, config), config.commission_rounding))
         for w in wagers
-        if w.spot != BANK_SPOT
+        if w.spot not in BANK_SPOTS
     ]
 
 
@@ -181,6 +196,11 @@ def bank_credit_minor(outcome: str, wagers: Sequence[Wager], config: TableConfig
     net = sum(s.stake_minor - s.credit_minor for _, s in _punter_settlements(outcome, wagers, config))
     keeps = outcome == "banker" or ponte_account(wagers) is None
     return net + (stake if keeps else 0)
+
+
+def cover_minor(wagers: Sequence[Wager]) -> int:
+    """What the banker has reserved from his wallet behind the bank this coup (his ``bank_cover`` bets)."""
+    return sum(w.stake_minor for w in wagers if w.spot == COVER_SPOT)
 
 
 class FrenchClub(TwoHandGame):
@@ -196,12 +216,12 @@ class FrenchClub(TwoHandGame):
     house_banked = False
     hand_names = ("ponte", "banker")
 
-    def config(self, **overrides: Any) -> TableConfig:
+    def make_config(self, **overrides: Any) -> TableConfig:
         """One deck; every winning bet doubled (``tie_pays`` 1); 10 % of a banker bet's stake to the
         banker (``commission_bps`` 1 000), rounded ``floor`` unless the table names another rule."""
         overrides.setdefault("tie_pays", 1)
         overrides.setdefault("commission_bps", BANKER_COMMISSION_BPS)
-        return super().config(**overrides)
+        return super().make_config(**overrides)
 
     def validate(self, config: TableConfig) -> None:
         """One deck, a known rounding, a commission between 0 and 100 %, a positive tie pay."""
@@ -215,9 +235,25 @@ class FrenchClub(TwoHandGame):
         if config.tie_pays < 1:
             raise DomainError(Reason.BAD_CONFIG, f"tie_pays is a positive ratio, not {config.tie_pays}")
 
+    def settings(self) -> tuple[Setting, ...]:
+        """One deck, the 1:1 tie, the banker's 10 % and its rounding: the text fixes all but the rounding."""
+        return (
+            Setting("decks", "int", "1", 'seed 000: "Jeu de 52 cartes"', values=(1,)),
+            Setting(
+                "tie_pays", "int", "1", 'seed 000: "Chaque bonne mise vaut aux joueurs de doubler celle-ci"',
+                values=(1,),
+            ),
+            Setting(
+                "commission_bps", "int", str(BANKER_COMMISSION_BPS),
+                'seed 000: "doivent donner 10% de leur mise au banquier"', values=(BANKER_COMMISSION_BPS,),
+            ),
+            rounding_setting("floor", "the house's rule (the text does not say how 10 % of 15 rounds)"),
+        )  # fmt: skip
+
     def spots(self, config: TableConfig) -> tuple[str, ...]:
-        """The banker's stake ``bank``, then the three results the others bet on."""
-        return (BANK_SPOT, *PUNTER_SPOTS)
+        """The banker's stake ``bank`` and his cover ``bank_cover``, then the three results the others
+        bet on."""
+        return (BANK_SPOT, COVER_SPOT, *PUNTER_SPOTS)
 
     def next_step(self, state: CoupState) -> Step:
         """Deal ponte, banker, ponte, banker; the ponte draws on 0–5; the banker per :func:`banker_draws`.
@@ -243,11 +279,33 @@ class FrenchClub(TwoHandGame):
             raise self.unknown_spot(spot)
         if spot == BANK_SPOT:
             return PUSH if result.outcome == "banker" else LOSE
+        if spot == COVER_SPOT:
+            return PUSH
         return outcome_grade(result.outcome, spot, config)
 
+    def odds_includes(self, spot: str, config: TableConfig) -> str:
+        """What the odds' figures mean at this player-banked table."""
+        if spot == BANK_SPOT:
+            return (
+                "the banker's own stake only: kept when his hand wins, handed to the ponte otherwise; "
+                "what he collects from and pays to the punters is not in this figure"
+            )
+        if spot == COVER_SPOT:
+            return "not a bet: money the banker reserves, returned less what the bank owes (0 here)"
+        pays = f"{config.tie_pays}:1" if spot == "tie" else "1:1"
+        less = ""
+        if spot == "banker":
+            less = f", less {config.commission_bps / 100:g} % of the stake to the banker"
+        return (
+            f"a punter's net per unit: paid {pays} by the bank{less}; "
+            "the bank stake the ponte may receive is not included"
+        )
+
     def accepts(self, config: TableConfig, accepted: Sequence[Wager], wager: Wager) -> str | None:
-        """The bank first and once; then punters, not the banker, each account's total at most the bank's
-        stake, at most :data:`MAX_PUNTERS` accounts, and only bets the bank covers in every outcome."""
+        """The bank first and once; the banker's cover after it, from his account only; then punters, not
+        the banker, each account's total at most the bank's stake, at most :data:`MAX_PUNTERS` accounts,
+        and only bets that the bank's stake, the bets it collects and the banker's cover pay in every
+        outcome."""
         if wager.spot not in self.spots(config):
             return Reason.UNKNOWN_SPOT.value
         banks = [w for w in accepted if w.spot == BANK_SPOT]
@@ -258,16 +316,19 @@ class FrenchClub(TwoHandGame):
         if not banks:
             return Reason.BANK_CANNOT_COVER.value
         bank = banks[0]
+        if wager.spot == COVER_SPOT:
+            return None if wager.account_id == bank.account_id else Reason.BANK_TAKEN.value
         if wager.account_id == bank.account_id:
             return Reason.BANK_TAKEN.value
         mine = sum(w.stake_minor for w in accepted if w.account_id == wager.account_id)
         if mine + wager.stake_minor > bank.stake_minor:
             return Reason.BANK_CANNOT_COVER.value
-        punters = {w.account_id for w in accepted if w.spot != BANK_SPOT} | {wager.account_id}
+        punters = {w.account_id for w in accepted if w.spot not in BANK_SPOTS} | {wager.account_id}
         if len(punters) > MAX_PUNTERS:
             return Reason.OVER_LIMIT.value
         after = (*accepted, wager)
-        if any(bank_credit_minor(o, after, config) < 0 for o in OUTCOMES):
+        cover = cover_minor(after)
+        if any(bank_credit_minor(o, after, config) + cover < 0 for o in OUTCOMES):
             return Reason.BANK_CANNOT_COVER.value
         return None
 
@@ -282,22 +343,35 @@ class FrenchClub(TwoHandGame):
         if len(banks) > 1:
             raise DomainError(Reason.BANK_TAKEN, f"{len(banks)} bank wagers in one coup")
         punters = _punter_settlements(result.outcome, wagers, config)
+        covers = [w for w in wagers if w.spot == COVER_SPOT]
         if not banks:
-            if punters:
-                raise DomainError(Reason.BANK_CANNOT_COVER, "punters bet and nobody holds the bank")
+            if punters or covers:
+                raise DomainError(Reason.BANK_CANNOT_COVER, "bets and nobody holds the bank")
             return ()
         bank = banks[0]
+        if any(c.account_id != bank.account_id for c in covers):
+            raise DomainError(Reason.BANK_TAKEN, "a cover from another account than the banker's")
         ponte = ponte_account(wagers)
         handed = bank.stake_minor if result.outcome != "banker" and ponte is not None else 0
         net = sum(s.stake_minor - s.credit_minor for _, s in punters) - handed
-        if bank.stake_minor + net < 0:
-            raise DomainError(Reason.BANK_CANNOT_COVER, f"the bank owes {-net}, it holds {bank.stake_minor}")
+        held = bank.stake_minor + cover_minor(wagers)
+        if held + net < 0:
+            raise DomainError(Reason.BANK_CANNOT_COVER, f"the bank owes {-net}, it holds {held}")
         by_id: dict[str, Payout] = {}
         prize_to = next((w.bet_id for w, _ in punters if w.account_id == ponte), None)
         for w, s in punters:
             extra = handed if w.bet_id == prize_to else 0
             by_id[w.bet_id] = _punter_payout(w, s, extra, accounts, bank_account)
-        by_id[bank.bet_id] = _bank_payout(bank, net, accounts, bank_account)
+        # the bank's net for the coup: a gain rides on the stake's payout; a debt is taken from the stake
+        # first, then from each cover in the order reserved
+        debt = max(-net, 0)
+        taken = min(debt, bank.stake_minor)
+        by_id[bank.bet_id] = _bank_payout(bank, net if net >= 0 else -taken, net, accounts, bank_account)
+        debt -= taken
+        for c in covers:
+            taken = min(debt, c.stake_minor)
+            by_id[c.bet_id] = _cover_payout(c, taken, accounts, bank_account)
+            debt -= taken
         return tuple(by_id[w.bet_id] for w in wagers)
 
     def paytable(self, config: TableConfig) -> dict[str, dict[str, Any]]:
@@ -305,6 +379,7 @@ class FrenchClub(TwoHandGame):
         banker; the bank stake to the ponte on a tie or a ponte win."""
         return {
             BANK_SPOT: {"pays": [1, 1], "commission_bps": 0, "to_ponte_on": ["ponte", "tie"]},
+            COVER_SPOT: {"pays": [0, 1], "commission_bps": 0, "covers": BANK_SPOT},
             "banker": {
                 "pays": [1, 1], "commission_bps": config.commission_bps, "commission_base": "stake",
                 "commission_rounding": config.commission_rounding, "commission_to": "bank",
@@ -329,18 +404,36 @@ def _punter_payout(w: Wager, s: Settlement, extra_minor: int, accounts: Accounts
     )  # fmt: skip
 
 
-def _bank_payout(bank: Wager, net_minor: int, accounts: Accounts, bank_account: str) -> Payout:
-    """The banker's payout: his stake leaves escrow and the bank account's net for the coup is settled."""
-    credit = bank.stake_minor + net_minor
+def _bank_payout(
+    bank: Wager, share_minor: int, net_minor: int, accounts: Accounts, bank_account: str
+) -> Payout:
+    """The banker's stake: it leaves escrow and settles ``share_minor`` of the bank account's net for the
+    coup (all of a gain; of a debt, as much as the stake holds). ``net_minor`` gives the result."""
+    credit = bank.stake_minor + share_minor
     rows: list[tuple[str, int]] = [(accounts.escrow, -bank.stake_minor)]
-    if net_minor:
-        rows.append((bank_account, -net_minor))
+    if share_minor:
+        rows.append((bank_account, -share_minor))
     if credit:
         rows.append((bank.account_id, credit))
     result: Literal["win", "lose", "push"] = "win" if net_minor > 0 else "lose" if net_minor < 0 else "push"
     return Payout(
         bet_id=bank.bet_id, account_id=bank.account_id, spot=bank.spot, stake_minor=bank.stake_minor,
         result=result, win_minor=max(net_minor, 0), commission_minor=0, credit_minor=credit,
+        postings=tuple(rows),
+    )  # fmt: skip
+
+
+def _cover_payout(cover: Wager, taken_minor: int, accounts: Accounts, bank_account: str) -> Payout:
+    """A cover: it leaves escrow, ``taken_minor`` of it pays the bank's debt, the rest goes home."""
+    credit = cover.stake_minor - taken_minor
+    rows: list[tuple[str, int]] = [(accounts.escrow, -cover.stake_minor)]
+    if taken_minor:
+        rows.append((bank_account, taken_minor))
+    if credit:
+        rows.append((cover.account_id, credit))
+    return Payout(
+        bet_id=cover.bet_id, account_id=cover.account_id, spot=cover.spot, stake_minor=cover.stake_minor,
+        result="lose" if taken_minor else "push", win_minor=0, commission_minor=0, credit_minor=credit,
         postings=tuple(rows),
     )  # fmt: skip
 

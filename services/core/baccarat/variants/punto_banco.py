@@ -11,6 +11,12 @@ Pays (seed 004, French regulation art. 55-14): player 1:1; banker 1:1 less 5 % c
 (19:20 net); tie 8:1 (9:1 configurable as ``tie_pays``); player and banker bets push on a tie
 (seed 002: "the bets to the Player and the Banker are returned").
 
+Shoe (art. 55-14): the burn is the value of the first card turned ("La valeur de cette carte (les figures
+valant 10 pour cette opération) indique le nombre de cartes qui seront "brûlées""), and "une carte
+d'arrêt [...] est placée à la fin du sixain, entre les dixième et onzième cartes": the stop card has ten
+cards behind it (:data:`STOP_FROM_END`). Art. 55-14 names six decks; seed 004 offers 1, 6 or 8, which is
+what a table may choose (``decks``).
+
 Side bets (beyond the seeds; the usual casino paytables, see :data:`PAIR_PAYS` and
 :data:`DRAGON_BONUS_PAYS`):
 
@@ -47,9 +53,16 @@ from services.core.baccarat.engine import (
     TableConfig,
     Variant,
     resolve,
+    rounding_setting,
 )
+from services.core.baccarat.settings import Setting
 from services.core.cards import CARD_POINTS, Card
 from services.core.errors import DomainError, Reason
+from services.core.shoe import ShoeRules
+
+STOP_FROM_END: Final = 10
+"""Art. 55-14: "une carte d'arrêt de couleur rouge est placée à la fin du sixain, entre les dixième et
+onzième cartes": ten cards stay behind the stop card."""
 
 BANKER_DRAWS: dict[int, frozenset[int]] = {
     0: frozenset(range(10)),
@@ -295,11 +308,35 @@ class BankedTwoHandGame(TwoHandGame):
     side_bet_paytable: ClassVar[Mapping[str, SideBetPaytable]] = COMMON_SIDE_BET_PAYTABLE
     side_bets_default: ClassVar[tuple[str, ...] | None] = None
 
-    def config(self, **overrides: Any) -> TableConfig:
+    decks_source: ClassVar[str] = "beyond the seeds: the game's rule card (8 decks usual)"
+    tie_pays_allowed: ClassVar[tuple[int, ...]] = (8, 9)
+    tie_pays_source: ClassVar[str] = (
+        'seed 004: "those wagering on the Tie bet will be paid at 8:1"; DESIGN §2: "9:1 configurable"'
+    )
+
+    def commission_setting(self) -> Setting:
+        """The banker's commission: none in the commission-free games (overridden by punto banco)."""
+        return Setting("commission_bps", "int", "0", "commission-free (the game's rule card)", values=(0,))
+
+    def settings(self) -> tuple[Setting, ...]:
+        """Decks, the tie's pay, the banker's commission and its rounding, the side bets offered."""
+        default_side = ", ".join(self.side_bets_default or tuple(self.side_bets_available))
+        return (
+            Setting("decks", "int", str(self.default_decks), self.decks_source, values=self.allowed_decks),
+            Setting("tie_pays", "int", "8", self.tie_pays_source, values=self.tie_pays_allowed),
+            self.commission_setting(),
+            rounding_setting("floor", "the house's rule (a commission is rounded down by default)"),
+            Setting(
+                "side_bets", "names", default_side, "beyond the seeds: the usual casino paytables",
+                values=tuple(self.side_bets_available),
+            ),
+        )
+
+    def make_config(self, **overrides: Any) -> TableConfig:
         """The default configuration; ``side_bets`` may be given as any iterable of spot names."""
         if "side_bets" in overrides:
             overrides["side_bets"] = self._ordered(overrides["side_bets"])
-        return super().config(**overrides)
+        return super().make_config(**overrides)
 
     def _ordered(self, names: Iterable[str]) -> tuple[str, ...]:
         wanted = {str(n) for n in names}
@@ -371,7 +408,18 @@ class PuntoBanco(BankedTwoHandGame):
     source = "seeds 002, 003, 004; Arrêté du 14 mai 2007 art. 55-14"
     default_decks = 8
     allowed_decks = (1, 6, 8)
+    decks_source: ClassVar[str] = 'seed 004: "It can be played by using 1, 6, or 8 standard 52-card decks"'
     card_points = CARD_POINTS
+    shoe_rules = ShoeRules(burn="first_card_value", stop_from_end=STOP_FROM_END)
+
+    def commission_setting(self) -> Setting:
+        """5 % of a banker win by default; a table may charge less, never more."""
+        return Setting(
+            "commission_bps", "int", "500",
+            'seed 004: "5% of the bet will go to the house as the commission"; art. 55-14: "les gains '
+            'de banco sont payés 19 pour 20" (a table may charge less, never more)',
+            minimum=0, maximum=500,
+        )  # fmt: skip
 
 
 VARIANT = PuntoBanco()

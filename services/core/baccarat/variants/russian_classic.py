@@ -4,14 +4,15 @@ Every rule below quotes the seed by its number; where the text is silent the int
 *Reading*.
 
 * **Shoe** (1): "две полные (52 карты) мешанные колоды" — two decks. No burn is named; the stop card sits
-  :func:`max_cards` of the largest table from the end, so the last coup can always be completed.
+  :func:`max_cards` of the table from the end, so the last coup can always be completed.
 * **Points** (8): "каждая фигура (А, К, Д, В) считается за 10 очков" — the ace counts as a face: A, K, Q,
   J and the ten are worth 0 (:data:`RUSSIAN_POINTS`); two to nine at face value; (16) "десятки
   отбрасываются" — units only.
 * **Seats** (2, 3, 5, 14). "Число игроков не ограничено" (3): a table declares ``punters`` hands
-  ``punter_1`` … ``punter_n`` (``TableConfig.punters``, default :data:`DEFAULT_PUNTERS`); *Reading*: capped
-  at :data:`MAX_PUNTERS` so a coup (at most ``3 (n + 1)`` cards) fits comfortably in two decks; players
-  joining mid-talia take a seat at the next table configuration. *Geometry*: the punters sit in an arc
+  ``punter_1`` … ``punter_n`` (the table setting ``punters``, default :data:`DEFAULT_PUNTERS`); the only
+  bound is the two decks': a coup (at most ``3 (n + 1)`` cards) must fit in 104 cards, so at most
+  :data:`MAX_PUNTERS`; the stop card sits ``3 (n + 1)`` cards from the end (:meth:`shoe_rules_for`);
+  players joining mid-talia take a seat at the next table configuration. *Geometry*: the punters sit in an arc
   facing the banker, ``punter_1`` at his immediate left, then on round the table to ``punter_n`` at his
   immediate right.
 * **Deal** (5): "сначала слева направо всем игрокам, затем кладёт себе, потом по другой карте справа -
@@ -39,10 +40,21 @@ Every rule below quotes the seed by its number; where the text is silent the int
 * **Baccara** (17): a punter whose total is 0 "сам забирает ставки всех остальных игроков и в том числе и
   банкомета": every other punter's stake and the bank go to him (event ``baccara``); "если это случилось
   до прикупки, то другие не имеют права покупать" — a punter's two-card 0 ends the coup before any draw
-  (event ``baccara_before_draw``); a 0 reached by drawing counts too, and the draw goes on. "Если же
-  Баккара есть у банкомета и у понтера одновременно, то преимуществом пользуется, как сказано выше,
-  банкомет": when the banker's final total is 0 too, baccara gives no prize (event ``banker_baccara``) and
-  every hand is compared by rule 10 — the punters' zeros lose, the others beat the banker's 0. "Если О у
+  (event ``baccara_before_draw``); a 0 reached by drawing counts too, and the draw goes on.
+* **The banker's baccara** (9, 10, 16, 17) — *Reading*, the one that keeps all four rules true. Rule 9
+  makes the baccara the best hand there is: "Цель игры - получить на руки Баккару, т. е. 10 или 20
+  очков, либо карты, близкие к ним по сумме очков" — 0 is the aim, 9 ("выигрышными картами считается 9
+  и 19") is merely the nearest to it. Rule 16 ("десятки отбрасываются и сравниваются оставшиеся
+  единицы", its examples all between 5 and 8) orders the hands 1–9 by their units; it never compares a 0.
+  Rule 17 says "Если же Баккара есть у банкомета и у понтера одновременно, то преимуществом пользуется,
+  как сказано выше, банкомет" — "as said above" points to rule 10 ("Карты банкомета всегда имеют
+  преимущество перед картами понтера"), which gives the banker only what is equal; so the banker's 0 is
+  the same best hand as the punter's, and it must beat what a punter's 0 beats: everything. Reading the
+  banker's 0 as the lowest hand (paying every punter holding 1–9) would make the punter's 0 the best
+  hand and the banker's the worst, which rule 9 and rule 17's "преимуществом пользуется [...] банкомет"
+  both deny. Hence: **the banker's final 0 takes every stake** (event ``banker_baccara``: every hand
+  loses, the punters' zeros included), and a punter's baccara beats everything but the banker's. Rules
+  11 and 12 still come first: they settle the coup "сразу", on the banker's two cards. "Если О у
   нескольких партнеров - они делят ставки всех других и банкомета между собой": several zeros share the
   pot equally (:func:`share`: equal parts, the indivisible remainder one minor unit each to the winners
   in seat order, ``punter_1`` first). *Reading*: a seat nobody staked is dealt (the engine deals every
@@ -76,7 +88,9 @@ from services.core.baccarat.engine import (
     TableConfig,
     Variant,
     Wager,
+    rounding_setting,
 )
+from services.core.baccarat.settings import Setting
 from services.core.cards import CARD_POINTS, Card
 from services.core.errors import DomainError, Reason
 from services.core.money import Settlement
@@ -91,8 +105,10 @@ BANKER: Final = "banker"
 DEFAULT_PUNTERS: Final = 3
 """Punter hands at a table that names no number."""
 
-MAX_PUNTERS: Final = 12
-"""The most punter hands a table may declare (rule 3 sets no limit; two decks do)."""
+MAX_PUNTERS: Final = 33
+"""The most punter hands a table may declare. Rule 3 sets no limit ("Число игроков не ограничено"); the
+two decks of rule 1 do: a coup uses at most ``3 (n + 1)`` cards (:func:`max_cards`), and 3 × 34 = 102
+of the 104 cards is the most one coup can be sure to find in a fresh shoe."""
 
 PUNTER_CELL: Final = "punter_option"
 """The cell of a punter's free draw (rules 13–14)."""
@@ -151,6 +167,10 @@ Verdict = tuple[tuple[tuple[str, str], ...], tuple[str, ...]]
 def verdicts(hands: Sequence[HandResult], staked: frozenset[str] | None = None) -> Verdict:
     """Who beat whom, from the final hands (punters in seat order, the banker last).
 
+    In this order: the banker's two-card 9 (rule 11) and 8 (rule 12); then the banker's baccara — his
+    final total 0 beats every hand (event ``banker_baccara``); then a punter's baccara — a staked hand
+    on 0 takes the pot (event ``baccara``); else units against units, ties to the banker (rules 10, 16).
+
     ``staked``, when given, limits the baccara to those hands (settlement: a seat nobody staked takes
     nothing); the engine passes ``None`` — every seat plays.
     """
@@ -163,12 +183,13 @@ def verdicts(hands: Sequence[HandResult], staked: frozenset[str] | None = None) 
     all_zeros = [p.name for p in punters if p.total == 0]
     if all_zeros and all(len(h.cards) == 2 for h in hands):
         events.append("baccara_before_draw")
+    if banker.total == 0:
+        events.append("banker_baccara")
+        return tuple((p.name, "lose") for p in punters), tuple(events)
     zeros = [name for name in all_zeros if staked is None or name in staked]
-    if zeros and banker.total != 0:
+    if zeros:
         events.append("baccara")
         return tuple((p.name, "win" if p.name in zeros else "lose") for p in punters), tuple(events)
-    if all_zeros and banker.total == 0:
-        events.append("banker_baccara")
     return tuple((p.name, "win" if p.total > banker.total else "lose") for p in punters), tuple(events)
 
 
@@ -200,11 +221,11 @@ class RussianClassic(Variant):
 
     id = "russian_classic"
     enumerable = False  # three or more hands with free draws: millions of states, see odds.py
-    rules_version = "russian_classic/1"
+    rules_version = "russian_classic/2"
     source = "seed 001 (Баккара, rules 1–18)"
     default_decks = 2
     allowed_decks = (2,)
-    shoe_rules = ShoeRules(burn="none", stop_from_end=max_cards(MAX_PUNTERS))
+    shoe_rules = ShoeRules(burn="none", stop_from_end=max_cards(DEFAULT_PUNTERS))
     card_points = RUSSIAN_POINTS
     house_banked = False
     default_strategy: ClassVar[str] = "draw_to_5"
@@ -214,10 +235,31 @@ class RussianClassic(Variant):
         """:data:`DEFAULT_PUNTERS` punter hands."""
         return DEFAULT_PUNTERS
 
-    def config(self, **overrides: Any) -> TableConfig:
+    def settings(self) -> tuple[Setting, ...]:
+        """Two decks (rule 1), the number of punter hands (rule 3), no levy."""
+        return (
+            Setting(
+                "decks", "int", "2", 'rule 1: "В Баккару играют в две полные (52 карты) мешанные колоды"',
+                values=(2,),
+            ),
+            Setting(
+                "punters", "int", str(DEFAULT_PUNTERS),
+                'rule 3: "Число игроков не ограничено" (two decks hold a coup of at most '
+                f"{MAX_PUNTERS} punters)", minimum=1, maximum=MAX_PUNTERS,
+            ),
+            Setting("commission_bps", "int", "0", "the text names no levy", values=(0,)),
+            rounding_setting("floor", "unused: nothing is levied"),
+        )  # fmt: skip
+
+    def shoe_rules_for(self, config: TableConfig) -> ShoeRules:
+        """No burn; the stop card sits :func:`max_cards` of this table from the end, so the last coup can
+        always be completed."""
+        return ShoeRules(burn="none", stop_from_end=max_cards(config.punters))
+
+    def make_config(self, **overrides: Any) -> TableConfig:
         """Two decks, :data:`DEFAULT_PUNTERS` punters, no levy (the text names none)."""
         overrides.setdefault("commission_bps", 0)
-        return super().config(**overrides)
+        return super().make_config(**overrides)
 
     def validate(self, config: TableConfig) -> None:
         """Two decks, 1 to :data:`MAX_PUNTERS` punters, no levy."""

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from services.core.baccarat.engine import LOSE, PUSH, CoupResult, Grade, TableConfig
+from services.core.baccarat.settings import Setting
 from services.core.baccarat.variants.ez_baccarat import validate_commission_free
 from services.core.baccarat.variants.punto_banco import (
     COMMON_SIDE_BET_PAYTABLE,
@@ -67,10 +68,20 @@ class Super6(BankedTwoHandGame):
     side_bets_available: ClassVar[Mapping[str, SideBetGrader]] = SIDE_BETS
     side_bet_paytable: ClassVar[Mapping[str, SideBetPaytable]] = SIDE_BET_PAYTABLE
 
-    def config(self, **overrides: Any) -> TableConfig:
+    def settings(self) -> tuple[Setting, ...]:
+        """Those of every house-banked game, and the Super 6 side bet's pay."""
+        return (
+            *super().settings(),
+            Setting(
+                "super_6_pays", "int", str(SUPER_6_PAYS), "beyond the seeds: the rule card (12:1 or 15:1)",
+                minimum=1, maximum=50,
+            ),
+        )
+
+    def make_config(self, **overrides: Any) -> TableConfig:
         """The default configuration, commission-free."""
         overrides.setdefault("commission_bps", 0)
-        return super().config(**overrides)
+        return super().make_config(**overrides)
 
     def validate(self, config: TableConfig) -> None:
         """The decks, the side bets, no commission and a positive Super 6 pay."""
