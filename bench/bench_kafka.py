@@ -54,7 +54,8 @@ OUTSIDE = ("operator", "terminal")
 
 def _settings(broker: str) -> Settings:
     prefix = f"bench{uuid.uuid4().hex[:8]}."
-    return quick_settings(Settings(bootstrap_servers=broker, topic_prefix=prefix, partitions=PARTITIONS), env={})
+    base = Settings(bootstrap_servers=broker, topic_prefix=prefix, partitions=PARTITIONS, demo_mode=True)
+    return quick_settings(base, env={})
 
 
 def session_inputs(coups: int) -> list[tuple[str, bytes, bytes]]:

@@ -152,7 +152,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"casino-ledger: error: {self.prog}: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def cmd_keys_new(args: argparse.Namespace) -> int:
+    """A keyring with a fresh secret per principal (DESIGN §9), mode 0600."""
+    from services.runtime.keyring import KeyringError, new_keyring, save_keyring  # noqa: PLC0415
+
+    try:
+        ring = new_keyring()
+        save_keyring(ring, args.out)
+    except KeyringError as exc:
+        return _fail(str(exc))
+    ids = ", ".join(k.key_id for k in ring.keys.values())
+    print(f"wrote keyring {args.out} (mode 0600): {ids}", file=sys.stderr)
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Outside writers' records into the embedded log, then the pipeline until idle (DESIGN §10)."""
+    from services.runtime import ingest  # noqa: PLC0415
+
+    return ingest.main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one table of sub-commands)
     """The argument parser of every sub-command."""
     p = _Parser(prog="casino-ledger", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -204,6 +225,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--until", default=None)
     r.add_argument("--coup", default=None, help="print one game round in full")
     r.set_defaults(func=cmd_replay)
+
+    k = sub.add_parser("keys", help="keyrings: the secrets of every principal (DESIGN §9)")
+    keys = k.add_subparsers(dest="keys_command", required=True)
+    kn = keys.add_parser("new", help="write a keyring with a fresh secret per principal (mode 0600)")
+    kn.add_argument("--out", required=True, help="the keyring file to create (never overwritten)")
+    kn.set_defaults(func=cmd_keys_new)
+
+    i = sub.add_parser("ingest", help="outside records into the embedded log, then run the pipeline")
+    i.add_argument("--db", required=True)
+    i.add_argument("--as", dest="as_", action="append", default=None, metavar="PRINCIPAL",
+                   help="sign each record as this principal (repeatable; a line's \"as\" picks)")  # fmt: skip
+    i.add_argument("file", nargs="?", default="-", help="JSON lines (default: stdin)")
+    i.set_defaults(func=cmd_ingest)
 
     w = sub.add_parser("worker", help="run one Kafka stream processor")
     w.add_argument("name", choices=["dealer", "settlement", "audit", "monitor"])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -78,11 +78,16 @@ class Envelope(BaseModel):
     prev_hash: str | None = None
     hash: str
     payload: dict[str, Any]
+    auth: dict[str, str] | None = None
+    """Who wrote the record (DESIGN §9): ``{"key_id", "mac"}``, the MAC over ``hash`` with the writer's
+    key (:mod:`services.core.trust`). Outside the hash; absent from the bytes when ``None``, so an
+    unauthenticated record serializes exactly as before the field existed."""
 
     def body(self) -> dict[str, Any]:
-        """The envelope as a dict without ``hash``: what the hash covers."""
+        """The envelope as a dict without ``hash`` and ``auth``: what the hash covers."""
         data = self.model_dump()
         del data["hash"]
+        del data["auth"]
         return data
 
     def expected_hash(self) -> str:
@@ -90,8 +95,12 @@ class Envelope(BaseModel):
         return sha256_hex(canonical(self.body()))
 
     def to_json(self) -> bytes:
-        """The record's bytes on the wire and in the log: canonical JSON of the whole envelope."""
-        return canonical(self.model_dump())
+        """The record's bytes on the wire and in the log: canonical JSON of the whole envelope (``auth``
+        left out when ``None``)."""
+        data = self.model_dump()
+        if data["auth"] is None:
+            del data["auth"]
+        return canonical(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +134,10 @@ def seal(
     producer: str,
     cause: Envelope | None,
     head: ChainHead | None,
+    auth_for: Callable[[str], dict[str, str]] | None = None,
 ) -> Envelope:
-    """Give ``draft`` its envelope: id, time and causation from ``cause``, seq/prev_hash from ``head``."""
+    """Give ``draft`` its envelope: id, time and causation from ``cause``, seq/prev_hash from ``head``;
+    ``auth_for`` (the writer's :meth:`services.core.trust.Guard.auth_for`) authenticates it from its hash."""
     body: dict[str, Any] = {
         "event_id": event_id,
         "type": draft.type,
@@ -143,7 +154,26 @@ def seal(
         "payload": dict(draft.payload),
     }
     digest = sha256_hex(canonical(body))
+    if auth_for is not None:
+        return Envelope(hash=digest, auth=auth_for(digest), **body)
     return Envelope(hash=digest, **body)
+
+
+def hash_of_bytes(raw: bytes, env: Envelope) -> str | None:
+    """The hash of ``env``'s content computed from ``raw``, the canonical bytes it was parsed from, by
+    cutting the ``auth`` and ``hash`` members out (no re-serialisation); ``None`` when ``raw`` is not
+    in the canonical form this needs (the caller then uses :meth:`Envelope.expected_hash`)."""
+    body = raw
+    if env.auth is not None:
+        member = b'{"auth":' + canonical(env.auth) + b","
+        if not raw.startswith(member):
+            return None
+        body = b"{" + raw[len(member) :]
+    member = b',"hash":"' + env.hash.encode("utf-8") + b'"'
+    cut = body.find(member)
+    if cut < 0:
+        return None
+    return sha256_hex(body[:cut] + body[cut + len(member) :])
 
 
 def request(

@@ -53,6 +53,12 @@ class Reason(StrEnum):
     UNDECODABLE = "undecodable"
     UNSUPPORTED_VERSION = "unsupported_version"
 
+    # trust at the input (DESIGN §9, services.core.trust)
+    UNAUTHENTICATED = "unauthenticated"
+    NOT_PERMITTED = "not_permitted"
+    KEY_MISMATCH = "key_mismatch"
+    SEED_NOT_ALLOWED = "seed_not_allowed"
+
 
 class DomainError(Exception):
     """A refusal by the core: a reason code plus a human sentence.

@@ -12,6 +12,13 @@ of that lives here, once, so that the embedded and Kafka runtimes both just call
 * **validation at the edge** — every input payload of a contract type is validated against the
   event contract (:mod:`services.core.events`, tolerant of unknown fields) before the processor sees
   it (a type outside the contract is the processor's to refuse);
+* **trust at the input** (DESIGN §9) — a processor built by the composition root carries a
+  :class:`~services.core.trust.Guard`: each input is authenticated and authorized *before* anything
+  else; a refused record (``unauthenticated``, ``not_permitted``, ``key_mismatch``) becomes a dead
+  letter, changes no state and is **not** counted as applied, so a forgery cannot squat the id of the
+  real record that follows (its dead letter's id is derived from the forgery's hash, never from its
+  ``event_id``). Every output is then signed with the processor's own key. A processor without a
+  guard (pure unit tests of one processor) checks and signs nothing;
 * **dead letters** — a record the processor cannot understand (``DomainError`` or pydantic
   ``ValidationError`` raised while validating or handling) becomes a ``DeadLetter`` draft with a
   reason code and the original record, and the state does not change: nothing is lost, nothing
@@ -35,6 +42,7 @@ from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal, 
 from services.core.errors import DomainError, Reason
 from services.core.events import PAYLOADS, payload_of
 from services.core.topics import DEADLETTER
+from services.core.trust import Guard
 
 S = TypeVar("S")
 
@@ -50,7 +58,12 @@ class Processor(ABC, Generic[S]):
     validates_inputs: ClassVar[bool] = True
     """Whether :func:`step` validates each input payload before :meth:`handle` (dead-lettering what
     fails). Audit turns it off: it must check a record's hash and chain *before* its content, and an
-    invalid recorded event is a finding for it, not a dead letter."""
+    invalid recorded event is a finding for it, not a dead letter. It also means the guard checks
+    the MAC over the ``hash`` as written without recomputing it: audit reports an edited record's
+    hash itself."""
+    guard: Guard | None = None
+    """Authenticates inputs and signs outputs; set by the composition root
+    (:mod:`services.runtime.compose`). ``None``: no checks and no signatures (unit tests)."""
 
     @classmethod
     def stage_name(cls) -> str:
@@ -143,13 +156,31 @@ def internal_error_detail(processor: Processor[Any], exc: Exception) -> str:
     return f"{processor.stage_name()} failed on this record: {type(exc).__name__}: {message}".rstrip(": ")
 
 
-def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) -> list[Envelope]:
+def step(
+    processor: Processor[S], state: ProcessorState[S], record: Envelope, raw: bytes | None = None
+) -> list[Envelope]:
     """Apply ``record`` to ``state`` in place (the shell owns the mutable holder) and seal the outputs.
 
-    Returns the envelopes to append, in order; an empty list for a re-delivered record.
+    Returns the envelopes to append, in order; an empty list for a re-delivered record. ``raw``: the
+    bytes ``record`` was decoded from, when the shell has them (checking its hash is then cheaper).
     """
     if record.event_id in state.applied:
         return []
+    guard = processor.guard
+    if guard is not None:
+        refusal = guard.admit(record, check_hash=processor.validates_inputs, raw=raw)
+        if refusal is not None:  # not applied: the real record under this id still will be
+            draft = dead_letter(record, None, refusal.reason.value, refusal.detail, record.topic)
+            env = seal(
+                draft,
+                event_id=derive_id(f"refused/{record.hash}", 0, stage_namespace(processor.stage_name())),
+                occurred_at=record.occurred_at,
+                producer=processor.name,
+                cause=record,
+                head=None,
+                auth_for=guard.auth_for,
+            )
+            return [env]
     try:  # validate at the edge: a malformed payload never reaches handle
         if processor.validates_inputs and record.type in PAYLOADS:
             payload_of(record, tolerant=True)
@@ -173,6 +204,7 @@ def step(processor: Processor[S], state: ProcessorState[S], record: Envelope) ->
             producer=processor.name,
             cause=record,
             head=head,
+            auth_for=guard.auth_for if guard is not None else None,
         )
         if draft.chained:
             state.heads[head_key] = ChainHead(env.seq or 0, env.hash)

@@ -41,7 +41,8 @@ from services.core.processor import Processor
 from services.core.shoe import SHUFFLE_ALGORITHM, commitment, play_window, shuffle
 
 DEMO_SHOE_KEY = hashlib.sha256(b"casino-ledger demo shoe key: never use in production").digest()
-"""The shoe key of the demo and the tests. A casino sets its own secret (``CASINO_DEALER_SHOE_KEY``)."""
+"""A public shoe key for unit tests of the bare processor. The composition root
+(:mod:`services.runtime.compose`) always hands the dealer its secret from the keyring instead."""
 
 
 class Refusal(Exception):
@@ -126,11 +127,23 @@ class Dealer(Processor[DealerState]):
     name = "dealer"
     inputs = (topics.TABLE_INBOX,)
 
-    def __init__(self, shoe_key: bytes = DEMO_SHOE_KEY, amount_max_minor: int = AMOUNT_MAX_MINOR) -> None:
+    def __init__(
+        self,
+        shoe_key: bytes = DEMO_SHOE_KEY,
+        amount_max_minor: int = AMOUNT_MAX_MINOR,
+        *,
+        allow_seed_hex: bool = False,
+    ) -> None:
+        """``shoe_key``: the secret every RNG shoe's seed is derived from (:func:`shoe_seed`; the
+        dealer's secret in the keyring). ``amount_max_minor``: the largest stake accepted.
+        ``allow_seed_hex``: honour an ``OpenShoe``'s own ``seed_hex`` (demo and test mode only:
+        otherwise any inbox writer could choose, and so know, the order of a shoe); when off, such a
+        command is refused with ``seed_not_allowed``."""
         if not 1 <= amount_max_minor <= BALANCE_MAX_MINOR:
             raise ValueError(f"amount_max_minor is 1 to {BALANCE_MAX_MINOR}, not {amount_max_minor}")
         self.shoe_key = shoe_key
         self.amount_max_minor = amount_max_minor
+        self.allow_seed_hex = allow_seed_hex
 
     def initial(self) -> DealerState:
         """No tables."""
@@ -147,6 +160,9 @@ class Dealer(Processor[DealerState]):
             if record.type == "BetPlaced" and _stake(record) > self.amount_max_minor:
                 raise Refusal(Reason.AMOUNT_TOO_LARGE, f"a stake is at most {self.amount_max_minor}")
             if record.type == "OpenShoe":
+                if record.payload.get("seed_hex") is not None and not self.allow_seed_hex:
+                    detail = "a shoe's seed comes from the dealer's secret; seed_hex is for demo and tests"
+                    raise Refusal(Reason.SEED_NOT_ALLOWED, detail)
                 new_table, out = on_open_shoe(table, record, self.shoe_key)
             else:
                 new_table, out = handler(table, record)

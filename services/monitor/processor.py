@@ -1,7 +1,8 @@
 """The fraud and anomaly monitor: pure detectors over a table's event stream (DESIGN §4).
 
-Input: ``casino.table.events`` only (keyed by table; DESIGN §1.5: one ordered input per stateful
-processor). Output: ``AnomalyDetected`` on ``casino.monitor.alerts``, keyed by the same table_id and
+Input: ``casino.table.events`` (keyed by table; DESIGN §1.5: one ordered input per stateful
+processor) and ``casino.deadletter`` (stateless: one alert per record refused at the input).
+Output: ``AnomalyDetected`` on ``casino.monitor.alerts``, keyed by the same table_id and
 chained. Every alert's payload (:class:`~services.core.events.AnomalyDetected`) holds ``detector`` (a
 stable :class:`Detector` code), ``category`` (the detector's family), ``severity``, ``table_id``,
 ``subject`` (the ids concerned: ``event_ids``, ``bet_ids``, ``account_id``, ``coup_id``, ``shoe_id``
@@ -21,6 +22,13 @@ Detectors (each a small pure function below; thresholds are named constants with
   :data:`WIN_STREAK_LENGTH` decided wins (computed from :data:`WIN_PROBABILITY_MAX` and
   :data:`STREAK_PROBABILITY_MAX`), and a net result over the last :data:`OUTLIER_WINDOW_BETS` decided
   bets more than :data:`OUTLIER_Z` standard deviations above the most the game allows, are flagged.
+* **refused record** (DESIGN §9) — a record refused at the input (``unauthenticated``,
+  ``not_permitted``, ``key_mismatch``: a forgery or a writer beyond its rights), read from its dead
+  letter. Several processors read some topics and each dead-letters the record, so only the dead
+  letter of the topic's primary consumer (:data:`services.core.trust.PRIMARY_CONSUMER`) raises one.
+  The alert is keyed by the refused record's topic (the dead letter's own key), so its chain is fed by
+  one ordered input and never interleaves with a table's alerts; ``subject`` names the refused record
+  (id, type, key) and its dead letter.
 * **bet pattern** — one account on both sides (``player`` and ``banker``) of one coup (a hedge that
   turns comps or laundered cash over at almost no risk); and stakes just under a spot's maximum,
   repeatedly (structuring: keeping each bet below the limit that would draw attention).
@@ -66,6 +74,7 @@ from services.core.errors import DomainError, Reason
 from services.core.events import Severity
 from services.core.money import BPS, settle
 from services.core.processor import Processor
+from services.core.trust import PRIMARY_CONSUMER, REFUSALS
 
 
 class Detector(StrEnum):
@@ -81,6 +90,7 @@ class Detector(StrEnum):
     STRUCTURING = "structuring"
     UNREADABLE_EVENT = "unreadable_event"
     INTERNAL_ERROR = "internal_error"
+    REFUSED_RECORD = "refused_record"
 
 
 CATEGORY: Final[Mapping[Detector, str]] = {
@@ -94,6 +104,7 @@ CATEGORY: Final[Mapping[Detector, str]] = {
     Detector.STRUCTURING: "bet_pattern",
     Detector.UNREADABLE_EVENT: "integrity",
     Detector.INTERNAL_ERROR: "integrity",
+    Detector.REFUSED_RECORD: "trust",
 }
 """The family of each detector, for the back office to group alerts."""
 
@@ -628,9 +639,10 @@ class Monitor(Processor[MonitorState]):
         return MonitorState()
 
     def handle(self, state: MonitorState, record: Envelope) -> tuple[MonitorState, list[Draft]]:
-        """Fold one table event through the detectors, or raise the alert a dead letter calls for."""
+        """Fold one table event through the detectors, or raise the alert a dead letter calls for (a
+        record refused at the input, or a processor's internal error)."""
         if record.topic == topics.DEADLETTER:
-            return state, dead_letter_alert(record, self.name)
+            return state, refused_record(record) or dead_letter_alert(record, self.name)
         handler = HANDLERS.get(record.type)
         if handler is None:
             return state, []
@@ -646,3 +658,39 @@ class Monitor(Processor[MonitorState]):
             )  # fmt: skip
             return state, [found]
         return MonitorState({**state.tables, record.key: table}), out
+
+
+REFUSED_SEVERITY: Final[Mapping[str, Severity]] = {
+    Reason.UNAUTHENTICATED.value: Severity.WARNING,
+    Reason.NOT_PERMITTED.value: Severity.CRITICAL,
+    Reason.KEY_MISMATCH.value: Severity.CRITICAL,
+}
+"""An unauthenticated record is a writer without our key (a stranger, a misconfigured system); a
+known principal writing beyond its rights is a compromised or rogue insider: critical."""
+
+
+def refused_record(dead: Envelope) -> Drafts:
+    """One ``refused_record`` alert for a record refused at the input by its topic's primary consumer
+    (see the module docstring); nothing for any other dead letter."""
+    p = dead.payload
+    reason, source = str(p.get("reason")), str(p.get("source_topic"))
+    primary = PRIMARY_CONSUMER.get(source)
+    if reason not in REFUSALS or primary is None or dead.producer != primary.value:
+        return []
+    subject: dict[str, Any] = {
+        "event_ids": [str(p.get("original_event_id"))],
+        "dead_letter_id": dead.event_id,
+    }
+    try:
+        original = json.loads(str(p.get("original") or ""))
+    except (ValueError, RecursionError):
+        original = None
+    if isinstance(original, dict):
+        subject.update(
+            {k: original[k] for k in ("type", "key", "producer") if isinstance(original.get(k), str)}
+        )
+    return [alert(
+        Detector.REFUSED_RECORD, REFUSED_SEVERITY[reason], source,
+        subject=subject, observed={"reason": reason}, threshold={},
+        detail=f"refused at the input of {source}: {p.get('detail', '')}",
+    )]  # fmt: skip

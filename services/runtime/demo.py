@@ -23,8 +23,11 @@ from rich.table import Table
 
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
+from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, NotALog
+from services.runtime.keyring import KeyringError, load_keyring, new_keyring, save_keyring
 from services.runtime.replay import Report, read_db, replay
+from services.runtime.settings import Settings
 from services.runtime.simulator import Session, TableSpec, demo_tables
 
 DEFAULT_COUPS = 60
@@ -185,10 +188,15 @@ def main(args: argparse.Namespace) -> int:
 
     path = db or _default_db(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    bus = EmbeddedBus(path)
+    try:
+        composition = demo_composition(Path(f"{path}.keyring.json"))
+    except KeyringError as exc:
+        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+        return 2
+    bus = EmbeddedBus(path, composition.pipeline())
     try:
         bus.log.set_meta(META_KEY, json.dumps(options, sort_keys=True))
-        _play(console, Session(bus, seed=seed), tables, coups)
+        _play(console, Session(bus, seed=seed, keyring=composition.keyring), tables, coups)
     finally:
         bus.close()
     report = replay(read_db(path))
@@ -220,7 +228,9 @@ def _prepare(db: Path | None, args: argparse.Namespace) -> dict[str, int] | None
             raise BadInput(f"--resume: {path} holds no demo session to resume")
         return stored
     if args.force or (db is None and stored is not None):
-        for suffix in ("", "-wal", "-shm"):
+        # --force starts afresh, keys included; the default scratch file keeps its keyring, so that
+        # `make demo` twice plays the same shoes
+        for suffix in ("", "-wal", "-shm", *((".keyring.json",) if args.force else ())):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         return None
     raise BadInput(f"{path} exists: --resume continues its session, --force replaces it")
@@ -240,6 +250,16 @@ def _stored_options(path: Path) -> dict[str, int] | None:
         return None
     ok = isinstance(data, dict) and set(data) == {"seed", "tables", "coups"}
     return {k: int(v) for k, v in data.items()} if ok and all(type(v) is int for v in data.values()) else None
+def demo_composition(beside: Path) -> Composition:
+    """The demo's processors: on ``CASINO_KEYRING`` when set, else on the keyring file ``beside`` (the
+    db's ``<db>.keyring.json``: loaded when it exists, so a rerun replays the same shoes; else made
+    fresh, mode 0600). Demo mode: the simulator may choose seeds; the public demo keys are allowed."""
+    if os.environ.get("CASINO_KEYRING"):
+        return Composition.from_settings(Settings(demo_mode=True))
+    ring = load_keyring(beside) if beside.exists() else new_keyring()
+    if not beside.exists():
+        save_keyring(ring, beside)
+    return Composition.demo(ring)
 
 
 def _play(console: Console, session: Session, tables: list[TableSpec], coups: int) -> None:
@@ -262,7 +282,6 @@ def _main_kafka(
     second run never mixes with the first; the workers log under ``var/kafka/<prefix>``.
     """
     from services.runtime.kafka_bus import quick_settings, running  # noqa: PLC0415
-    from services.runtime.settings import Settings  # noqa: PLC0415
 
     base = Settings(bootstrap_servers=args.kafka)
     if not os.environ.get("CASINO_TOPIC_PREFIX"):
@@ -270,9 +289,17 @@ def _main_kafka(
         base = base.model_copy(update={"topic_prefix": f"demo-{seed}-{stamp}."})
     settings = quick_settings(base)
     log_dir = Path("var") / "kafka" / settings.topic_prefix.rstrip(".")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        composition = demo_composition(log_dir / "keyring.json")
+    except KeyringError as exc:
+        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+        return 2
+    ring_path = settings.keyring or log_dir / "keyring.json"
+    settings = settings.model_copy(update={"keyring": ring_path, "demo_mode": True})
     console.print(f"topics {settings.topic_prefix}*, worker logs in {log_dir}")
     with running(settings, log_dir) as bus:
-        _play(console, Session(bus, seed=seed), tables, coups)
+        _play(console, Session(bus, seed=seed, keyring=composition.keyring), tables, coups)
         records = bus.consume_all()
     report = replay(records)
     prefix = settings.topic_prefix

@@ -6,8 +6,12 @@ global, strictly increasing position across topics, so a processor that reads se
 them in one deterministic order, and an export is the log in that order. Appends are idempotent by
 ``event_id`` (a partial UNIQUE index): re-appending an identical record is a no-op, a different body
 under an existing id raises :class:`LogConflict` (TigerBeetle's ``exists`` vs
-``exists_with_different_*``). Dead letters are ``casino.deadletter`` records, also seen through the
-``deadletter`` view.
+``exists_with_different_*``). Ids are unique per origin: a processor's output (``internal``) and an
+outside writer's record live in two id spaces, because an outsider can compute the id a processor is
+about to derive (ids are derived from public data) and write a forgery under it first: the forgery is
+refused by its consumer (DESIGN §9) and the real output still goes in, instead of a
+:class:`LogConflict` that would stop the pipeline on every restart. Dead letters are
+``casino.deadletter`` records, also seen through the ``deadletter`` view.
 
 **Durability.** WAL journal, ``synchronous=FULL`` by default: every commit is fsynced before it
 returns, so a record acknowledged to an outside writer (a deposit at the cashier) survives a power
@@ -48,7 +52,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -58,6 +62,9 @@ from services.core.processor import Processor, ProcessorState, dead_letter, init
 from services.runtime import snapshot
 from services.runtime.failures import NotALog
 from services.runtime.logging import get_logger
+
+if TYPE_CHECKING:
+    from services.runtime.compose import Composition
 
 S = TypeVar("S")
 
@@ -87,9 +94,11 @@ CREATE TABLE IF NOT EXISTS records (
     key TEXT NOT NULL,
     event_id TEXT,
     type TEXT,
-    body BLOB NOT NULL
+    body BLOB NOT NULL,
+    internal INTEGER NOT NULL DEFAULT 0
 );
-CREATE UNIQUE INDEX IF NOT EXISTS records_event_id ON records(event_id) WHERE event_id IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS records_origin_event_id ON records(internal, event_id)
+    WHERE event_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS records_topic ON records(topic, "offset");
 CREATE INDEX IF NOT EXISTS records_topic_key ON records(topic, key, "offset");
 CREATE TABLE IF NOT EXISTS consumers (
@@ -164,6 +173,7 @@ class EmbeddedLog:
             if not readonly:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute(f"PRAGMA synchronous={synchronous}")
+                self._migrate()
                 self._conn.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             self._conn.close()
@@ -181,6 +191,14 @@ class EmbeddedLog:
             raise NotALog(f"{self.path}: an SQLite database of something else (tables: {shown}), not a log")
         if not names and self.readonly:
             raise NotALog(f"{self.path}: an empty file, not a log")
+
+    def _migrate(self) -> None:
+        """A log written before ids were unique per origin: add the column, replace the index (its old
+        records count as outside records; a processor re-deriving one appends its own copy)."""
+        cols = {row[1] for row in self._conn.execute("PRAGMA table_info(records)")}
+        if cols and "internal" not in cols:
+            self._conn.execute("ALTER TABLE records ADD COLUMN internal INTEGER NOT NULL DEFAULT 0")
+            self._conn.execute("DROP INDEX IF EXISTS records_event_id")
 
     def close(self) -> None:
         """Close the connection (an open transaction is rolled back)."""
@@ -208,11 +226,16 @@ class EmbeddedLog:
 
     # -- writing -------------------------------------------------------------------------------------
 
-    def append(self, envelopes: Iterable[Envelope]) -> int:
-        """Append envelopes in order, idempotently by ``event_id``; returns how many were new."""
+    def append(self, envelopes: Iterable[Envelope], *, internal: bool = False) -> int:
+        """Append envelopes in order, idempotently by ``event_id``; returns how many were new.
+
+        ``internal``: the records are a processor's outputs (a runner's appends), whose ids are unique
+        among outputs; outside writers' records (the default) are unique among themselves.
+        """
         with self.transaction():
             return sum(
-                self._insert(env.topic, env.key, env.event_id, env.type, env.to_json()) for env in envelopes
+                self._insert(env.topic, env.key, env.event_id, env.type, env.to_json(), internal)
+                for env in envelopes
             )
 
     def append_raw(self, topic: str, key: str, raw: bytes) -> bool:
@@ -225,14 +248,24 @@ class EmbeddedLog:
         with self.transaction():
             return self._insert(topic, key, event_id, type_, raw)
 
-    def _insert(self, topic: str, key: str, event_id: str | None, type_: str | None, body: bytes) -> bool:
+    def _insert(  # noqa: PLR0917 (one row's columns)
+        self,
+        topic: str,
+        key: str,
+        event_id: str | None,
+        type_: str | None,
+        body: bytes,
+        internal: bool = False,
+    ) -> bool:
         try:
             self._conn.execute(
-                "INSERT INTO records (topic, key, event_id, type, body) VALUES (?, ?, ?, ?, ?)",
-                (topic, key, event_id, type_, body),
+                "INSERT INTO records (topic, key, event_id, type, body, internal) VALUES (?, ?, ?, ?, ?, ?)",
+                (topic, key, event_id, type_, body, int(internal)),
             )
         except sqlite3.IntegrityError:
-            found = self._conn.execute("SELECT body FROM records WHERE event_id = ?", (event_id,)).fetchone()
+            found = self._conn.execute(
+                "SELECT body FROM records WHERE internal = ? AND event_id = ?", (int(internal), event_id)
+            ).fetchone()
             if found is None:
                 raise
             if bytes(found[0]) != body:
@@ -274,6 +307,13 @@ class EmbeddedLog:
             if len(rows) < page:
                 return
             after = rows[-1][0]
+
+    def holds(self, event_id: str, *, internal: bool = False) -> bool:
+        """Whether an outside writer's record (a processor's output, with ``internal``) has ``event_id``."""
+        row = self._conn.execute(
+            "SELECT 1 FROM records WHERE internal = ? AND event_id = ?", (int(internal), event_id)
+        ).fetchone()
+        return row is not None
 
     def count(self, topic: str | None = None) -> int:
         """How many records the log holds (on ``topic`` only, when given)."""
@@ -517,8 +557,8 @@ class Runner(Generic[S]):
                 outputs.append(self._dead(offset, topic, raw, detail, Reason.INVALID_PAYLOAD))
                 continue
             self.ids.offset = offset
-            outputs.extend(step(self.processor, self.state, record))
-        self.log.append(outputs)
+            outputs.extend(step(self.processor, self.state, record, raw))
+        self.log.append(outputs, internal=True)
         self.position = rows[-1][0]
         self.committed = max(self.committed, self.position)
         self.log.commit_offset(self.name, self.committed)
@@ -529,7 +569,7 @@ class Runner(Generic[S]):
 
     def _dead(self, offset: int, topic: str, raw: bytes, detail: str, reason: Reason) -> Envelope:
         draft = dead_letter(None, raw, reason.value, detail, topic)
-        return seal(
+        env = seal(
             draft,
             # the runner's name is in the id: two processors reading one topic dead-letter it apart
             event_id=derive_id(f"dead/{self.name}/{topic}/{offset}", 0),
@@ -538,6 +578,8 @@ class Runner(Generic[S]):
             cause=None,
             head=None,
         )
+        guard = self.processor.guard
+        return guard.sign(env) if guard is not None else env
 
     def _encode(self) -> bytes:
         heads = [(t, k, h.seq, h.hash) for (t, k), h in self.state.heads.items()]
@@ -624,17 +666,9 @@ class EmbeddedBus:
         self.log.close()
 
 
-def default_pipeline() -> list[tuple[str, Processor[Any]]]:
-    """The reference processors with their consumer names, in the order the bus steps them."""
-    from services.audit.processor import Audit  # noqa: PLC0415 (the log itself needs no processor)
-    from services.dealer.processor import Dealer  # noqa: PLC0415
-    from services.monitor.processor import Monitor  # noqa: PLC0415
-    from services.settlement.processor import PayoutStage, WalletStage  # noqa: PLC0415
+def default_pipeline(composition: Composition | None = None) -> list[tuple[str, Processor[Any]]]:
+    """The reference processors with their consumer names, in the order the bus steps them, from the
+    composition root (default: demo/test mode on the public demo keyring)."""
+    from services.runtime.compose import Composition  # noqa: PLC0415 (the log itself needs no processor)
 
-    return [
-        ("dealer", Dealer()),
-        ("settlement.payout", PayoutStage()),
-        ("settlement.wallet", WalletStage()),
-        ("audit", Audit()),
-        ("monitor", Monitor()),
-    ]
+    return (composition or Composition.demo()).pipeline()

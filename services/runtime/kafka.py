@@ -74,8 +74,11 @@ from aiokafka.structs import ConsumerRecord  # type: ignore[import-untyped]
 from services.core import topics
 from services.core.envelope import Envelope, derive_id, seal
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
+from services.core.trust import PrincipalKey, Refusal, verify
 from services.runtime import codec, metrics
+from services.runtime.compose import SERVICES, Composition
 from services.runtime.failures import BrokerUnreachable, one_line
+from services.runtime.keyring import KeyringError
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
 
@@ -88,37 +91,16 @@ RETENTION_FOREVER_MS = -1
 ServiceFactory = Callable[[], "Processor[Any] | Sequence[Processor[Any]]"]
 
 
-def _dealer() -> Processor[Any]:
-    from services.dealer.processor import Dealer  # noqa: PLC0415 (a worker imports only its service)
+def _service(name: str) -> ServiceFactory:
+    def build() -> Sequence[Processor[Any]]:
+        return Composition.from_settings().service(name)
 
-    return Dealer(amount_max_minor=Settings().amount_max_minor)
-
-
-def _settlement() -> Sequence[Processor[Any]]:
-    from services.settlement.processor import PayoutStage, WalletStage  # noqa: PLC0415
-
-    return (PayoutStage(), WalletStage(amount_max_minor=Settings().amount_max_minor))
+    return build
 
 
-def _audit() -> Processor[Any]:
-    from services.audit.processor import Audit  # noqa: PLC0415
-
-    return Audit()
-
-
-def _monitor() -> Processor[Any]:
-    from services.monitor.processor import Monitor  # noqa: PLC0415
-
-    return Monitor()
-
-
-PROCESSORS: dict[str, ServiceFactory] = {
-    "dealer": _dealer,
-    "settlement": _settlement,
-    "audit": _audit,
-    "monitor": _monitor,
-}
-"""The services a worker can run: name → factory of its processor(s), each with its own agent."""
+PROCESSORS: dict[str, ServiceFactory] = {name: _service(name) for name in SERVICES}
+"""The services a worker can run: name → factory of its processor(s), each with its own agent, built
+by the composition root (:mod:`services.runtime.compose`) from ``CASINO_KEYRING``/``CASINO_DEMO_MODE``."""
 
 
 def _log() -> Any:
@@ -460,6 +442,10 @@ class OutputIndex:
 
     producers: frozenset[str]
     logical_topics: tuple[str, ...]
+    own_keys: Mapping[str, PrincipalKey] | None = None
+    """The service's own keys by key id: when set, only records authenticated by one of them count
+    (a forgery written under the id the service is about to derive must not make it skip the real
+    output: DESIGN §9)."""
     ids: set[str] = field(default_factory=set)
     positions: dict[TopicPartition, int] = field(default_factory=dict)
     stale: bool = True
@@ -473,11 +459,21 @@ class OutputIndex:
         for msgs in read.values():
             for m in msgs:
                 event_id, producer = codec.identity_of(m.value)
-                if event_id is not None and producer in self.producers:
+                if event_id is not None and producer in self.producers and self._ours(m.value):
                     self.ids.add(event_id)
         self.positions.update(reached)
         self.stale = False
         return len(self.ids) - before
+
+    def _ours(self, raw: bytes | None) -> bool:
+        """Whether ``raw`` is authenticated by one of the service's own keys (always, without keys)."""
+        if self.own_keys is None:
+            return True
+        try:
+            env = codec.decode(raw)
+        except codec.DecodeError:
+            return False
+        return not isinstance(verify(env, self.own_keys), Refusal)
 
 
 class Pipe:
@@ -501,20 +497,20 @@ class Pipe:
         except codec.DecodeError as exc:
             self.last = {"type": None, "event_id": None, "reason": exc.reason.value}
             draft = dead_letter(None, value, exc.reason.value, exc.detail, topic)
-            return [
-                seal(
-                    draft,
-                    event_id=derive_id(f"dead/{self.stage}/{topic}/{partition}/{offset}", 0),
-                    occurred_at=codec.occurred_at_of(value),
-                    producer=self.processor.name,
-                    cause=None,
-                    head=None,
-                )
-            ]
+            env = seal(
+                draft,
+                event_id=derive_id(f"dead/{self.stage}/{topic}/{partition}/{offset}", 0),
+                occurred_at=codec.occurred_at_of(value),
+                producer=self.processor.name,
+                cause=None,
+                head=None,
+            )
+            guard = self.processor.guard
+            return [guard.sign(env) if guard is not None else env]
         p = record.payload
         self.last = {"type": record.type, "event_id": record.event_id, "key": record.key,
                      "table_id": p.get("table_id"), "coup_id": p.get("coup_id")}  # fmt: skip
-        return step(self.processor, self.state, record)
+        return step(self.processor, self.state, record, value)
 
 
 class Shell:
@@ -527,7 +523,9 @@ class Shell:
         self.settings = settings
         self.pipes = [Pipe(p, settings) for p in processors]
         outputs = sorted({t for p in processors for t in _outputs_of(p)})
-        self.index = OutputIndex(frozenset(p.name for p in processors), tuple(outputs))
+        guards = [p.guard for p in processors if p.guard is not None]
+        own = {g.own.key_id: g.own for g in guards} if guards else None
+        self.index = OutputIndex(frozenset(p.name for p in processors), tuple(outputs), own)
         self._reader: AIOKafkaConsumer | None = None
         self._topics: dict[str, Any] = {}
         self._one_at_a_time = asyncio.Lock()
@@ -762,7 +760,12 @@ def run_worker(name: str, settings: Settings, factory: ServiceFactory | None = N
     if chosen is None:
         known = ", ".join(sorted(PROCESSORS)) or "none registered"
         raise SystemExit(f"casino-ledger: error: no Kafka service {name!r} (known: {known})")
-    processors = _as_processors(chosen())
+    try:
+        made = factory() if factory else Composition.from_settings(settings).service(name)
+        processors = _as_processors(made)
+    except KeyringError as exc:
+        print(f"casino-ledger: error: {exc}", file=sys.stderr)  # noqa: T201
+        raise SystemExit(2) from None
     configure(level=settings.log_level or None, fmt=settings.log_format)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

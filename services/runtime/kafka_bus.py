@@ -45,6 +45,7 @@ from pydantic import SecretStr
 from services.core import topics
 from services.core.envelope import Envelope
 from services.runtime import codec, kafka
+from services.runtime.compose import Composition
 from services.runtime.settings import Settings
 
 T = TypeVar("T")
@@ -102,13 +103,10 @@ def worker_env(settings: Settings) -> dict[str, str]:
 
 
 def service_inputs(names: Iterable[str] = SERVICES) -> dict[str, tuple[str, ...]]:
-    """Each service's input topics (logical), from the processors :data:`kafka.PROCESSORS` builds."""
-    out: dict[str, tuple[str, ...]] = {}
-    for name in names:
-        made = kafka.PROCESSORS[name]()
-        processors = [made] if not isinstance(made, Sequence) else list(made)
-        out[name] = tuple(sorted({t for p in processors for t in p.inputs}))
-    return out
+    """Each service's input topics (logical), from the processors the composition root builds (their
+    inputs do not depend on the keys)."""
+    composition = Composition.demo()
+    return {name: tuple(sorted({t for p in composition.service(name) for t in p.inputs})) for name in names}
 
 
 def group_id(settings: Settings, service: str) -> str:

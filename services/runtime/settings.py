@@ -86,6 +86,15 @@ class Settings(BaseSettings):
         default=100, ge=0,
         description="/readyz: records per assigned partition a caught-up worker may still have to handle",
     )  # fmt: skip
+    keyring: Path | None = Field(
+        default=None,
+        description="the keyring file (`casino-ledger keys new`); every command and worker reads its keys "
+        "from it",
+    )
+    demo_mode: bool = Field(
+        default=False,
+        description="demo/test mode: the public demo keyring and inbox-chosen shoe seeds are allowed",
+    )
     topic_spec: Path = Field(
         default=Path("schemas/topics.yaml"), description="topic list for `casino-ledger topics create`"
     )

@@ -6,7 +6,9 @@ would write (``Deposit``, ``PlaceBet`` on ``casino.wallet.requests``; ``OpenTabl
 and reads the dealer's events to know when a decision is due or a coup is over. Everything is derived
 from ``seed``: its ids, its clock (one simulated second per command), its players' choices (a
 ``random.Random(seed)``) and the shoe ids (the dealer derives each shoe's secret seed from its key and
-the shoe id). The same seed therefore writes the same log, byte for byte.
+the shoe id). The same seed and the same keyring therefore write the same log, byte for byte. Each
+record is authenticated as the outside principal that would write it (:attr:`Session.keyring`):
+deposits as the cashier, bets as a terminal, table commands as the operator.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from services.core import topics
 from services.core.baccarat import CoupState, Decide, Wager, apply_card, apply_decision, get_variant, start
 from services.core.baccarat.engine import TableConfig, Variant
 from services.core.envelope import Envelope, name_id, request
+from services.core.trust import Principal, authenticate
+from services.runtime.keyring import Keyring, demo_keyring
 
 EPOCH = datetime(2026, 11, 22, 20, 0, 0, tzinfo=UTC)
 CURRENCY = "EUR"
@@ -85,6 +89,8 @@ class Session:
     deposit_minor: int = 5_000_000
     clock: int = 0
     counter: int = 0
+    keyring: Keyring = field(default_factory=demo_keyring)
+    """The outside principals' keys the session writes with (terminal, cashier, operator, shoe)."""
     rng: random.Random = field(init=False)
     stats: dict[str, int] = field(default_factory=dict)
 
@@ -101,16 +107,19 @@ class Session:
         return name_id("sim", str(self.seed), str(self.counter))
 
     def command(self, type_: str, table_id: str, payload: dict[str, Any]) -> None:
-        """Write one operator command to the table's inbox."""
+        """Write one table command to the table's inbox, as the operator (a card read: as the shoe)."""
+        who = Principal.SHOE if type_ == "CardRead" else Principal.OPERATOR
         env = request(type_, topics.TABLE_INBOX, table_id, {"table_id": table_id, **payload},
-                      event_id=self._id(), occurred_at=self._now(), producer="operator")  # fmt: skip
-        self.bus.publish([env])
+                      event_id=self._id(), occurred_at=self._now(), producer=who.value)  # fmt: skip
+        self.bus.publish([authenticate(env, self.keyring.key(who))])
 
     def wallet(self, type_: str, account: str, payload: dict[str, Any]) -> None:
-        """Write one wallet request (deposit, bet) for ``account``."""
+        """Write one wallet request for ``account``: a deposit or withdrawal as the cashier, a bet as
+        a terminal."""
+        who = Principal.CASHIER if type_ in ("Deposit", "Withdraw") else Principal.TERMINAL
         env = request(type_, topics.WALLET_REQUESTS, account, {"account_id": account, **payload},
-                      event_id=self._id(), occurred_at=self._now(), producer="terminal")  # fmt: skip
-        self.bus.publish([env])
+                      event_id=self._id(), occurred_at=self._now(), producer=who.value)  # fmt: skip
+        self.bus.publish([authenticate(env, self.keyring.key(who))])
 
     # -- the session -------------------------------------------------------------------------
     def accounts(self) -> list[str]:

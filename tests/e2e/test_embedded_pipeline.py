@@ -189,3 +189,28 @@ def test_money_is_conserved_over_a_whole_demo(tmp_path: Path, seed: int) -> None
             totals[r["account"]] = totals.get(r["account"], 0) + r["amount_minor"]
     assert sum(totals.values()) == 0
     assert all(v == 0 for a, v in totals.items() if a.endswith(":escrow")), totals
+
+
+def _demo_log(db: Path, env: dict[str, str]) -> list[bytes]:
+    args = ["demo", "--seed", "5", "--tables", "2", "--coups", "3", "--db", str(db), "--quiet"]
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [raw for *_, raw in EmbeddedLog(db, readonly=True).iter_all()]
+
+
+def test_demo_keyrings_make_the_shoes(tmp_path: Path) -> None:
+    """The demo writes its own 0600 keyring beside its db; two demos of one seed with different keyrings
+    deal different shoes, and a demo on the same keyring (CASINO_KEYRING) writes a byte-identical log."""
+    env = {k: v for k, v in ENV.items() if k not in ("CASINO_KEYRING", "CASINO_DEMO_MODE")}
+    a = _demo_log(tmp_path / "a.db", env)
+    b = _demo_log(tmp_path / "b.db", env)
+    ring = tmp_path / "a.db.keyring.json"
+    assert ring.exists() and (ring.stat().st_mode & 0o777) == 0o600
+    same = _demo_log(tmp_path / "c.db", {**env, "CASINO_KEYRING": str(ring)})
+    assert not (tmp_path / "c.db.keyring.json").exists()
+
+    def shoes(log: list[bytes]) -> list[str]:
+        return [json.loads(r)["payload"]["commitment"] for r in log if json.loads(r)["type"] == "ShoeOpened"]
+
+    assert shoes(a) and set(shoes(a)).isdisjoint(shoes(b))
+    assert same == a

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from services.audit.processor import Audit
 from services.core.envelope import Envelope
 from services.core.processor import Processor, ProcessorState, initial_state, step
-from services.dealer.processor import Dealer
-from services.monitor.processor import Monitor
-from services.settlement.processor import PayoutStage, WalletStage
+from services.runtime.compose import Composition
 
 
 class MemBus:
-    """Runs dealer, settlement (both stages), audit and monitor over a Python list, in log order."""
+    """Runs dealer, settlement (both stages), audit and monitor (from the composition root: demo mode
+    on the public demo keyring by default) over a Python list, in log order."""
 
-    def __init__(self) -> None:
+    def __init__(self, composition: Composition | None = None) -> None:
         self.log: list[Envelope] = []
         self.procs: list[tuple[Processor[object], ProcessorState[object]]] = []
-        for p in (Dealer(), PayoutStage(), WalletStage(), Audit(), Monitor()):
+        for p in (composition or Composition.demo()).processors():
             self.procs.append((p, initial_state(p)))  # type: ignore[arg-type]
         self.offsets = [0] * len(self.procs)
         self.cursors: dict[tuple[str, str], int] = {}

@@ -22,8 +22,10 @@ import pytest
 
 from services.core import topics
 from services.core.envelope import Envelope, request
+from services.core.trust import authenticate
 from services.runtime import kafka
 from services.runtime.kafka_bus import KafkaBus, Workers, quick_settings
+from services.runtime.keyring import demo_keyring, new_keyring, save_keyring
 from services.runtime.replay import Report, replay
 from services.runtime.settings import Settings
 from services.runtime.simulator import DEFAULT_TABLES, Session
@@ -39,7 +41,10 @@ TABLES = [t for t in DEFAULT_TABLES if t.variant in ("punto_banco", "chemin_de_f
 
 def _settings(broker: str) -> Settings:
     return quick_settings(
-        Settings(bootstrap_servers=broker, topic_prefix=f"p{uuid.uuid4().hex[:10]}.", partitions=3), env={}
+        Settings(
+            bootstrap_servers=broker, topic_prefix=f"p{uuid.uuid4().hex[:10]}.", partitions=3, demo_mode=True
+        ),
+        env={},
     )
 
 
@@ -125,6 +130,7 @@ def test_malformed_records_on_every_input_topic_are_dead_lettered_and_play_goes_
         "PlaceBet", topics.WALLET_REQUESTS, "player:001", {"account_id": "player:001"},
         event_id="forged-bet", occurred_at="2026-11-22T20:00:00.000Z", producer="test",
     )  # fmt: skip
+    forged = authenticate(forged, demo_keyring().key("terminal"))  # a terminal's, so the payload is judged
     garbage: list[tuple[str, bytes, bytes]] = [
         (topics.TABLE_INBOX, b"T01-punto-banco", b"\xff not json"),
         (topics.WALLET_REQUESTS, b"player:001", b'{"event_id": "half an envelope"}'),
@@ -162,7 +168,9 @@ def test_demo_command_through_kafka_prints_the_embedded_digest(kafka_broker: str
     """`casino-ledger demo --kafka` plays the seeded session through worker processes and prints the
     same digest as the embedded demo of the same seed, tables and coups."""
     args = ["--seed", "3", "--tables", "2", "--coups", "2"]
-    env = {**os.environ, "LOG_LEVEL": "WARNING", "CASINO_TOPIC_PREFIX": f"d{uuid.uuid4().hex[:8]}."}
+    ring = save_keyring(new_keyring(), tmp_path / "keyring.json")  # one keyring: the same shoes in both
+    env = {**os.environ, "LOG_LEVEL": "WARNING", "CASINO_TOPIC_PREFIX": f"d{uuid.uuid4().hex[:8]}.",
+           "CASINO_KEYRING": str(ring)}  # fmt: skip
     cli = [sys.executable, "-m", "services.cli", "demo", *args]
     runs = [
         subprocess.run([*cli, "--kafka", kafka_broker], capture_output=True, text=True, env=env, cwd=tmp_path,

@@ -213,6 +213,17 @@ def test_k8s_pods_run_as_non_root_and_mount_the_ca_file_they_are_told_to_read() 
             assert any(cafile.startswith(m["mountPath"] + "/") for m in c["volumeMounts"])
 
 
+def test_k8s_workers_mount_the_keyring_they_are_told_to_read() -> None:
+    """Every worker container mounts the directory of CASINO_KEYRING (the workers refuse to run without
+    a keyring outside demo mode), and no manifest turns demo mode on."""
+    data = next(iter(CONFIGMAPS.values()))["data"]
+    keyring = data["CASINO_KEYRING"]
+    assert data.get("CASINO_DEMO_MODE", "false") == "false"
+    for doc in DEPLOYMENTS:
+        for c in containers(doc):
+            assert any(keyring.startswith(m["mountPath"] + "/") for m in c["volumeMounts"])
+
+
 def test_kustomization_lists_existing_files() -> None:
     """kustomization.yaml lists only files present in deploy/k8s."""
     kustom = next(doc for name, doc in K8S if name == "kustomization.yaml")

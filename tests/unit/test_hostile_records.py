@@ -40,7 +40,7 @@ PROBE = "probe"
 
 
 def _procs() -> list[Processor[Any]]:
-    return [Dealer(), PayoutStage(), WalletStage(), Audit(), Monitor()]
+    return [Dealer(allow_seed_hex=True), PayoutStage(), WalletStage(), Audit(), Monitor()]
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,8 @@ def _probe_inputs() -> dict[str, list[Envelope]]:
     inbox.append(_cmd("BetPlaced", table, {**bet, "bet_id": f"{PROBE}-late"}, 5))
     inbox.append(_cmd("DealCoup", table, {"table_id": table}, 6))
     inbox.append(_cmd("CloseShoe", table, {"table_id": table}, 7))  # audit checkpoints at a shoe's close
-    dealer, state = Dealer(), ProcessorState(inner=Dealer().initial())
+    dealer = Dealer(allow_seed_hex=True)
+    state = ProcessorState(inner=dealer.initial())
     events = [out for env in inbox for out in step(dealer, state, env)]
     account = f"{PROBE}:1"
     wallet = [
@@ -236,7 +237,7 @@ def test_hostile_records_never_stop_a_processor(index: int, warm: Any) -> None:
 def test_the_issue_poison_options_end_with_a_reason_at_every_variant(options: dict[str, Any]) -> None:
     """``OpenTable`` with poisoned options at each variant: a table, a refusal or a dead letter with a
     reason — never an exception out of ``step`` (the dealer raised ``TypeError`` on ``"punters": "3"``)."""
-    dealer = Dealer()
+    dealer = Dealer(allow_seed_hex=True)
     for n, variant in enumerate(VARIANTS):
         state = ProcessorState(inner=dealer.initial())
         env = _cmd("OpenTable", f"T{n}", {"table_id": f"T{n}", "variant": variant, "currency": "EUR",

@@ -92,7 +92,7 @@ def _table_commands(dealer: Dealer) -> Any:
 def test_the_dealer_refuses_a_stake_over_its_ceiling(stake: int, accepted: bool) -> None:
     """A ``BetPlaced`` above the dealer's ceiling (a table with no limit on the spot) is refused with
     ``amount_too_large`` — settlement then refunds it; at the ceiling it is accepted."""
-    dealer = Dealer(amount_max_minor=5_000)
+    dealer = Dealer(amount_max_minor=5_000, allow_seed_hex=True)
     state = _table_commands(dealer)
     bet = request("BetPlaced", topics.TABLE_INBOX, "T1", {
         "bet_id": "b-1", "account_id": "player:001", "table_id": "T1", "spot": "banker",

@@ -56,7 +56,7 @@ class TableRun:
     decks: int = 8
     smart: bool = False
     seed: int = 1
-    dealer: Dealer = field(default_factory=Dealer)
+    dealer: Dealer = field(default_factory=lambda: Dealer(allow_seed_hex=True))
     events: list[Envelope] = field(default_factory=list)
     n: int = 0
     shoes: int = 0

@@ -1,0 +1,246 @@
+"""Trust at the input (DESIGN §9): principals, record authentication and the one authorization policy.
+
+A record's place on a topic proves nothing: anyone who can reach the broker (or the log file) can
+write there. So every record says who wrote it, and every consumer checks it before it acts:
+
+* **Principals.** Each writer is a :class:`Principal`: our services (``dealer``, ``settlement``,
+  ``audit``, ``monitor``) and the outside writers (``cashier``, ``operator``, ``shoe``, ``terminal``,
+  ``backoffice``). Each holds a :class:`PrincipalKey` (a key id and a secret) from the keyring
+  (:mod:`services.runtime.keyring` reads it; this module never reads anything).
+* **Authentication.** :func:`authenticate` sets the envelope's ``auth`` to ``{"key_id", "mac"}`` with
+  ``mac`` = hex HMAC-SHA256(secret, ``hash``). ``auth`` is outside the hash, and ``hash`` covers every
+  other field, so the MAC binds the whole record. :func:`verify` checks it: the key id is known, the
+  ``hash`` is the hash of the content (a copied MAC on edited content fails here), and the MAC matches
+  (compared in constant time).
+* **Authorization.** :data:`POLICY` says, in one table, which principals may write which types on
+  which topic; :func:`authorize` applies it, and also checks that a request's record key names the
+  account or table its payload is about (:data:`KEY_FIELDS`): a ``Deposit`` keyed to one player must
+  not carry another's ``account_id``.
+
+A record that fails is refused with a :class:`Refusal` (``unauthenticated``, ``not_permitted`` or
+``key_mismatch``): :func:`services.core.processor.step` dead-letters it, changes no state and does
+not count it as applied, so a forgery cannot squat the id of the real record that follows.
+
+Cost per record: one canonical serialisation and SHA-256 (the hash check) plus one HMAC over 64 bytes
+(``bench/bench_trust.py`` measures it against an unauthenticated ``step``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final, NamedTuple
+
+from services.core import topics
+from services.core.envelope import Envelope, hash_of_bytes
+from services.core.errors import Reason
+from services.core.events import TOPIC_TYPES
+
+
+class Principal(StrEnum):
+    """Who may write records: our four services and the outside writers."""
+
+    DEALER = "dealer"
+    """The dealer service: the only writer of table events."""
+    SETTLEMENT = "settlement"
+    """Settlement (payout and wallet stages): payouts, refunds, held bets, wallet events."""
+    AUDIT = "audit"
+    """Audit: findings and checkpoints."""
+    MONITOR = "monitor"
+    """The monitor: anomaly alerts."""
+    CASHIER = "cashier"
+    """The cashier's cage system: deposits and withdrawals."""
+    OPERATOR = "operator"
+    """The table operator's console: table commands and players' decisions."""
+    SHOE = "shoe"
+    """A physical smart shoe: card reads."""
+    TERMINAL = "terminal"
+    """A table terminal: bets and players' decisions."""
+    BACKOFFICE = "backoffice"
+    """The back office (its HTTP API): cashier transactions and bets on a player's behalf."""
+
+
+SERVICES: Final = frozenset({Principal.DEALER, Principal.SETTLEMENT, Principal.AUDIT, Principal.MONITOR})
+"""The principals that are our own processors (each signs what it writes)."""
+
+OUTSIDERS: Final = frozenset(Principal) - SERVICES
+"""The principals that write from outside the pipeline."""
+
+
+@dataclass(frozen=True, slots=True)
+class PrincipalKey:
+    """A principal's key: its id (public, written in ``auth``) and its secret. ``repr`` hides the secret."""
+
+    principal: Principal
+    key_id: str
+    secret: bytes
+
+    def __post_init__(self) -> None:
+        if not self.key_id or len(self.secret) < 16:
+            raise ValueError("a principal key needs a key id and at least 16 bytes of secret")
+
+    def __repr__(self) -> str:
+        return f"PrincipalKey({self.principal.value!r}, key_id={self.key_id!r}, secret=<hidden>)"
+
+
+class Refusal(NamedTuple):
+    """Why a record is refused: the reason code and a sentence (never a secret)."""
+
+    reason: Reason
+    detail: str
+
+
+def mac(secret: bytes, record_hash: str) -> str:
+    """Hex HMAC-SHA256 of ``record_hash`` (the envelope's ``hash``, as its ASCII hex) under ``secret``."""
+    return hmac.new(secret, record_hash.encode("ascii", "replace"), hashlib.sha256).hexdigest()
+
+
+def authenticate(env: Envelope, key: PrincipalKey) -> Envelope:
+    """``env`` with ``auth`` set: ``{"key_id": key.key_id, "mac": mac(key.secret, env.hash)}``.
+
+    The hash is taken as it is: seal the envelope first (its ``hash`` must be right for it to verify).
+    """
+    return env.model_copy(update={"auth": {"key_id": key.key_id, "mac": mac(key.secret, env.hash)}})
+
+
+def by_key_id(keys: Iterable[PrincipalKey]) -> dict[str, PrincipalKey]:
+    """``keys`` indexed by key id (what :func:`verify` looks keys up in)."""
+    return {k.key_id: k for k in keys}
+
+
+def verify(
+    env: Envelope, keys: Mapping[str, PrincipalKey], *, check_hash: bool = True, raw: bytes | None = None
+) -> PrincipalKey | Refusal:
+    """The key that authenticated ``env``, or a :class:`Refusal` (``unauthenticated``) saying why not.
+
+    ``keys`` maps key ids to keys (:func:`by_key_id`). ``check_hash=False`` skips recomputing the hash
+    from the content, for a consumer that checks it itself (audit reports an edited record as a
+    finding): the MAC is then checked over the ``hash`` as written. ``raw``: the bytes ``env`` was
+    parsed from, if at hand: the hash is then taken over them directly (a few microseconds instead of
+    re-serialising the record), falling back to :meth:`Envelope.expected_hash` when they are not
+    canonical.
+    """
+    auth = env.auth
+    if not auth:
+        return Refusal(Reason.UNAUTHENTICATED, "the record carries no auth")
+    key_id, tag = auth.get("key_id"), auth.get("mac")
+    if not isinstance(key_id, str) or not isinstance(tag, str) or len(auth) != 2:
+        return Refusal(Reason.UNAUTHENTICATED, "auth is not {key_id, mac}")
+    key = keys.get(key_id)
+    if key is None:
+        return Refusal(Reason.UNAUTHENTICATED, f"unknown key id {key_id[:80]!r}")
+    if check_hash and not _hash_holds(env, raw):
+        return Refusal(Reason.UNAUTHENTICATED, "the hash does not match the record's content")
+    if not hmac.compare_digest(mac(key.secret, env.hash), tag):
+        return Refusal(Reason.UNAUTHENTICATED, f"the MAC does not verify under {key_id}")
+    return key
+
+
+def _hash_holds(env: Envelope, raw: bytes | None) -> bool:
+    if raw is not None and hash_of_bytes(raw, env) == env.hash:
+        return True  # a false match would be a SHA-256 collision
+    return env.expected_hash() == env.hash
+
+
+def _policy() -> dict[tuple[str, str], frozenset[Principal]]:
+    p = Principal
+    table_commands = ("OpenTable", "OpenShoe", "OpenBetting", "CloseBetting", "DealCoup", "CloseShoe")
+    policy: dict[tuple[str, str], frozenset[Principal]] = {
+        (topics.WALLET_REQUESTS, "Deposit"): frozenset({p.CASHIER, p.BACKOFFICE}),
+        (topics.WALLET_REQUESTS, "Withdraw"): frozenset({p.CASHIER, p.BACKOFFICE}),
+        (topics.WALLET_REQUESTS, "PlaceBet"): frozenset({p.TERMINAL, p.BACKOFFICE}),
+        (topics.WALLET_REQUESTS, "PayoutIssued"): frozenset({p.SETTLEMENT}),
+        (topics.WALLET_REQUESTS, "BetRefundDue"): frozenset({p.SETTLEMENT}),
+        (topics.TABLE_INBOX, "BetPlaced"): frozenset({p.SETTLEMENT}),
+        (topics.TABLE_INBOX, "CardRead"): frozenset({p.SHOE}),
+        (topics.TABLE_INBOX, "Decision"): frozenset({p.OPERATOR, p.TERMINAL}),
+        (topics.DEADLETTER, "DeadLetter"): SERVICES,
+    }
+    policy.update({(topics.TABLE_INBOX, t): frozenset({p.OPERATOR}) for t in table_commands})
+    writers = {
+        topics.TABLE_EVENTS: p.DEALER,
+        topics.WALLET_EVENTS: p.SETTLEMENT,
+        topics.AUDIT_FINDINGS: p.AUDIT,
+        topics.MONITOR_ALERTS: p.MONITOR,
+    }
+    for topic, writer in writers.items():
+        policy.update({(topic, cls.__name__): frozenset({writer}) for cls in TOPIC_TYPES[topic]})
+    return policy
+
+
+POLICY: Final[Mapping[tuple[str, str], frozenset[Principal]]] = _policy()
+"""Who may write what: ``(topic, type) → principals``. A pair not listed is not permitted to anyone.
+
+Wallet requests: ``Deposit``/``Withdraw`` from the cashier (and the back office), ``PlaceBet`` from
+terminals and the back office, ``PayoutIssued``/``BetRefundDue`` from settlement only. Table inbox:
+table commands from the operator, ``Decision`` from the operator or a terminal, ``CardRead`` from the
+shoe, ``BetPlaced`` (funds held) from settlement only. Event streams: table events from the dealer,
+wallet events from settlement, findings and checkpoints from audit, alerts from the monitor, each
+only. Dead letters from any of our services."""
+
+KEY_FIELDS: Final[Mapping[str, str]] = {
+    topics.WALLET_REQUESTS: "account_id",
+    topics.TABLE_INBOX: "table_id",
+}
+"""On request topics, the payload field the record key must equal: a wallet request is keyed by the
+account it moves (settlement applies it to the key's wallet), an inbox record by its table."""
+
+PRIMARY_CONSUMER: Final[Mapping[str, Principal]] = {
+    topics.WALLET_REQUESTS: Principal.SETTLEMENT,
+    topics.TABLE_INBOX: Principal.DEALER,
+    topics.TABLE_EVENTS: Principal.SETTLEMENT,
+    topics.WALLET_EVENTS: Principal.AUDIT,
+    topics.DEADLETTER: Principal.MONITOR,
+}
+"""Of the consumers of a topic, the one whose refusal the monitor reports (several processors read
+some topics and each dead-letters a refused record: one alert per refused record, not one per reader)."""
+
+REFUSALS: Final = frozenset({Reason.UNAUTHENTICATED, Reason.NOT_PERMITTED, Reason.KEY_MISMATCH})
+"""The reason codes of records refused at the input by this module."""
+
+
+def authorize(env: Envelope, principal: Principal) -> Refusal | None:
+    """``None`` when ``principal`` may write ``env`` (by :data:`POLICY` and :data:`KEY_FIELDS`), else
+    a :class:`Refusal` (``not_permitted`` or ``key_mismatch``)."""
+    allowed = POLICY.get((env.topic, env.type))
+    if allowed is None or principal not in allowed:
+        return Refusal(
+            Reason.NOT_PERMITTED, f"{principal.value} may not write {env.type[:64]} on {env.topic}"
+        )
+    field = KEY_FIELDS.get(env.topic)
+    if field is not None and env.payload.get(field) != env.key:
+        named = env.payload.get(field)
+        shown = repr(named)[:80] if named is not None else "nothing"
+        return Refusal(Reason.KEY_MISMATCH, f"record key {env.key[:80]!r} but {field} names {shown}")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """What one processor needs to check its inputs and sign its outputs: every principal's key (to
+    verify, by key id) and its own key (to sign). Built by the composition root from the keyring."""
+
+    keys: Mapping[str, PrincipalKey]
+    own: PrincipalKey
+
+    def admit(self, env: Envelope, *, check_hash: bool = True, raw: bytes | None = None) -> Refusal | None:
+        """``None`` when ``env`` is authentic and permitted, else why it is refused (``raw``: see
+        :func:`verify`)."""
+        found = verify(env, self.keys, check_hash=check_hash, raw=raw)
+        if isinstance(found, Refusal):
+            return found
+        return authorize(env, found.principal)
+
+    def sign(self, env: Envelope) -> Envelope:
+        """``env`` authenticated with this processor's own key."""
+        return authenticate(env, self.own)
+
+    def auth_for(self, record_hash: str) -> dict[str, str]:
+        """The ``auth`` of a record with ``record_hash`` written by this processor (what ``seal`` sets)."""
+        return {"key_id": self.own.key_id, "mac": mac(self.own.secret, record_hash)}
+
+    def __repr__(self) -> str:
+        return f"Guard(own={self.own!r}, keys={len(self.keys)})"

@@ -1,0 +1,139 @@
+"""The composition root: every processor and its wiring, built in one place from Settings and a Keyring.
+
+The embedded runner (:func:`services.runtime.embedded.default_pipeline`), the Kafka workers
+(:data:`services.runtime.kafka.PROCESSORS`), ``demo``, ``replay``, ``ingest`` and the tests all get
+their processors here, so that a key, a policy or a cadence is configured once:
+
+* each processor carries the :class:`~services.core.trust.Guard` of its principal (every key to verify
+  its inputs with, its own to sign its outputs): :func:`services.core.processor.step` enforces it;
+* the dealer derives every RNG shoe's seed from its own secret in the keyring, and honours an
+  inbox-chosen ``seed_hex`` only in demo/test mode (:attr:`Composition.demo_mode`);
+* audit signs checkpoints with the configured key and cadence (:func:`replay.audit_from_env`).
+
+:meth:`Composition.from_settings` is the production path: the keyring file named by
+``CASINO_KEYRING``, refused when it holds the public demo keys unless ``CASINO_DEMO_MODE`` is set;
+with no keyring configured only demo mode runs, on the public demo keyring. :meth:`Composition.demo`
+is the demo and test path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from services.core.limits import AMOUNT_MAX_MINOR
+from services.core.trust import Principal
+from services.runtime.keyring import Keyring, KeyringError, demo_keyring, load_keyring, require_private
+from services.runtime.settings import Settings
+
+if TYPE_CHECKING:
+    from services.audit.processor import Audit
+    from services.core.processor import Processor
+    from services.dealer.processor import Dealer
+    from services.monitor.processor import Monitor
+    from services.settlement.processor import PayoutStage, WalletStage
+
+SERVICES: Final = ("dealer", "settlement", "audit", "monitor")
+"""The services, each one Kafka worker (settlement runs both its stages)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Composition:
+    """Everything the processors are built from: the keyring and the mode."""
+
+    keyring: Keyring
+    demo_mode: bool = False
+    amount_max_minor: int = AMOUNT_MAX_MINOR
+    """The largest stake, deposit or withdrawal the dealer and the wallet stage accept."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> Composition:
+        """The keyring of ``CASINO_KEYRING`` (or, in demo mode only, the public demo keyring).
+
+        Raises :class:`~services.runtime.keyring.KeyringError` (a one-line message, no secret) when no
+        usable keyring is configured: shells print it and exit 2.
+        """
+        s = settings if settings is not None else Settings()
+        if s.keyring is not None:
+            where = f"keyring {s.keyring}"
+            ring = require_private(load_keyring(s.keyring), demo_mode=s.demo_mode, where=where)
+            return cls(ring, demo_mode=s.demo_mode, amount_max_minor=s.amount_max_minor)
+        if s.demo_mode:
+            return cls(demo_keyring(), demo_mode=True, amount_max_minor=s.amount_max_minor)
+        raise KeyringError("no keyring: set CASINO_KEYRING to a file made by `casino-ledger keys new`")
+
+    @classmethod
+    def demo(cls, keyring: Keyring | None = None) -> Composition:
+        """Demo and test mode: ``keyring`` (default: the public demo keyring), inbox seeds allowed."""
+        return cls(keyring if keyring is not None else demo_keyring(), demo_mode=True)
+
+    def _guarded(self, processor: Processor[Any]) -> Processor[Any]:
+        processor.guard = self.keyring.guard(Principal(processor.name))
+        return processor
+
+    def dealer(self) -> Dealer:
+        """The dealer: shoe seeds from its secret; ``seed_hex`` only in demo mode."""
+        from services.dealer.processor import Dealer  # noqa: PLC0415 (a worker imports only its service)
+
+        made = Dealer(
+            self.keyring.key(Principal.DEALER).secret,
+            amount_max_minor=self.amount_max_minor,
+            allow_seed_hex=self.demo_mode,
+        )
+        self._guarded(made)
+        return made
+
+    def payout_stage(self) -> PayoutStage:
+        """Settlement's payout stage."""
+        from services.settlement.processor import PayoutStage  # noqa: PLC0415
+
+        made = PayoutStage()
+        self._guarded(made)
+        return made
+
+    def wallet_stage(self) -> WalletStage:
+        """Settlement's wallet stage."""
+        from services.settlement.processor import WalletStage  # noqa: PLC0415
+
+        made = WalletStage(amount_max_minor=self.amount_max_minor)
+        self._guarded(made)
+        return made
+
+    def audit(self) -> Audit:
+        """Audit, with its checkpoint key and cadence from the environment (``CASINO_AUDIT_*``)."""
+        from services.runtime.replay import audit_from_env  # noqa: PLC0415
+
+        made = audit_from_env()
+        self._guarded(made)
+        return made
+
+    def monitor(self) -> Monitor:
+        """The monitor."""
+        from services.monitor.processor import Monitor  # noqa: PLC0415
+
+        made = Monitor()
+        self._guarded(made)
+        return made
+
+    def service(self, name: str) -> list[Processor[Any]]:
+        """The processors of one service (one Kafka worker): ``dealer``, ``settlement``, ``audit`` or
+        ``monitor``. ``KeyError`` for another name."""
+        if name == "settlement":
+            return [self.payout_stage(), self.wallet_stage()]
+        build = {"dealer": self.dealer, "audit": self.audit, "monitor": self.monitor}[name]
+        return [build()]
+
+    def pipeline(self) -> list[tuple[str, Processor[Any]]]:
+        """Every processor with its consumer name, in the order the embedded bus steps them."""
+        return [
+            ("dealer", self.dealer()),
+            ("settlement.payout", self.payout_stage()),
+            ("settlement.wallet", self.wallet_stage()),
+            ("audit", self.audit()),
+            ("monitor", self.monitor()),
+        ]
+
+    def processors(self) -> Sequence[Processor[Any]]:
+        """Every processor, in pipeline order."""
+        return [p for _, p in self.pipeline()]
