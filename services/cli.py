@@ -119,6 +119,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return replay.replay_main(args)
 
 
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    """The operator's seamless-wallet transactions against ours; exit 1 on any difference."""
+    from services.seamless import reconcile  # noqa: PLC0415
+
+    return reconcile.main(args)
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     """A Kafka stream processor (faust worker)."""
     from services.runtime import kafka  # noqa: PLC0415
@@ -187,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one table of su
     again.add_argument("--resume", action="store_true", help="continue the interrupted session in --db")
     again.add_argument("--force", action="store_true", help="replace an existing --db file")
     d.add_argument("--kafka", default=None, help="drive the session through Kafka at HOST:PORT")
+    d.add_argument("--seamless", nargs="?", const="", default=None, metavar="URL",
+                   help="play against an operator's seamless wallet at URL (CASINO_SEAMLESS_SECRET signs), "
+                   "or the reference wallet on a loopback port when no URL is given")  # fmt: skip
     d.add_argument("--quiet", action="store_true")
     d.set_defaults(func=cmd_demo)
 
@@ -238,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one table of su
                    help="sign each record as this principal (repeatable; a line's \"as\" picks)")  # fmt: skip
     i.add_argument("file", nargs="?", default="-", help="JSON lines (default: stdin)")
     i.set_defaults(func=cmd_ingest)
+
+    rc = sub.add_parser("reconcile", help="the operator's seamless-wallet export against our log")
+    rc.add_argument("--operator", required=True, help="the operator's export (JSON or CSV)")
+    ours = rc.add_mutually_exclusive_group(required=True)
+    ours.add_argument("--db")
+    ours.add_argument("--jsonl")
+    rc.add_argument("--json", action="store_true", help="print one JSON object")
+    rc.set_defaults(func=cmd_reconcile)
 
     w = sub.add_parser("worker", help="run one Kafka stream processor")
     w.add_argument("name", choices=["dealer", "settlement", "audit", "monitor"])

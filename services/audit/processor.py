@@ -595,4 +595,5 @@ _HANDLERS = {
     "StakeReserved": on_wallet_event,
     "PayoutApplied": on_wallet_event,
     "StakeRefunded": on_wallet_event,
+    "OperatorBalanceSynced": on_wallet_event,  # seamless wallet: the operator's balance, posted
 }

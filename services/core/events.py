@@ -74,8 +74,17 @@ class RefusalReason(StrEnum):
     past the largest balance (:data:`services.core.limits.BALANCE_MAX_MINOR`)."""
     CURRENCY_MISMATCH = "currency_mismatch"
     """The request's currency is not the wallet's (or, at the dealer, not the table's)."""
+    OPERATOR_WALLET = "operator_wallet"
+    """A deposit or withdrawal in a currency whose balances the operator keeps (seamless wallet): the
+    operator's own cashier moves that money, not ours."""
     INSUFFICIENT_FUNDS = "insufficient_funds"
     """The wallet cannot cover the stake or the withdrawal: no wallet goes negative."""
+    UNKNOWN_ACCOUNT = "unknown_account"
+    """Seamless wallet: the operator knows no such account."""
+    WALLET_UNAVAILABLE = "wallet_unavailable"
+    """Seamless wallet: the operator gave no definite answer to the debit within the betting window, so
+    the debit was rolled back (whether or not the operator had applied it) and the bet never reached
+    the table."""
     NO_TABLE = "no_table"
     """The bet names a table that is not open."""
     BETTING_CLOSED = "betting_closed"
@@ -474,7 +483,56 @@ class BetRefundDue(Payload):
     reason: RefusalReason
 
 
+SeamlessCall = Literal["debit", "credit", "rollback"]
+"""A seamless-wallet call (DESIGN §10): ``debit`` a stake, ``credit`` a payout (zero closes a lost
+round), ``rollback`` a debit."""
+
+SeamlessStatus = Literal[
+    "ok", "insufficient_funds", "unknown_account", "duplicate",
+    "timeout", "server_error", "transport_error", "bad_answer",
+]  # fmt: skip
+"""How a seamless call ended. The first four are the operator's definite answers (``duplicate``: the
+transaction id was already applied, a success); the others are no answer at all (a timeout, a 5xx, a
+refused connection, an unreadable body) and the call is retried with the same transaction id."""
+
+
+class SeamlessCallAnswered(Payload):
+    """Settlement's HTTP shell: what one seamless call (``transaction_id``, try ``attempt``) got back,
+    recorded before the adapter acts on it, so that a replay needs no operator. ``elapsed_ms`` is how
+    long the try took (its back-off delay included): the adapter's betting-window budget adds them up."""
+
+    transaction_id: Id
+    account_id: Id
+    attempt: Count
+    status: SeamlessStatus
+    balance_minor: Amount | None = None
+    http_status: Annotated[StrictInt, Field(ge=0, le=999)] | None = None
+    elapsed_ms: Count = 0
+    detail: Text | None = None
+
+
 # --- casino.wallet.events -----------------------------------------------------------------------
+
+
+class SeamlessCallRequested(Payload):
+    """The seamless adapter asks its HTTP shell to make one call (DESIGN §10), after ``delay_ms`` (the
+    back-off of a retry). The body sent is exactly the protocol's fields here; a retry reuses the
+    ``transaction_id`` with the next ``attempt``. ``request`` is the wallet request it serves."""
+
+    transaction_id: Id
+    call: SeamlessCall
+    account_id: Id
+    round_id: Id
+    bet_id: Id
+    table_id: Id
+    amount_minor: Amount
+    currency: Currency
+    reference_transaction_id: Id | None = None
+    attempt: Count
+    delay_ms: Count
+    request: TypeName
+
+
 
 
 class Transfer(Payload):
@@ -564,6 +622,15 @@ class WithdrawalRejected(WalletRefusal):
 
 class TransferRefused(WalletRefusal):
     """Any other request refused, e.g. a transfer id reused with other content."""
+
+
+class OperatorBalanceSynced(Transfer):
+    """Seamless wallet: the operator's balance (from an answer) differs from the one our events lead
+    to — the first call for a wallet, or money the operator moved outside our tables. The difference
+    is posted against the operator's account (``operator:<currency>``) so that each wallet's balance
+    still follows its postings; ``transaction_id`` is the answered call that showed it."""
+
+    transaction_id: Id
 
 
 # --- casino.table.inbox -------------------------------------------------------------------------
@@ -896,10 +963,10 @@ class DeadLetter(Payload):
 P = TypeVar("P", bound=Payload)
 
 TOPIC_TYPES: Final[Mapping[str, tuple[type[Payload], ...]]] = {
-    topics.WALLET_REQUESTS: (Deposit, Withdraw, PlaceBet, PayoutIssued, BetRefundDue),
+    topics.WALLET_REQUESTS: (Deposit, Withdraw, PlaceBet, PayoutIssued, BetRefundDue, SeamlessCallAnswered),
     topics.WALLET_EVENTS: (
         FundsDeposited, FundsWithdrawn, StakeReserved, PayoutApplied, StakeRefunded,
-        BetRejected, WithdrawalRejected, TransferRefused,
+        BetRejected, WithdrawalRejected, TransferRefused, SeamlessCallRequested, OperatorBalanceSynced,
     ),
     topics.TABLE_INBOX: (
         OpenTable, OpenShoe, OpenBetting, BetPlaced, CloseBetting, DealCoup, CardRead, Decision, CloseShoe,

@@ -154,6 +154,7 @@ def _policy() -> dict[tuple[str, str], frozenset[Principal]]:
         (topics.WALLET_REQUESTS, "PlaceBet"): frozenset({p.TERMINAL, p.BACKOFFICE}),
         (topics.WALLET_REQUESTS, "PayoutIssued"): frozenset({p.SETTLEMENT}),
         (topics.WALLET_REQUESTS, "BetRefundDue"): frozenset({p.SETTLEMENT}),
+        (topics.WALLET_REQUESTS, "SeamlessCallAnswered"): frozenset({p.SETTLEMENT}),
         (topics.TABLE_INBOX, "BetPlaced"): frozenset({p.SETTLEMENT}),
         (topics.TABLE_INBOX, "CardRead"): frozenset({p.SHOE}),
         (topics.TABLE_INBOX, "Decision"): frozenset({p.OPERATOR, p.TERMINAL}),
@@ -175,7 +176,8 @@ POLICY: Final[Mapping[tuple[str, str], frozenset[Principal]]] = _policy()
 """Who may write what: ``(topic, type) → principals``. A pair not listed is not permitted to anyone.
 
 Wallet requests: ``Deposit``/``Withdraw`` from the cashier (and the back office), ``PlaceBet`` from
-terminals and the back office, ``PayoutIssued``/``BetRefundDue`` from settlement only. Table inbox:
+terminals and the back office, ``PayoutIssued``/``BetRefundDue``/``SeamlessCallAnswered`` (a
+seamless-wallet answer, recorded by settlement's HTTP shell) from settlement only. Table inbox:
 table commands from the operator, ``Decision`` from the operator or a terminal, ``CardRead`` from the
 shoe, ``BetPlaced`` (funds held) from settlement only. Event streams: table events from the dealer,
 wallet events from settlement, findings and checkpoints from audit, alerts from the monitor, each

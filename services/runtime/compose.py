@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from services.core.limits import AMOUNT_MAX_MINOR
-from services.core.trust import Principal
+from services.core.trust import Guard, Principal
 from services.runtime.keyring import Keyring, KeyringError, demo_keyring, load_keyring, require_private
 from services.runtime.settings import Settings
 
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from services.core.processor import Processor
     from services.dealer.processor import Dealer
     from services.monitor.processor import Monitor
-    from services.settlement.processor import PayoutStage, WalletStage
+    from services.seamless.client import SeamlessConfig
+    from services.settlement.processor import PayoutStage
 
 SERVICES: Final = ("dealer", "settlement", "audit", "monitor")
 """The services, each one Kafka worker (settlement runs both its stages)."""
@@ -46,6 +47,9 @@ class Composition:
     demo_mode: bool = False
     amount_max_minor: int = AMOUNT_MAX_MINOR
     """The largest stake, deposit or withdrawal the dealer and the wallet stage accept."""
+    seamless: SeamlessConfig | None = None
+    """The operator's wallet (``CASINO_SEAMLESS_*``): when set, settlement's wallet stage is the
+    seamless adapter (:mod:`services.seamless.stage`) for its currencies."""
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> Composition:
@@ -58,9 +62,9 @@ class Composition:
         if s.keyring is not None:
             where = f"keyring {s.keyring}"
             ring = require_private(load_keyring(s.keyring), demo_mode=s.demo_mode, where=where)
-            return cls(ring, demo_mode=s.demo_mode, amount_max_minor=s.amount_max_minor)
+            return cls(ring, s.demo_mode, s.amount_max_minor, seamless_config(s))
         if s.demo_mode:
-            return cls(demo_keyring(), demo_mode=True, amount_max_minor=s.amount_max_minor)
+            return cls(demo_keyring(), True, s.amount_max_minor, seamless_config(s))
         raise KeyringError("no keyring: set CASINO_KEYRING to a file made by `casino-ledger keys new`")
 
     @classmethod
@@ -92,13 +96,23 @@ class Composition:
         self._guarded(made)
         return made
 
-    def wallet_stage(self) -> WalletStage:
-        """Settlement's wallet stage."""
+    def wallet_stage(self) -> Processor[Any]:
+        """Settlement's wallet stage: the internal one, or the seamless adapter when configured."""
         from services.settlement.processor import WalletStage  # noqa: PLC0415
 
-        made = WalletStage(amount_max_minor=self.amount_max_minor)
+        internal = WalletStage(amount_max_minor=self.amount_max_minor)
+        made: Processor[Any] = internal
+        if self.seamless is not None:
+            from services.seamless.stage import SeamlessWalletStage  # noqa: PLC0415
+
+            s = self.seamless
+            made = SeamlessWalletStage(internal, currencies=s.currencies, policy=s.policy)
         self._guarded(made)
         return made
+
+    def settlement_guard(self) -> Guard:
+        """The settlement principal's guard: what the seamless HTTP shell signs its answers with."""
+        return self.keyring.guard(Principal.SETTLEMENT)
 
     def audit(self) -> Audit:
         """Audit, with its checkpoint key and cadence from the environment (``CASINO_AUDIT_*``)."""
@@ -137,3 +151,19 @@ class Composition:
     def processors(self) -> Sequence[Processor[Any]]:
         """Every processor, in pipeline order."""
         return [p for _, p in self.pipeline()]
+
+
+def seamless_config(s: Settings) -> SeamlessConfig | None:
+    """The seamless wallet's configuration from ``CASINO_SEAMLESS_*`` (``None`` when no URL is set)."""
+    if not s.seamless_url:
+        return None
+    from services.core.seamless import RetryPolicy  # noqa: PLC0415
+    from services.seamless.client import SeamlessConfig  # noqa: PLC0415
+
+    policy = RetryPolicy(s.seamless_backoff_base_ms, s.seamless_backoff_max_ms, s.seamless_debit_window_ms)
+    return SeamlessConfig(
+        url=s.seamless_url, secret=s.seamless_secret, currencies=s.seamless_currency_set,
+        timeout_s=s.seamless_timeout_s, policy=policy, concurrency=s.seamless_concurrency,
+        verify=s.seamless_tls_verify, ca_file=s.seamless_ca_file, client_cert=s.seamless_client_cert,
+        client_key=s.seamless_client_key,
+    )  # fmt: skip

@@ -168,6 +168,8 @@ def main(args: argparse.Namespace) -> int:
     from services.runtime.logging import configure  # noqa: PLC0415
 
     try:
+        if getattr(args, "seamless", None) is not None and getattr(args, "kafka", None):
+            raise BadInput("--seamless runs on the embedded log, not with --kafka")
         if getattr(args, "kafka", None) and (args.resume or args.force):
             raise BadInput("--resume and --force are for the embedded log (--db), not --kafka")
         if args.resume and args.force:
@@ -184,6 +186,10 @@ def main(args: argparse.Namespace) -> int:
     console = Console(quiet=bool(getattr(args, "quiet", False)), width=None if sys.stdout.isatty() else 132)
     if getattr(args, "kafka", None):
         return _main_kafka(args, console, tables, coups, seed)
+    if getattr(args, "seamless", None) is not None:
+        from services.seamless.demo import main_seamless  # noqa: PLC0415
+
+        return main_seamless(args, console, tables, coups, seed, db or _default_db(seed), options)
     from services.runtime.embedded import EmbeddedBus  # noqa: PLC0415
 
     path = db or _default_db(seed)

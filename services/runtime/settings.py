@@ -12,9 +12,11 @@ own group timeouts. Tests shorten the timeouts (a first group join waits the reb
 
 from __future__ import annotations
 
+import re
 import ssl
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -98,6 +100,35 @@ class Settings(BaseSettings):
     topic_spec: Path = Field(
         default=Path("schemas/topics.yaml"), description="topic list for `casino-ledger topics create`"
     )
+    seamless_url: str = Field(
+        default="",
+        description="the operator's seamless wallet base URL; set: its wallets replace the internal wallet "
+        "stage (https, or http on loopback only)",
+    )
+    seamless_secret: SecretStr = Field(
+        default=SecretStr(""), description="the HMAC key that signs every seamless call (16+ characters)"
+    )
+    seamless_currencies: str = Field(
+        default="", description="comma-separated currencies the operator keeps; empty: every currency"
+    )
+    seamless_timeout_s: float = Field(default=2.0, gt=0, le=60, description="one seamless call's timeout")
+    seamless_backoff_base_ms: int = Field(
+        default=100, ge=1, le=3_600_000, description="first retry's wait; doubles per retry"
+    )
+    seamless_backoff_max_ms: int = Field(
+        default=5_000, ge=1, le=3_600_000, description="the longest wait between two retries"
+    )
+    seamless_debit_window_ms: int = Field(
+        default=15_000, ge=1, le=3_600_000,
+        description="a debit without a definite answer after this long is rolled back (the betting window)",
+    )  # fmt: skip
+    seamless_concurrency: int = Field(
+        default=64, ge=1, le=4096, description="seamless calls in flight at most"
+    )
+    seamless_tls_verify: bool = Field(default=True, description="verify the operator's TLS certificate")
+    seamless_ca_file: Path | None = Field(default=None, description="CA bundle for the operator's TLS")
+    seamless_client_cert: Path | None = Field(default=None, description="client certificate (mutual TLS)")
+    seamless_client_key: Path | None = Field(default=None, description="client certificate's private key")
 
     @model_validator(mode="after")
     def _check_security(self) -> Settings:
@@ -105,7 +136,30 @@ class Settings(BaseSettings):
             raise ValueError(f"security_protocol {self.security_protocol} needs CASINO_SASL_USERNAME")
         if self.heartbeat_interval_s >= self.session_timeout_s:
             raise ValueError("heartbeat_interval_s must be below session_timeout_s")
+        self._check_seamless()
         return self
+
+    def _check_seamless(self) -> None:
+        if not self.seamless_url:
+            return
+        url = urlsplit(self.seamless_url)
+        loopback = url.hostname in ("127.0.0.1", "localhost", "::1")
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError("seamless_url must be an http(s) URL")
+        if url.scheme == "http" and not loopback:
+            raise ValueError("seamless_url must use https (plain http only on loopback)")
+        if len(self.seamless_secret.get_secret_value()) < 16:
+            raise ValueError("seamless_url needs CASINO_SEAMLESS_SECRET (16 characters or more)")
+        if self.seamless_backoff_base_ms > self.seamless_backoff_max_ms:
+            raise ValueError("seamless_backoff_base_ms must not exceed seamless_backoff_max_ms")
+        if any(not re.fullmatch(r"[A-Z]{3}", c) for c in self.seamless_currency_set or ()):
+            raise ValueError("seamless_currencies is a comma-separated list of 3-letter codes")
+
+    @property
+    def seamless_currency_set(self) -> frozenset[str] | None:
+        """The seamless currencies (``None``: every currency)."""
+        names = [c.strip() for c in self.seamless_currencies.split(",") if c.strip()]
+        return frozenset(names) if names else None
 
     @property
     def bootstrap_list(self) -> list[str]:

@@ -87,6 +87,8 @@ class Session:
     seed: int
     players: int = 12
     deposit_minor: int = 5_000_000
+    deposits: bool = True
+    """Whether the players deposit first (not with a seamless wallet: the operator's accounts are funded)."""
     clock: int = 0
     counter: int = 0
     keyring: Keyring = field(default_factory=demo_keyring)
@@ -128,7 +130,7 @@ class Session:
 
     def run(self, tables: list[TableSpec], coups: int, progress: Any = None) -> None:
         """Open the tables, fund the players, play ``coups`` coups at each table, close the shoes."""
-        for account in self.accounts():
+        for account in self.accounts() if self.deposits else ():
             self.wallet("Deposit", account, {"amount_minor": self.deposit_minor, "currency": CURRENCY})
         plays = [TablePlay(self, spec) for spec in tables]
         for play in plays:

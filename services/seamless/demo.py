@@ -1,0 +1,82 @@
+"""``casino-ledger demo --seamless [URL]``: the seeded session against an operator's wallet.
+
+With a URL, the operator there (its accounts ``player:001``… already funded; ``CASINO_SEAMLESS_SECRET``
+signs the calls). Without, the reference wallet on a free loopback port, its ledger beside the log
+(``<db>.operator.db``), each player funded as the internal demo would deposit; its export is written
+beside the log (``<db>.operator.json``) and reconciled against the log at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+from rich.console import Console
+
+from services.runtime.compose import seamless_config
+from services.runtime.demo import META_KEY, demo_composition, render, summarise
+from services.runtime.keyring import KeyringError
+from services.runtime.replay import read_db, replay
+from services.runtime.settings import Settings
+from services.runtime.simulator import Session, TableSpec
+from services.seamless.caller import SeamlessBus
+from services.seamless.client import SeamlessConfig
+from services.seamless.reconcile import ours_from, reconcile
+from services.seamless.reference_wallet import export, serve
+
+
+def main_seamless(
+    args: argparse.Namespace, console: Console, tables: list[TableSpec], coups: int, seed: int, path: Path,
+    options: dict[str, int],
+) -> int:  # fmt: skip
+    """Play the session through the seamless adapter; print the summary, the verdict and reconcile."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        composition = demo_composition(Path(f"{path}.keyring.json"))
+    except KeyringError as exc:
+        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+        return 2
+    with ExitStack() as stack:
+        wallet = None
+        if args.seamless:
+            secret = os.environ.get("CASINO_SEAMLESS_SECRET", "")
+            try:
+                given = Settings(seamless_url=args.seamless, seamless_secret=SecretStr(secret))
+                config = seamless_config(given)
+            except ValueError as exc:
+                first = str(exc).splitlines()[-1].strip() if str(exc) else "bad seamless settings"
+                print(f"casino-ledger: error: --seamless: {first}", file=sys.stderr)
+                return 2
+            assert config is not None
+        else:
+            key = secrets.token_hex(24)
+            probe = Session(bus=None, seed=seed)  # type: ignore[arg-type]  # only its account names
+            funded = dict.fromkeys(probe.accounts(), probe.deposit_minor)
+            wallet = stack.enter_context(serve(f"{path}.operator.db", key.encode(), accounts=funded))
+            config = SeamlessConfig(url=wallet.url, secret=SecretStr(key))
+        composition = replace(composition, seamless=config)
+        bus = SeamlessBus(path, composition.pipeline(), config, composition.settlement_guard())
+        try:
+            bus.log.set_meta(META_KEY, json.dumps(options, sort_keys=True))
+            console.print(f"seamless wallet: {config.url} ({'reference wallet' if wallet else 'operator'})")
+            session = Session(bus, seed=seed, keyring=composition.keyring, deposits=False)
+            session.run(tables, coups)
+            console.print(f"seamless calls made: {bus.calls}")
+        finally:
+            bus.close()
+        differences: list[Any] = []
+        if wallet is not None:
+            export(wallet.ledger, f"{path}.operator.json")
+            differences = reconcile(ours_from(read_db(path)), wallet.ledger.transactions())
+            console.print(f"reconcile against {path}.operator.json: {len(differences)} differences")
+    report = replay(read_db(path))
+    render(console, summarise(read_db(path)), report, f"{path}  (try: casino-ledger replay --db {path})")
+    return 0 if report.clean and not differences else 1
