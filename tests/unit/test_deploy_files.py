@@ -44,8 +44,9 @@ FIELDS = set(Settings.model_fields)
 PENDING_FIELDS = {"keyring", "public_keyring"}
 """Settings the trust (``CASINO_KEYRING``) and audit (``CASINO_PUBLIC_KEYRING``) branches add; the
 manifests carry them already. Once merged they are fields and this set can go."""
-SECRET_FIELDS = ("sasl_username", "sasl_password")
-"""Supplied to pods by the Secret ``casino-ledger-kafka``, never by the ConfigMap."""
+SECRET_FIELDS = ("sasl_username", "sasl_password", "seamless_secret")
+"""Supplied to pods by the Secrets ``casino-ledger-kafka`` and ``casino-ledger-seamless``, never by the
+ConfigMap."""
 K8S_VERSION = "1.30.0"
 WORKERS = {
     name: svc for name, svc in IMAGE_SERVICES.items() if svc["command"][:2] == ["casino-ledger", "worker"]

@@ -163,6 +163,21 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "currency": None,
         "detail": "the same transfer id was used with different content",
     },
+    "SeamlessCallAnswered": {
+        "transaction_id": "debit/b-1", "account_id": "player:001", "attempt": 2, "status": "ok",
+        "balance_minor": 4900, "http_status": 200, "elapsed_ms": 12, "detail": None,
+    },
+    "SeamlessCallRequested": {
+        "transaction_id": "rollback/b-1", "call": "rollback", "account_id": "player:001", "round_id": "c-1",
+        "bet_id": "b-1", "table_id": "T1", "amount_minor": 100, "currency": "EUR",
+        "reference_transaction_id": "debit/b-1", "attempt": 0, "delay_ms": 0, "request": "BetRefundDue",
+    },
+    "OperatorBalanceSynced": {
+        "transfer_id": "sync/debit/b-1/0", "account_id": "player:001", "amount_minor": 5000, "currency": "EUR",
+        "postings": [{"account": "operator:EUR", "amount_minor": -5000},
+                     {"account": "player:001", "amount_minor": 5000}],
+        "balance_before_minor": 0, "balance_after_minor": 5000, "transaction_id": "debit/b-1",
+    },
     "OpenTable": {
         "table_id": "T1",
         "variant": "punto_banco",
