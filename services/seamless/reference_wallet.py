@@ -284,6 +284,7 @@ def make_app(
             return _count(st, PlainTextResponse("failed after applying", status_code=500), "error_after")
         if f.hit(f.timeout_after_apply):
             await asyncio.sleep(f.hang_s)
+            return _count(st, JSONResponse(answer, status_code=code), "timeout_after_apply")
         return _count(st, JSONResponse(answer, status_code=code), str(answer["status"]))
 
     async def export_route(request: Request) -> Response:
