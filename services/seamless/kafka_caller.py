@@ -1,0 +1,129 @@
+"""The seamless adapter's HTTP shell on Kafka: ``python -m services.seamless.kafka_caller``.
+
+Runs beside the settlement worker (whose wallet stage is the adapter when ``CASINO_SEAMLESS_URL`` is
+set). It reads ``casino.wallet.events`` from its committed offsets (consumer group
+``<prefix>casino-seamless``, partitions assigned to it whole: run **one** replica, so that a request
+is never called by two processes at once), makes the ``SeamlessCallRequested`` calls of each batch
+concurrently, produces their answers (``SeamlessCallAnswered``, signed as settlement) to
+``casino.wallet.requests``, waits for every acknowledgement and only then commits the batch.
+
+After a crash (SIGKILL included) it starts again from the last commit: calls whose answers were not
+committed are made again with the same transaction id and attempt (the operator answers
+``duplicate``), and their answers carry the same derived event id, so the adapter takes the first
+and drops the rest. A request whose answer the adapter has already folded is stale and changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Sequence
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
+
+from services.core import topics
+from services.core.envelope import Envelope
+from services.core.trust import Guard
+from services.runtime import codec, kafka
+from services.runtime.compose import Composition
+from services.runtime.failures import BadInput, ConfigError
+from services.runtime.logging import configure, get_logger
+from services.runtime.settings import Settings
+from services.seamless.client import OperatorClient, answer_envelope
+
+
+def group_of(settings: Settings) -> str:
+    """The caller's consumer group (where its offsets are committed)."""
+    return f"{settings.topic_prefix}casino-seamless"
+
+
+async def _start_consumer(settings: Settings) -> tuple[AIOKafkaConsumer, list[TopicPartition]]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap_list, group_id=group_of(settings), enable_auto_commit=False,
+        auto_offset_reset="earliest", fetch_max_wait_ms=settings.fetch_max_wait_ms or 500,
+        **settings.aiokafka_auth(),
+    )  # fmt: skip
+    await consumer.start()
+    tps = await kafka.partitions_of(consumer, [settings.topic(topics.WALLET_EVENTS)])
+    consumer.assign(tps)
+    for tp in tps:
+        committed = await consumer.committed(tp)
+        if committed is None:
+            await consumer.seek_to_beginning(tp)
+        else:
+            consumer.seek(tp, committed)
+    return consumer, tps
+
+
+async def _answer(
+    client: OperatorClient, guard: Guard, request: Envelope, gate: asyncio.Semaphore
+) -> Envelope:
+    async with gate:
+        answer = await client.call(request.payload)
+    return answer_envelope(request, answer, guard)
+
+
+async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Make calls and record answers until ``stop`` is set (or forever)."""
+    composition = Composition.from_settings(settings)
+    if composition.seamless is None:
+        raise ConfigError("CASINO_SEAMLESS_URL is not set: there is no operator wallet to call")
+    guard = composition.settlement_guard()
+    client = OperatorClient(composition.seamless)
+    gate = asyncio.Semaphore(composition.seamless.concurrency)
+    logger = get_logger("casino_ledger.seamless")
+    consumer, _ = await _start_consumer(settings)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_list, acks="all", **settings.aiokafka_auth()
+    )
+    await producer.start()
+    try:
+        while stop is None or not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=200, max_records=settings.batch_max)
+            requests: list[Envelope] = []
+            for msgs in batch.values():
+                for m in msgs:
+                    with contextlib.suppress(codec.DecodeError):
+                        env = codec.decode(m.value)
+                        if env.type == "SeamlessCallRequested":
+                            requests.append(env)
+            answers = await asyncio.gather(*(_answer(client, guard, r, gate) for r in requests))
+            sends = [
+                await producer.send(settings.topic(a.topic), codec.encode(a), key=codec.encode_key(a))
+                for a in answers
+            ]
+            for sent in sends:
+                await sent
+            if batch:
+                await consumer.commit({tp: msgs[-1].offset + 1 for tp, msgs in batch.items()})
+            if requests:
+                logger.info(
+                    "calls", calls=len(requests), statuses=sorted({a.payload["status"] for a in answers})
+                )
+    finally:
+        await producer.stop()
+        await consumer.stop()
+        await client.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the caller from ``CASINO_*`` settings; a bad setting or unreachable broker: one line, exit 2."""
+    del argv
+    try:
+        settings = Settings()
+        configure(level=settings.log_level or None, fmt=settings.log_format)
+        kafka.probe(settings)
+        asyncio.run(run(settings))
+    except (BadInput, ValueError) as exc:
+        from services.runtime.failures import one_line  # noqa: PLC0415
+
+        print(f"casino-ledger: error: {one_line(exc, None) or exc}", file=sys.stderr)  # noqa: T201
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
