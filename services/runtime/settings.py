@@ -123,7 +123,7 @@ class Settings(BaseSettings):
         description="a debit without a definite answer after this long is rolled back (the betting window)",
     )  # fmt: skip
     seamless_concurrency: int = Field(
-        default=64, ge=1, le=4096, description="seamless calls in flight at most"
+        default=16, ge=1, le=4096, description="seamless calls in flight at most"
     )
     seamless_tls_verify: bool = Field(default=True, description="verify the operator's TLS certificate")
     seamless_ca_file: Path | None = Field(default=None, description="CA bundle for the operator's TLS")

@@ -48,7 +48,7 @@ class SeamlessConfig:
     currencies: frozenset[str] | None = None
     timeout_s: float = 2.0
     policy: RetryPolicy = field(default_factory=RetryPolicy)
-    concurrency: int = 64
+    concurrency: int = 16
     verify: bool = True
     ca_file: Path | None = None
     client_cert: Path | None = None
