@@ -40,7 +40,9 @@ MIXES: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 
-def play(tmp_path: Path, mix: dict[str, Any], *, coups: int = 4, seed: int = 11) -> tuple[Path, Any, dict[str, int]]:
+def play(
+    tmp_path: Path, mix: dict[str, Any], *, coups: int = 4, seed: int = 11
+) -> tuple[Path, Any, dict[str, int]]:
     """A seeded session of two tables through the adapter, the wallet faulty as ``mix`` says, then
     healthy again until every call has its answer. Returns the log, the wallet and the funding."""
     faults = Faults(seed=seed, hang_s=0.3, **{k: v for k, v in mix.items() if k != "down_s"})
@@ -126,7 +128,9 @@ def test_the_wallet_refuses_an_unsigned_or_forged_call(tmp_path: Path) -> None:
         forged = signature(b"not-the-secret-at-all", body)
         for headers in ({}, {"X-Signature": forged}):
             assert httpx.post(f"{wallet.url}/debit", content=body, headers=headers).status_code == 401
-        good = httpx.post(f"{wallet.url}/debit", content=body, headers={"X-Signature": signature(SECRET.encode(), body)})
+        good = httpx.post(
+            f"{wallet.url}/debit", content=body, headers={"X-Signature": signature(SECRET.encode(), body)}
+        )
         assert good.json() == {"status": "ok", "balance_minor": 50}
         assert wallet.ledger.balances() == {"p": 50}
         assert wallet.stats.bad_signatures == 2

@@ -34,15 +34,21 @@ TABLES = [t for t in DEFAULT_TABLES if t.variant in ("punto_banco", "chemin_de_f
 def _caller(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, **worker_env(settings)}
     with log.open("ab") as out:
-        return subprocess.Popen(  # noqa: S603 (our own interpreter and module)
-            [sys.executable, "-m", "services.seamless.kafka_caller"], env=env, stdout=out, stderr=subprocess.STDOUT
+        return subprocess.Popen(
+            [sys.executable, "-m", "services.seamless.kafka_caller"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
 
 
-def test_seamless_session_through_sigkills_of_the_caller_and_settlement(kafka_broker: str, tmp_path: Path) -> None:
+def test_seamless_session_through_sigkills_of_the_caller_and_settlement(
+    kafka_broker: str, tmp_path: Path
+) -> None:
     """Under timeouts, 5xx after applying and duplicate deliveries, with the caller and then the
-    settlement worker SIGKILLed and restarted mid-session: once the faults stop, the operator's balances
-    are the rules', each debit closes once, nothing applies twice, reconcile finds nothing, replay is clean."""
+    settlement worker SIGKILLed and restarted mid-session: once the faults stop, the operator's
+    balances are the rules', each debit closes once, nothing applies twice, reconcile finds nothing,
+    and the replay is clean."""
     accounts = {f"player:{n:03d}": FUNDS for n in range(1, 13)}
     faults = Faults(seed=5, error_after=0.15, timeout_after_apply=0.05, duplicate_delivery=0.1, hang_s=0.5)
     with serve(tmp_path / "operator.db", SECRET.encode(), accounts=accounts, faults=faults) as wallet:

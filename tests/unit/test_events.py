@@ -173,7 +173,8 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "reference_transaction_id": "debit/b-1", "attempt": 0, "delay_ms": 0, "request": "BetRefundDue",
     },
     "OperatorBalanceSynced": {
-        "transfer_id": "sync/debit/b-1/0", "account_id": "player:001", "amount_minor": 5000, "currency": "EUR",
+        "transfer_id": "sync/debit/b-1/0", "account_id": "player:001", "amount_minor": 5000,
+        "currency": "EUR",
         "postings": [{"account": "operator:EUR", "amount_minor": -5000},
                      {"account": "player:001", "amount_minor": 5000}],
         "balance_before_minor": 0, "balance_after_minor": 5000, "transaction_id": "debit/b-1",

@@ -17,6 +17,7 @@ from services.seamless.client import answer_envelope
 from services.seamless.stage import AdapterState, SeamlessWalletStage
 from tests.helpers.seamless import ModelOperator, check_done
 
+AT = "2026-11-23T00:00:00Z"
 POLICY = RetryPolicy(backoff_base_ms=100, backoff_max_ms=800, debit_window_ms=3_000)
 FAULTS = ("ok", "timeout_before", "timeout_after", "error_before", "error_after", "duplicate", "insufficient")
 
@@ -40,7 +41,9 @@ class Harness:
             self.log.append(out)
             if out.type == "SeamlessCallRequested":
                 open_txs = {o.payload["transaction_id"] for o in self.outstanding}
-                assert out.payload["transaction_id"] not in open_txs, "two calls in flight for one transaction"
+                assert out.payload["transaction_id"] not in open_txs, (
+                    "two calls in flight for one transaction"
+                )
                 open_wallets = {o.payload["account_id"] for o in self.outstanding}
                 assert out.payload["account_id"] not in open_wallets, "two calls in flight for one wallet"
                 self.outstanding.append(out)
@@ -48,7 +51,7 @@ class Harness:
     def send(self, type_: str, account: str, payload: dict[str, Any]) -> None:
         self.n += 1
         self.feed(request(type_, topics.WALLET_REQUESTS, account, {"account_id": account, **payload},
-                          event_id=f"r{self.n}", occurred_at="2026-11-23T00:00:00Z", producer="t"))  # fmt: skip
+                          event_id=f"r{self.n}", occurred_at=AT, producer="t"))  # fmt: skip
 
     def answer_all(self) -> None:
         """Answer calls until none is outstanding: faults from the schedule, then a healthy operator."""
@@ -67,7 +70,11 @@ class Harness:
         if fault == "duplicate":
             body = self.operator.apply(p)
         if fault in ("timeout_after", "error_after"):
-            return {**base, "status": "timeout" if fault == "timeout_after" else "server_error", "balance_minor": None}
+            return {
+                **base,
+                "status": "timeout" if fault == "timeout_after" else "server_error",
+                "balance_minor": None,
+            }
         status = body["status"] if body["status"] != "cancelled" else "bad_answer"
         return {**base, "status": status, "balance_minor": body["balance_minor"]}
 
@@ -85,7 +92,8 @@ class Harness:
             if rng.random() < 0.2:
                 self.send("BetRefundDue", p["account_id"], {
                     "refund_id": f"refund/{p['bet_id']}", "bet_id": p["bet_id"], "table_id": "T1",
-                    "coup_id": "c1", "stake_minor": p["stake_minor"], "currency": "EUR", "reason": "betting_closed",
+                    "coup_id": "c1", "stake_minor": p["stake_minor"], "currency": "EUR",
+                    "reason": "betting_closed",
                 })  # fmt: skip
             else:
                 credit = rng.choice((0, p["stake_minor"], 2 * p["stake_minor"]))
@@ -108,14 +116,18 @@ schedules = st.lists(st.tuples(st.sampled_from(FAULTS), st.integers(0, 2_500)), 
 
 @settings(max_examples=120, deadline=None)
 @given(schedule=schedules, seed=st.integers(0, 2**16))
-def test_any_fault_schedule_ends_with_the_operator_agreeing_with_the_rules(schedule: list[Any], seed: int) -> None:
+def test_any_fault_schedule_ends_with_the_operator_agreeing_with_the_rules(
+    schedule: list[Any], seed: int
+) -> None:
     """Under any schedule of timeouts, 5xx before and after applying, duplicate deliveries and refusals,
     once the faults stop: balances match the rules, each debit closes once, nothing applies twice, and
     reconcile finds nothing."""
     h = Harness(schedule)
     h.play(bets=12, seed=seed)
     assert not h.outstanding
-    assert h.state.inner.seamless.wallets and all(not w.queue for w in h.state.inner.seamless.wallets.values())
+    assert h.state.inner.seamless.wallets and all(
+        not w.queue for w in h.state.inner.seamless.wallets.values()
+    )
     check_done(h.log, h.operator.rows, h.operator.balances, h.initial)
 
 
@@ -194,10 +206,10 @@ def test_deposits_in_a_seamless_currency_are_refused_and_other_currencies_stay_i
     """The operator's cashier moves seamless money; a currency not configured uses the internal wallet."""
     stage = SeamlessWalletStage(currencies=frozenset({"EUR"}))
     state = initial_state(stage)
-    eur = request("Deposit", topics.WALLET_REQUESTS, "p0", {"account_id": "p0", "amount_minor": 5, "currency": "EUR"},
-                  event_id="d1", occurred_at="2026-11-23T00:00:00Z", producer="cashier")  # fmt: skip
-    usd = request("Deposit", topics.WALLET_REQUESTS, "p1", {"account_id": "p1", "amount_minor": 5, "currency": "USD"},
-                  event_id="d2", occurred_at="2026-11-23T00:00:00Z", producer="cashier")  # fmt: skip
+    eur = request("Deposit", topics.WALLET_REQUESTS, "p0", {"account_id": "p0", "amount_minor": 5,
+                  "currency": "EUR"}, event_id="d1", occurred_at=AT, producer="cashier")  # fmt: skip
+    usd = request("Deposit", topics.WALLET_REQUESTS, "p1", {"account_id": "p1", "amount_minor": 5,
+                  "currency": "USD"}, event_id="d2", occurred_at=AT, producer="cashier")  # fmt: skip
     out_eur = step(stage, state, eur)
     out_usd = step(stage, state, usd)
     assert [(e.type, e.payload["reason"]) for e in out_eur] == [("TransferRefused", "operator_wallet")]
@@ -214,5 +226,8 @@ def test_a_debit_success_places_the_bet_after_the_stake_event_with_the_operators
     tail = [e for e in h.log if e.type in ("OperatorBalanceSynced", "StakeReserved", "BetPlaced")]
     assert [e.type for e in tail] == ["OperatorBalanceSynced", "StakeReserved", "BetPlaced"]
     assert tail[0].payload["balance_after_minor"] == 10_000
-    assert (tail[1].payload["balance_before_minor"], tail[1].payload["balance_after_minor"]) == (10_000, 9_900)
+    assert (tail[1].payload["balance_before_minor"], tail[1].payload["balance_after_minor"]) == (
+        10_000,
+        9_900,
+    )
     assert tail[2].topic == topics.TABLE_INBOX
