@@ -23,6 +23,7 @@ from rich.console import Console
 
 from services.runtime.compose import seamless_config
 from services.runtime.demo import META_KEY, demo_composition, render, summarise
+from services.runtime.failures import one_line
 from services.runtime.keyring import KeyringError
 from services.runtime.replay import read_db, replay
 from services.runtime.settings import Settings
@@ -51,9 +52,9 @@ def main_seamless(
             try:
                 given = Settings(seamless_url=args.seamless, seamless_secret=SecretStr(secret))
                 config = seamless_config(given)
-            except ValueError as exc:
-                first = str(exc).splitlines()[-1].strip() if str(exc) else "bad seamless settings"
-                print(f"casino-ledger: error: --seamless: {first}", file=sys.stderr)
+            except ValueError as exc:  # a pydantic ValidationError: its sentence, never the secret
+                why = one_line(exc) or "bad seamless settings"
+                print(f"casino-ledger: error: --seamless: {why}", file=sys.stderr)
                 return 2
             assert config is not None
         else:
