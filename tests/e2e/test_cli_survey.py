@@ -128,6 +128,11 @@ SURVEY: dict[str, Bad] = {
     "deal batch of binary": Bad(("deal", "--variant", "punto_banco", "--batch"), "line 1", stdin=b"\xff\xfe\x00 9S\n"),
     "odds too many decks": Bad(("odds", "--variant", "punto_banco", "--decks", "100000"), "decks"),
     "odds negative decks": Bad(("odds", "--variant", "punto_banco", "--decks", "-8"), "decks"),
+    # the seamless wallet
+    "reconcile a foreign export": Bad(("reconcile", "--operator", "{d}/foreign.db", "--db", "{good}"),
+                                      "operator export"),
+    "reconcile a binary export": Bad(("reconcile", "--operator", "{d}/bin.txt", "--db", "{good}"), "bin.txt"),
+    "demo --seamless with --kafka": Bad(("demo", "--seamless", "--kafka", "127.0.0.1:1"), "--seamless"),
     # the parser itself
     "unknown command": Bad(("bogus",), "bogus"),
     "no command": Bad((), "command"),
