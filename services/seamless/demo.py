@@ -61,7 +61,12 @@ def main_seamless(
             key = secrets.token_hex(24)
             probe = Session(bus=None, seed=seed)  # type: ignore[arg-type]  # only its account names
             funded = dict.fromkeys(probe.accounts(), probe.deposit_minor)
-            wallet = stack.enter_context(serve(f"{path}.operator.db", key.encode(), accounts=funded))
+            ledger = Path(f"{path}.operator.db")
+            if not args.resume:  # a new session: a new operator (its old ledger would not reconcile)
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{ledger}{suffix}").unlink(missing_ok=True)
+            accounts = None if args.resume else funded
+            wallet = stack.enter_context(serve(ledger, key.encode(), accounts=accounts))
             config = SeamlessConfig(url=wallet.url, secret=SecretStr(key))
         composition = replace(composition, seamless=config)
         bus = SeamlessBus(path, composition.pipeline(), config, composition.settlement_guard())

@@ -145,3 +145,5 @@ def test_demo_seamless_plays_against_the_reference_wallet_and_reconciles(tmp_pat
     assert "reconcile against" in out and ": 0 differences" in out
     assert "clean" in out
     assert main(["reconcile", "--operator", f"{db}.operator.json", "--db", str(db)]) == 0
+    assert main(["demo", "--seamless", "--tables", "1", "--coups", "2", "--db", str(db), "--force"]) == 0
+    assert ": 0 differences" in capsys.readouterr().out, "a forced rerun starts a fresh operator ledger"
