@@ -794,8 +794,8 @@ def create_topics_main(settings: Settings, spec_path: Path) -> int:
     """Create every topic of ``spec_path`` (``schemas/topics.yaml``) that does not exist yet.
 
     Idempotent (a topic that exists is left as it is, whatever its partition count). Exit status 0;
-    2 with one line on stderr for an unreadable or empty topic list; 1 when the broker refuses or
-    cannot be reached.
+    2 with one line on stderr for an unreadable or empty topic list or an unreachable broker; 1 when
+    the broker refuses.
     """
     try:
         specs = load_topic_specs(spec_path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -79,8 +80,11 @@ SURVEY: dict[str, Bad] = {
     # an unreachable broker
     "replay --kafka unreachable": Bad(("replay", "--kafka", "127.0.0.1:1"), "127.0.0.1:1"),
     "demo --kafka unreachable": Bad(("demo", "--kafka", "127.0.0.1:1", "--coups", "1", "--tables", "1"), "127.0.0.1:1"),
-    "worker unreachable": Bad(("worker", "dealer", "--broker", "127.0.0.1:1"), "127.0.0.1:1"),
+    "worker without a keyring": Bad(("worker", "dealer", "--broker", "127.0.0.1:1"), "CASINO_KEYRING"),
+    "worker unreachable": Bad(("worker", "dealer", "--broker", "127.0.0.1:1"), "127.0.0.1:1",
+                              env={"CASINO_DEMO_MODE": "true"}),
     "kafka module worker unreachable": Bad(("dealer", "--broker", "127.0.0.1:1"), "127.0.0.1:1",
+                                           env={"CASINO_DEMO_MODE": "true"},
                                            program=(sys.executable, "-m", "services.runtime.kafka")),
     "kafka module bad setting": Bad(("create-topics",), "CASINO_PARTITIONS", env={"CASINO_PARTITIONS": "x"},
                                     program=(sys.executable, "-m", "services.runtime.kafka")),
@@ -233,6 +237,8 @@ def test_a_demo_killed_midway_and_resumed_ends_as_an_uninterrupted_one(tmp_path:
     ref = subprocess.run([*CLI, *args, "--db", str(tmp_path / "ref.db")], env=BASE_ENV, capture_output=True,
                          text=True, timeout=300, check=True)  # fmt: skip
     db = tmp_path / "killed.db"
+    # the same keys as the reference run (a demo keeps its keyring beside its db): the same shoes
+    shutil.copyfile(tmp_path / "ref.db.keyring.json", tmp_path / "killed.db.keyring.json")
 
     def work(ready: Callable[[], None]) -> None:
         ready()

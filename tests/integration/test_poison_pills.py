@@ -12,8 +12,10 @@ import pytest
 from services.core import topics
 from services.core.envelope import Envelope, name_id, parse_record, request
 from services.core.processor import Processor
+from services.core.trust import Principal, authenticate
 from services.monitor.processor import Monitor
 from services.runtime.embedded import EmbeddedBus, EmbeddedLog, Runner, default_pipeline, run_until_idle
+from services.runtime.keyring import demo_keyring
 from services.runtime.replay import read_db, replay
 from services.runtime.simulator import DEFAULT_TABLES, Session
 
@@ -35,6 +37,10 @@ POISON_OPEN_TABLE: list[tuple[str, dict[str, Any]]] = [
 
 AT = "2026-11-22T20:00:00.000Z"
 
+OPERATOR = demo_keyring().key(Principal.OPERATOR)
+"""The key the poisoned commands are signed with: they are judged on their content, not refused as
+forgeries (the pipeline's default keyring is the demo's)."""
+
 
 def _poison(n: int, variant: str, extra: dict[str, Any]) -> list[Envelope]:
     """A poisoned ``OpenTable`` and the commands an operator would send next to the same table."""
@@ -49,7 +55,7 @@ def _poison(n: int, variant: str, extra: dict[str, Any]) -> list[Envelope]:
         body = {"table_id": table, **payload}
         env = request(type_, topics.TABLE_INBOX, table, body, event_id=event_id, occurred_at=AT, producer="o")
         out.append(env)
-    return out
+    return [authenticate(e, OPERATOR) for e in out]
 
 
 def _play(db: Path, seed: int, poison: list[Envelope]) -> None:
@@ -96,6 +102,7 @@ def test_poisoned_open_tables_never_stop_the_pipeline_nor_touch_the_money(tmp_pa
     answered |= {r.causation_id for r in records if r.type == "TableOpened"}
     opening = [e.event_id for e in poison if e.type == "OpenTable"]
     assert set(opening) <= answered
+    assert not [r for r in records if r.payload.get("reason") in ("unauthenticated", "not_permitted")]
     for r in records:
         if r.type == "DeadLetter":
             assert r.payload["reason"] and r.payload["detail"]
@@ -115,7 +122,7 @@ def test_the_issue_poison_pill_becomes_a_dead_letter_or_a_refusal(
         good = request("OpenTable", topics.TABLE_INBOX, "T-good",
                        {"table_id": "T-good", "variant": variant, "currency": "EUR"},
                        event_id=name_id("good"), occurred_at=AT, producer="operator")  # fmt: skip
-        bus.publish([good])
+        bus.publish([authenticate(good, OPERATOR)])
         bus.settle()
         events = bus.read(topics.TABLE_EVENTS, "P00-poison")
         letters = bus.read(topics.DEADLETTER, topics.TABLE_INBOX)

@@ -228,12 +228,14 @@ def _spec_names() -> set[str]:
     return {s.name for s in kafka.load_topic_specs(Path(REPO) / "schemas" / "topics.yaml")}
 
 
-def test_topics_create_says_one_line_and_exits_1_when_no_broker_answers(
+def test_topics_create_says_one_line_and_exits_2_when_no_broker_answers(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """With no broker at the address, ``topics create`` prints one error line on stderr and exits 1."""
+    """With no broker at the address, ``topics create`` prints one error line on stderr naming it and
+    exits 2, like every command facing an unreachable broker."""
     spec = str(REPO / "schemas" / "topics.yaml")
-    assert cli_main(["topics", "create", "--broker", f"127.0.0.1:{free_port()}", "--spec", spec]) == 1
+    port = free_port()
+    assert cli_main(["topics", "create", "--broker", f"127.0.0.1:{port}", "--spec", spec]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith("casino-ledger: error: topic creation on 127.0.0.1:")
+    assert err.startswith(f"casino-ledger: error: no Kafka broker answers at 127.0.0.1:{port}")
