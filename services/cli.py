@@ -150,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("name", choices=["dealer", "settlement", "audit", "monitor"])
     w.add_argument("--broker", default=None, help="kafka://host:port (else CASINO_BOOTSTRAP_SERVERS)")
     w.set_defaults(func=cmd_worker)
+
+    from services.backoffice.cli import register as register_backoffice  # noqa: PLC0415 (argparse only)
+
+    register_backoffice(sub)  # serve, apikey, project, statement, report
     return p
 
 

@@ -1,0 +1,113 @@
+"""Commands from the API, appended to the embedded log as principal ``backoffice`` and run through the
+pipeline (the embedded runtime's own runners), then projected, so that the answer reflects them.
+
+The back office is an outside writer like a cashier's desk or a table terminal: it writes requests
+(``Deposit``, ``Withdraw``, ``PlaceBet`` on ``casino.wallet.requests``) with ``producer`` =
+``backoffice``, ids derived from the API key's id and the ``Idempotency-Key`` (a retry re-derives the
+same ids, and the log ignores an identical record), and the wall-clock time of the request (the shell
+may read a clock; the core never does).
+
+**The trust seam.** Every envelope goes through :func:`_as_backoffice` before it is appended. Once
+the trust work (``services/core/trust.py::authenticate`` and ``services/runtime/keyring.py``) is in
+the tree, it authenticates the envelope with the ``backoffice`` principal's key from the keyring that
+``serve --keyring`` names; before that (or without a keyring) the envelope goes in unauthenticated.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from services.backoffice.projector import Projector
+from services.core import topics
+from services.core.envelope import Envelope, name_id, request
+from services.runtime.embedded import EmbeddedLog, Runner, default_pipeline, run_until_idle
+
+PRINCIPAL = "backoffice"
+"""The principal (and ``producer``) of every record the API writes."""
+
+
+def _as_backoffice(envelope: Envelope, keyring_path: str | Path | None) -> Envelope:
+    """``envelope`` authenticated as principal ``backoffice`` (THE trust seam: the only place the API
+    signs). Uses the agreed interface — ``load_keyring(path).key("backoffice")`` and
+    ``authenticate(env, key)`` — when both modules exist and a keyring is configured; otherwise the
+    envelope is returned as it is."""
+    if keyring_path is None:
+        return envelope
+    try:
+        trust = importlib.import_module("services.core.trust")
+        keyring = importlib.import_module("services.runtime.keyring")
+    except ImportError:
+        return envelope
+    key = keyring.load_keyring(keyring_path).key(PRINCIPAL)
+    signed: Envelope = trust.authenticate(envelope, key)
+    return signed
+
+
+def now_rfc3339() -> str:
+    """The wall-clock time as the log writes times (UTC, milliseconds, ``Z``)."""
+    t = datetime.now(UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+class Gateway:
+    """Appends API commands to the embedded log at ``log_path``, runs the pipeline until idle and
+    projects the result; one command at a time (a lock), so the answer reads its own effects."""
+
+    def __init__(
+        self,
+        log_path: str | Path,
+        projector: Projector,
+        *,
+        keyring_path: str | Path | None = None,
+        clock: Callable[[], str] = now_rfc3339,
+    ) -> None:
+        self.log_path = Path(log_path)
+        self.projector = projector
+        self.keyring_path = keyring_path
+        self.clock = clock
+        self.lock = threading.Lock()
+        self._log: EmbeddedLog | None = None
+        self._runners: list[Runner[Any]] = []
+
+    def _open(self) -> EmbeddedLog:
+        if self._log is None:
+            self._log = EmbeddedLog(self.log_path)
+            self._runners = [Runner(self._log, proc, name) for name, proc in default_pipeline()]
+        return self._log
+
+    def close(self) -> None:
+        """Close the log (the next command reopens it)."""
+        with self.lock:
+            if self._log is not None:
+                self._log.close()
+                self._log, self._runners = None, []
+
+    def catch_up(self) -> int:
+        """Project what the log holds beyond the read model (under the command lock)."""
+        with self.lock:
+            log = EmbeddedLog(self.log_path, readonly=True) if self._log is None else self._log
+            try:
+                return self.projector.catch_up(log)
+            finally:
+                if log is not self._log:
+                    log.close()
+
+    def submit(self, type_: str, account_id: str, payload: dict[str, Any], *, key_id: str, idem: str) -> str:
+        """Write one wallet request for ``account_id`` (ids derived from ``key_id`` and ``idem``), run
+        the pipeline and the projector; returns the request's event id."""
+        event_id = name_id(PRINCIPAL, key_id, idem)
+        env = request(
+            type_, topics.WALLET_REQUESTS, account_id, {"account_id": account_id, **payload},
+            event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL,
+        )  # fmt: skip
+        with self.lock:
+            log = self._open()
+            log.append([_as_backoffice(env, self.keyring_path)])
+            run_until_idle(self._runners)
+            self.projector.catch_up(log)
+        return event_id
