@@ -360,6 +360,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await run_in_threadpool(bo.gateway.catch_up)  # serve a read model as current as the log
         thread = threading.Thread(target=bo.follow, name="projector", daemon=True) if follow else None
         if thread:
             thread.start()

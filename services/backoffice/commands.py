@@ -16,16 +16,18 @@ the tree, it authenticates the envelope with the ``backoffice`` principal's key 
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from services.backoffice.projector import Projector
 from services.core import topics
 from services.core.envelope import Envelope, name_id, request
 from services.runtime.embedded import EmbeddedLog, Runner, default_pipeline, run_until_idle
+
+T = TypeVar("T")
 
 PRINCIPAL = "backoffice"
 """The principal (and ``producer``) of every record the API writes."""
@@ -56,7 +58,11 @@ def now_rfc3339() -> str:
 
 class Gateway:
     """Appends API commands to the embedded log at ``log_path``, runs the pipeline until idle and
-    projects the result; one command at a time (a lock), so the answer reads its own effects."""
+    projects the result, one command at a time, so that the answer reads its own effects.
+
+    Every use of the log happens on one worker thread of the gateway's own (SQLite connections belong
+    to the thread that opened them); callers from any thread wait for their turn.
+    """
 
     def __init__(
         self,
@@ -70,9 +76,12 @@ class Gateway:
         self.projector = projector
         self.keyring_path = keyring_path
         self.clock = clock
-        self.lock = threading.Lock()
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="backoffice-log")
         self._log: EmbeddedLog | None = None
         self._runners: list[Runner[Any]] = []
+
+    def _run(self, fn: Callable[[], T]) -> T:
+        return self._worker.submit(fn).result()
 
     def _open(self) -> EmbeddedLog:
         if self._log is None:
@@ -81,21 +90,26 @@ class Gateway:
         return self._log
 
     def close(self) -> None:
-        """Close the log (the next command reopens it)."""
-        with self.lock:
+        """Close the log and stop the worker thread."""
+
+        def shut() -> None:
             if self._log is not None:
                 self._log.close()
                 self._log, self._runners = None, []
 
+        self._run(shut)
+        self._worker.shutdown()
+
     def catch_up(self) -> int:
-        """Project what the log holds beyond the read model (under the command lock)."""
-        with self.lock:
-            log = EmbeddedLog(self.log_path, readonly=True) if self._log is None else self._log
-            try:
+        """Project what the log holds beyond the read model."""
+
+        def run() -> int:
+            if self._log is not None:
+                return self.projector.catch_up(self._log)
+            with EmbeddedLog(self.log_path, readonly=True) as log:
                 return self.projector.catch_up(log)
-            finally:
-                if log is not self._log:
-                    log.close()
+
+        return self._run(run)
 
     def submit(self, type_: str, account_id: str, payload: dict[str, Any], *, key_id: str, idem: str) -> str:
         """Write one wallet request for ``account_id`` (ids derived from ``key_id`` and ``idem``), run
@@ -105,9 +119,12 @@ class Gateway:
             type_, topics.WALLET_REQUESTS, account_id, {"account_id": account_id, **payload},
             event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL,
         )  # fmt: skip
-        with self.lock:
+
+        def run() -> None:
             log = self._open()
             log.append([_as_backoffice(env, self.keyring_path)])
             run_until_idle(self._runners)
             self.projector.catch_up(log)
+
+        self._run(run)
         return event_id

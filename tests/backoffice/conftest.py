@@ -4,14 +4,19 @@ schema of its own, created and dropped here)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import socket
+import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
+from services.backoffice.apikeys import ROLES, new_key
 from services.backoffice.migrate import upgrade
 from services.backoffice.schema import make_engine
 from services.runtime.embedded import EmbeddedBus
@@ -80,3 +85,57 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running_server(log_path: Path, read_url: str, keyring: Path | None) -> Iterator[str]:
+    """``serve``'s application on a real uvicorn server on a free loopback port; yields its base URL."""
+    import uvicorn  # noqa: PLC0415
+
+    from services.backoffice.api import ServeSettings, create_app  # noqa: PLC0415
+
+    engine = make_engine(read_url)
+    upgrade(engine)
+    settings = ServeSettings(log_path=log_path, read_url=read_url, keyring_path=keyring, poll_seconds=0.2)
+    app = create_app(settings, engine)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        engine.dispose()
+
+
+def make_keyring(path: Path) -> dict[str, str]:
+    """A keyring file with one API key per role (and a principal the back office must keep intact)."""
+    path.write_text(json.dumps({
+        "format": "casino-ledger/keyring-1",
+        "principals": {"dealer": {"key_id": "dealer-00000000", "secret_hex": "00" * 32}},
+        "api_keys": [],
+    }))  # fmt: skip
+    return {role: new_key(path, role)[0] for role in ROLES}
+
+
+@pytest.fixture
+def keyring(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """(keyring path, API key per role)."""
+    path = tmp_path / "keyring.json"
+    return path, make_keyring(path)
+
+
+def wait_until(predicate: Callable[[], bool], seconds: float = 20) -> None:
+    """Poll ``predicate`` until true (the projector thread catches up), failing after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
