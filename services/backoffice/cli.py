@@ -17,6 +17,7 @@ EXIT_BAD_INPUT = 2
 
 
 def _fail(message: str) -> int:
+    print(f"casino-ledger: error: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 
@@ -83,9 +84,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         app = create_app(settings, engine)
     except KeyringError as exc:
         return _fail(str(exc))
-    keys = len(app.state.bo.keys)
-    if not keys:
-        pass  # fmt: skip
+    where = f"http://{args.host}:{args.port}"
+    print(f"casino-ledger serve: page {where}/ , API {where}/docs (OpenAPI {where}/openapi.json)",
+          file=sys.stderr)  # fmt: skip
+    if not app.state.bo.keys:
+        hint = "create one: casino-ledger apikey new --role admin --keyring FILE"
+        print(f"casino-ledger serve: no API keys: every /v1 request but /v1/health gets 401 ({hint})",
+              file=sys.stderr)  # fmt: skip
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 
@@ -98,9 +103,12 @@ def cmd_apikey(args: argparse.Namespace) -> int:
     if keyring is None:
         return _fail("apikey new needs --keyring FILE (or CASINO_KEYRING)")
     try:
-        _key, _api_key = new_key(keyring, args.role)
+        key, api_key = new_key(keyring, args.role)
     except (KeyringError, ValueError, OSError) as exc:
         return _fail(str(exc) if not isinstance(exc, OSError) else f"cannot write {keyring}: {exc.strerror}")
+    print(key)
+    print(f"key id {api_key.key_id}, role {api_key.role}: shown once, only its hash is kept in {keyring}",
+          file=sys.stderr)  # fmt: skip
     return 0
 
 
@@ -108,7 +116,8 @@ def cmd_project(args: argparse.Namespace) -> int:
     """Bring the read model up to date with the log (``--rebuild``: from scratch)."""
     if (err := _check_db(args.db)) is not None:
         return _fail(err)
-    _engine, _projector = _read_model(args)
+    _engine, projector = _read_model(args)
+    print(f"read model at offset {projector.position()}", file=sys.stderr)
     return 0
 
 

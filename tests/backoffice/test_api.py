@@ -83,7 +83,10 @@ def test_the_permission_table_is_the_documented_one() -> None:
     assert {k: set(v) for k, v in PERMISSIONS.items()} == EXPECTED_ROLES
 
 
-@pytest.mark.parametrize(("method", "path", "group", "body"), ROUTES, ids=[f"{m} {p}" for m, p, _, _ in ROUTES])
+ROUTE_IDS = [f"{m} {p}" for m, p, _, _ in ROUTES]
+
+
+@pytest.mark.parametrize(("method", "path", "group", "body"), ROUTES, ids=ROUTE_IDS)
 @pytest.mark.parametrize("role", [None, "bogus", *ROLES])
 def test_every_route_needs_a_key_and_a_role_that_may(
     shared: tuple[str, dict[str, str]], method: str, path: str, group: str, body: Any, role: str | None
@@ -153,7 +156,8 @@ def test_done_when_api_balances_and_statements_equal_the_fold_of_postings(
                     params = {"limit": "40", **({"cursor": cursor} if cursor else {})}
                     page = httpx.get(f"{url}/v1/accounts/{account}/statement", params=params, headers=h,
                                      timeout=30).json()  # fmt: skip
-                    got += [(e["transfer_id"], e["amount_minor"], e["balance_after_minor"]) for e in page["entries"]]
+                    got += [(e["transfer_id"], e["amount_minor"], e["balance_after_minor"])
+                            for e in page["entries"]]  # fmt: skip
                     cursor = page["next_cursor"]
                     if cursor is None:
                         break
@@ -175,14 +179,17 @@ def test_done_when_api_balances_and_statements_equal_the_fold_of_postings(
 
 
 @pytest.fixture
-def own(fresh_log: Path, read_url: str, keyring: tuple[Path, dict[str, str]]) -> Iterator[tuple[str, dict[str, str]]]:
+def own(
+    fresh_log: Path, read_url: str, keyring: tuple[Path, dict[str, str]]
+) -> Iterator[tuple[str, dict[str, str]]]:
     """A server of this test's own over a fresh log, on each backend."""
     with running_server(fresh_log, read_url, keyring[0]) as url:
         yield url, keyring[1]
 
 
 def balance_of(url: str, key: str, account: str) -> int:
-    return int(httpx.get(f"{url}/v1/accounts/{account}/balance", headers=auth(key), timeout=30).json()["balance_minor"])
+    r = httpx.get(f"{url}/v1/accounts/{account}/balance", headers=auth(key), timeout=30)
+    return int(r.json()["balance_minor"])
 
 
 def test_deposits_are_idempotent_by_key(own: tuple[str, dict[str, str]], fresh_log: Path) -> None:
@@ -214,8 +221,8 @@ def test_a_withdrawal_beyond_the_balance_is_refused(own: tuple[str, dict[str, st
     url, keys = own
     h = {**auth(keys["admin"]), "Idempotency-Key": "w-1"}
     before = balance_of(url, keys["admin"], "player:003")
-    r = httpx.post(f"{url}/v1/cashier/withdrawals", headers=h,
-                   json={"account_id": "player:003", "amount_minor": before + 1, "currency": "EUR"})  # fmt: skip
+    too_much = {"account_id": "player:003", "amount_minor": before + 1, "currency": "EUR"}
+    r = httpx.post(f"{url}/v1/cashier/withdrawals", headers=h, json=too_much)
     assert r.status_code == 422
     assert r.headers["content-type"].startswith("application/problem+json")
     assert r.json()["outcome"] == "refused" and r.json()["reason"] == "insufficient_funds"
