@@ -22,7 +22,10 @@ function money(minor) {
 
 async function api(path) {
   const r = await fetch(path, { headers: { Authorization: "Bearer " + apiKey } });
-  if (r.status === 401 || r.status === 403) { showLogin(r.status === 401 ? "unknown API key" : "this key's role may not see the tables"); throw new Error(String(r.status)); }
+  if (r.status === 401 || r.status === 403) {
+    showLogin(r.status === 401 ? "unknown API key" : "this key's role may not see the tables");
+    const e = new Error(String(r.status)); e.shown = true; throw e;
+  }
   if (!r.ok) throw new Error(path + ": HTTP " + r.status);
   return r.json();
 }
@@ -96,6 +99,7 @@ async function follow() {
   for (;;) {
     try {
       const r = await fetch("/v1/stream?max_seconds=600", { headers: { Authorization: "Bearer " + apiKey, Accept: "text/event-stream" } });
+      if (r.status === 401 || r.status === 403) { showLogin(r.status === 401 ? "unknown API key" : "this key's role may not see the tables"); return; }
       if (!r.ok) throw new Error("stream: HTTP " + r.status);
       const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = "";
@@ -114,14 +118,16 @@ async function follow() {
         }
       }
     } catch (e) { live.textContent = "reconnecting"; live.className = "live off"; }
+    if (apiKey === null) return;
     await new Promise(ok => setTimeout(ok, 2000));
   }
 }
 
-function showError(e) { const p = document.getElementById("error"); p.textContent = String(e.message || e); p.hidden = false; }
+function showError(e) { if (e.shown) return; const p = document.getElementById("error"); p.textContent = String(e.message || e); p.hidden = false; }
 
 function showLogin(why) {
   sessionStorage.removeItem("casino-ledger-key");
+  apiKey = null;
   document.getElementById("main").hidden = true;
   document.getElementById("login").hidden = false;
   if (why) showError(why);
