@@ -59,6 +59,10 @@ Amount = Annotated[int, Field(gt=0, le=10**12, strict=True)]
 IdempotencyKey = Annotated[str, Header(alias="Idempotency-Key", min_length=1, max_length=200,
                                        pattern=r"^[\x21-\x7e]+$")]  # fmt: skip
 Format = Literal["json", "csv"]
+TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|z|[+-]\d{2}:\d{2}))?$"
+Time = Annotated[str | None, Query(pattern=TIME_PATTERN, description="RFC 3339 time or YYYY-MM-DD (UTC)")]
+Day = Annotated[str | None, Query(pattern=r"^\d{4}-\d{2}-\d{2}$", description="gaming day YYYY-MM-DD")]
+Cursor = Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$", description="next_cursor of the page before")]
 
 
 # --- settings and state ------------------------------------------------------------------------------
@@ -384,7 +388,10 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem_response(exc.status_code, str(exc.detail), "")
+        response = problem_response(exc.status_code, str(exc.detail), "")
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -465,7 +472,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
              tags=["accounts"], dependencies=[role("statement")])  # fmt: skip
     def get_statement(  # noqa: PLR0917 (query parameters)
         account_id: str, request: Request, c: Conn,
-        since: str | None = None, until: str | None = None, cursor: str | None = None,
+        since: Time = None, until: Time = None, cursor: Cursor = None,
         limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = 100, format: Format | None = None,
     ) -> Any:  # fmt: skip
         """One page of the account's statement lines (``since`` ≤ time < ``until``), oldest first;
@@ -500,7 +507,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
 
     @app.get("/v1/tables/{table_id}/report", response_model=TableReport, responses=PROBLEMS,
              tags=["tables"], dependencies=[role("tables")])  # fmt: skip
-    def get_report(table_id: str, request: Request, c: Conn, day: str | None = None,
+    def get_report(table_id: str, request: Request, c: Conn, day: Day = None,
                    format: Format | None = None) -> Any:  # fmt: skip
         """The table's results for one gaming day (default: the latest with play): coups, bets,
         handle, win (what the house kept, commission included), commission, hold %."""
@@ -514,7 +521,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
 
     @app.get("/v1/tables/{table_id}/shifts", response_model=Shifts, responses=PROBLEMS, tags=["tables"],
              dependencies=[role("tables")])  # fmt: skip
-    def get_shifts(table_id: str, request: Request, c: Conn, day: str | None = None,
+    def get_shifts(table_id: str, request: Request, c: Conn, day: Day = None,
                    format: Format | None = None) -> Any:  # fmt: skip
         """The same figures per shift of the gaming day."""
         if not queries.table_exists(c, table_id):
@@ -546,8 +553,8 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
     def listing(kind: str) -> Any:
         def run(  # noqa: PLR0917 (query parameters)
             c: Conn, table: str | None = None, account: str | None = None,
-            severity: Literal["info", "warning", "critical"] | None = None, since: str | None = None,
-            cursor: str | None = None, limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = 100,
+            severity: Literal["info", "warning", "critical"] | None = None, since: Time = None,
+            cursor: Cursor = None, limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = 100,
         ) -> dict[str, Any]:  # fmt: skip
             filters = {
                 "table_id": table, "account_id": account, "severity": severity,

@@ -276,8 +276,10 @@ def test_errors_are_problem_json(shared: tuple[str, dict[str, str]]) -> None:
     h = auth(keys["admin"])
     cases = [
         ("/v1/accounts/nobody/balance", 404), ("/v1/rounds/nothing", 404), ("/v1/tables/none/report", 404),
-        ("/v1/accounts/player:001/statement?since=yesterday", 400),
-        ("/v1/accounts/player:001/statement?cursor=abc", 400), (f"/v1/tables/{T}/report?day=22-11-2026", 400),
+        ("/v1/accounts/player:001/statement?since=yesterday", 422),
+        ("/v1/accounts/player:001/statement?since=2026-02-30", 400),
+        ("/v1/accounts/player:001/statement?cursor=abc", 422), (f"/v1/tables/{T}/report?day=22-11-2026", 422),
+        (f"/v1/tables/{T}/report?day=2026-11-31", 400),
         ("/v1/alerts?severity=loud", 422), ("/v1/alerts?limit=0", 422),
     ]  # fmt: skip
     for path, status in cases:
