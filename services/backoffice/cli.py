@@ -169,6 +169,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def serve_hint(db: str | Path) -> str:
+    """The demo's last line: how to open the page and the API over the log at ``db``."""
+    ring = Path(db).with_name("keyring.json")
+    return (
+        f"back office: casino-ledger apikey new --role admin --keyring {ring}  then  "
+        f"casino-ledger serve --db {db} --keyring {ring}  ->  page http://127.0.0.1:8000/ (paste the key), "
+        "API http://127.0.0.1:8000/docs"
+    )
+
+
 def _periods_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--day-cutoff", type=int, default=6, choices=range(24), metavar="HOUR",
                    help="hour (UTC) at which a gaming day starts (default 6)")  # fmt: skip

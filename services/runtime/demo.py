@@ -156,6 +156,9 @@ def main(args: argparse.Namespace) -> int:
         bus.close()
     report = replay(read_db(db))
     render(console, summarise(read_db(db)), report, f"{db}  (try: casino-ledger replay --db {db})")
+    from services.backoffice.cli import serve_hint  # noqa: PLC0415
+
+    console.print(serve_hint(db), soft_wrap=True)
     return 0 if report.clean else 1
 
 

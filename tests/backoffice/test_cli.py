@@ -91,3 +91,14 @@ def test_bad_input_is_one_line_and_exit_2(
     assert main([a.replace("{log}", str(log)) for a in argv]) == 2
     out = capsys.readouterr()
     assert out.out == "" and len(out.err.strip().splitlines()) == 1
+
+
+def test_demo_ends_by_saying_how_to_open_the_page_and_the_api(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's last line names the apikey and serve commands for its log, the page and the API."""
+    db = tmp_path / "demo.db"
+    assert main(["demo", "--db", str(db), "--tables", "1", "--coups", "2", "--seed", "5"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert f"serve --db {db}" in last and "apikey new --role admin" in last
+    assert "http://127.0.0.1:8000/" in last and "/docs" in last
