@@ -54,6 +54,8 @@ KIND_OF_TRANSFER: Mapping[str, str] = {
 }
 """A statement line's ``kind`` by transfer event type."""
 
+_STATUS_RANK = {"reserved": 0, "accepted": 1, "refused": 2, "settled": 3}
+
 REFUSALS = frozenset({"BetRejected", "WithdrawalRejected", "TransferRefused"})
 
 Row = tuple[int, str, str, bytes]
@@ -205,24 +207,31 @@ class Projector:
                 balance_after_minor=balance, currency=p["currency"], table_id=p.get("table_id"),
                 coup_id=p.get("coup_id"), bet_id=p.get("bet_id"),
             ))  # fmt: skip
-        bet_id = p.get("bet_id")
         if env.type == "StakeReserved":
-            conn.execute(insert(s.bets).values(
-                bet_id=bet_id, account_id=p["account_id"], table_id=p["table_id"], coup_id=p.get("coup_id"),
-                spot=p["spot"], stake_minor=p["amount_minor"], currency=p["currency"], status="reserved",
-                placed_at=env.occurred_at, balance_before_minor=p["balance_before_minor"],
-                balance_after_minor=p["balance_after_minor"],
-            ))  # fmt: skip
-        elif env.type == "PayoutApplied":
-            conn.execute(update(s.bets).where(s.bets.c.bet_id == bet_id).values(
-                payout_balance_before_minor=p["balance_before_minor"],
-                payout_balance_after_minor=p["balance_after_minor"],
-            ))  # fmt: skip
-        elif env.type == "StakeRefunded":
-            conn.execute(update(s.bets).where(s.bets.c.bet_id == bet_id).values(
-                payout_balance_before_minor=p["balance_before_minor"],
-                payout_balance_after_minor=p["balance_after_minor"], result="refund",
-            ))  # fmt: skip
+            self._bet(conn, p, env, "reserved", coup_id=p.get("coup_id"), spot=p["spot"],
+                      stake_minor=p["amount_minor"], balance_before_minor=p["balance_before_minor"],
+                      balance_after_minor=p["balance_after_minor"])  # fmt: skip
+        elif env.type in ("PayoutApplied", "StakeRefunded"):
+            extra = {"result": "refund"} if env.type == "StakeRefunded" else {}
+            self._bet(conn, p, env, "reserved", payout_balance_before_minor=p["balance_before_minor"],
+                      payout_balance_after_minor=p["balance_after_minor"], **extra)  # fmt: skip
+
+    def _bet(self, conn: Connection, p: dict[str, Any], env: Envelope, status: str, **values: Any) -> None:
+        """Set ``values`` on bet ``p["bet_id"]``, creating its row when this is the first record of it
+        seen; the status only moves forward (reserved < accepted < refused < settled), so that the
+        rows do not depend on the order in which records of different topics arrive (Kafka)."""
+        found = conn.execute(select(s.bets.c.status).where(s.bets.c.bet_id == p["bet_id"])).first()
+        if found is None:
+            conn.execute(insert(s.bets).values({
+                "bet_id": p["bet_id"], "account_id": p["account_id"], "table_id": p["table_id"],
+                "coup_id": p.get("coup_id"), "spot": p.get("spot", ""), "stake_minor": p.get("stake_minor", 0),
+                "currency": p["currency"], "status": status, "placed_at": env.occurred_at, **values,
+            }))  # fmt: skip
+            return
+        if _STATUS_RANK[status] > _STATUS_RANK.get(str(found[0]), -1):
+            values["status"] = status
+        if values:
+            conn.execute(update(s.bets).where(s.bets.c.bet_id == p["bet_id"]).values(**values))
 
     def _refusal(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
         conn.execute(insert(s.refusals).values(
@@ -233,12 +242,11 @@ class Projector:
 
     def _payout_issued(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
         found = conn.execute(select(s.bets.c.payout_id).where(s.bets.c.bet_id == p["bet_id"])).first()
-        if found is None or found[0] is not None:
-            return  # a bet never reserved, or a second payout for it: audit reports both
-        conn.execute(update(s.bets).where(s.bets.c.bet_id == p["bet_id"]).values(
-            status="settled", result=p["result"], win_minor=p["win_minor"],
-            commission_minor=p["commission_minor"], credit_minor=p["credit_minor"], payout_id=p["payout_id"],
-        ))  # fmt: skip
+        if found is not None and found[0] is not None:
+            return  # a second payout for the bet: audit reports it; it is counted once here
+        self._bet(conn, p, env, "settled", coup_id=p["coup_id"], spot=p["spot"],
+                  stake_minor=p["stake_minor"], result=p["result"], win_minor=p["win_minor"], commission_minor=p["commission_minor"],
+                  credit_minor=p["credit_minor"], payout_id=p["payout_id"])  # fmt: skip
         self._count(conn, p["table_id"], p["coup_id"], env.occurred_at,
                     paid_minor=p["credit_minor"], commission_minor=p["commission_minor"])  # fmt: skip
 
@@ -287,15 +295,12 @@ class Projector:
         self._touch_table(conn, p["table_id"], offset, last_coup_id=p["coup_id"])
 
     def _bet_accepted(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        conn.execute(update(s.bets).where(s.bets.c.bet_id == p["bet_id"]).values(
-            status="accepted", coup_id=p["coup_id"],
-        ))  # fmt: skip
+        stake = p["stake_minor"]
+        self._bet(conn, p, env, "accepted", coup_id=p["coup_id"], spot=p["spot"], stake_minor=stake)
         self._count(conn, p["table_id"], p["coup_id"], env.occurred_at, bets=1, handle_minor=p["stake_minor"])
 
     def _bet_refused(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        conn.execute(update(s.bets).where(s.bets.c.bet_id == p["bet_id"]).values(
-            status="refused", reason=p["reason"],
-        ))  # fmt: skip
+        self._bet(conn, p, env, "refused", spot=p["spot"], stake_minor=p["stake_minor"], reason=p["reason"])
 
     def _betting_closed(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
         conn.execute(update(s.rounds).where(s.rounds.c.coup_id == p["coup_id"]).values(status="dealing"))
