@@ -224,8 +224,8 @@ class Projector:
         if found is None:
             conn.execute(insert(s.bets).values({
                 "bet_id": p["bet_id"], "account_id": p["account_id"], "table_id": p["table_id"],
-                "coup_id": p.get("coup_id"), "spot": p.get("spot", ""), "stake_minor": p.get("stake_minor", 0),
-                "currency": p["currency"], "status": status, "placed_at": env.occurred_at, **values,
+                "coup_id": p.get("coup_id"), "spot": p.get("spot", ""),
+                "stake_minor": p.get("stake_minor", 0), "currency": p["currency"], "status": status, "placed_at": env.occurred_at, **values,
             }))  # fmt: skip
             return
         if _STATUS_RANK[status] > _STATUS_RANK.get(str(found[0]), -1):
@@ -245,8 +245,9 @@ class Projector:
         if found is not None and found[0] is not None:
             return  # a second payout for the bet: audit reports it; it is counted once here
         self._bet(conn, p, env, "settled", coup_id=p["coup_id"], spot=p["spot"],
-                  stake_minor=p["stake_minor"], result=p["result"], win_minor=p["win_minor"], commission_minor=p["commission_minor"],
-                  credit_minor=p["credit_minor"], payout_id=p["payout_id"])  # fmt: skip
+                  stake_minor=p["stake_minor"], result=p["result"], win_minor=p["win_minor"],
+                  commission_minor=p["commission_minor"], credit_minor=p["credit_minor"],
+                  payout_id=p["payout_id"])  # fmt: skip
         self._count(conn, p["table_id"], p["coup_id"], env.occurred_at,
                     paid_minor=p["credit_minor"], commission_minor=p["commission_minor"])  # fmt: skip
 
