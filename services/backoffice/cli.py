@@ -112,8 +112,34 @@ def cmd_apikey(args: argparse.Namespace) -> int:
     return 0
 
 
+def _project_kafka(args: argparse.Namespace) -> int:
+    """The Kafka consumer loop into the read model at ``CASINO_READ_DB``."""
+    import asyncio  # noqa: PLC0415
+
+    from services.backoffice.kafka_follow import follow_kafka  # noqa: PLC0415
+    from services.backoffice.migrate import upgrade  # noqa: PLC0415
+    from services.backoffice.projector import Projector  # noqa: PLC0415
+    from services.backoffice.schema import READ_DB_ENV, make_engine  # noqa: PLC0415
+    from services.runtime.settings import Settings  # noqa: PLC0415
+
+    url = os.environ.get(READ_DB_ENV)
+    if not url:
+        return _fail(f"project --kafka needs the read model's URL in {READ_DB_ENV}")
+    engine = make_engine(url)
+    upgrade(engine)
+    projector = Projector(engine, periods=_periods(args))
+    if args.rebuild:
+        projector.rebuild()
+    settings = Settings(bootstrap_servers=args.kafka)
+    applied = asyncio.run(follow_kafka(settings, projector, until_idle=not args.follow))
+    print(f"projected {applied} records from Kafka", file=sys.stderr)
+    return 0
+
+
 def cmd_project(args: argparse.Namespace) -> int:
     """Bring the read model up to date with the log (``--rebuild``: from scratch)."""
+    if args.kafka:
+        return _project_kafka(args)
     if (err := _check_db(args.db)) is not None:
         return _fail(err)
     _engine, projector = _read_model(args)
@@ -203,8 +229,11 @@ def register(sub: Any) -> None:
     n.add_argument("--keyring", default=None, help="keyring file (else CASINO_KEYRING); created if missing")
     n.set_defaults(func=cmd_apikey)
 
-    pr = sub.add_parser("project", help="bring the read model beside the log up to date")
-    pr.add_argument("--db", required=True)
+    pr = sub.add_parser("project", help="bring the read model up to date with the log (or Kafka)")
+    src = pr.add_mutually_exclusive_group(required=True)
+    src.add_argument("--db", help="the embedded log (the read model beside it, or CASINO_READ_DB)")
+    src.add_argument("--kafka", help="HOST:PORT: consume the topics into CASINO_READ_DB")
+    pr.add_argument("--follow", action="store_true", help="with --kafka: keep consuming (else stop idle)")
     pr.add_argument("--rebuild", action="store_true", help="drop the projected rows and project again")
     _periods_args(pr)
     pr.set_defaults(func=cmd_project)

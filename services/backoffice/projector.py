@@ -225,7 +225,8 @@ class Projector:
             conn.execute(insert(s.bets).values({
                 "bet_id": p["bet_id"], "account_id": p["account_id"], "table_id": p["table_id"],
                 "coup_id": p.get("coup_id"), "spot": p.get("spot", ""),
-                "stake_minor": p.get("stake_minor", 0), "currency": p["currency"], "status": status, "placed_at": env.occurred_at, **values,
+                "stake_minor": p.get("stake_minor", 0), "currency": p["currency"], "status": status,
+                "placed_at": env.occurred_at, **values,
             }))  # fmt: skip
             return
         if _STATUS_RANK[status] > _STATUS_RANK.get(str(found[0]), -1):
