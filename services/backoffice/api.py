@@ -35,6 +35,7 @@ from services.backoffice.apikeys import ApiKey, load_api_keys, verify
 from services.backoffice.commands import Gateway
 from services.backoffice.projector import Periods, Projector
 from services.core.envelope import canonical, name_id
+from services.runtime.embedded import ConsumerMoved, LogConflict
 from services.runtime.logging import get_logger
 
 STATIC = Path(__file__).with_name("static")
@@ -325,7 +326,7 @@ class ProblemBody(BaseModel):
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     code: {"model": ProblemBody, "content": {"application/problem+json": {}}}
-    for code in (400, 401, 403, 404, 409, 422)
+    for code in (400, 401, 403, 404, 409, 422, 503)
 }
 
 
@@ -612,7 +613,14 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
                 if found[0] != route or found[1] != digest:
                     raise Problem(409, "conflict", "this Idempotency-Key was used with another request")
                 return _answer(int(found[2]), str(found[3]))
-            status, answer = run()
+            try:
+                status, answer = run()
+            except LogConflict:
+                detail = "the log holds another request under this Idempotency-Key (answers lost?)"
+                raise Problem(409, "conflict", detail) from None
+            except ConsumerMoved:
+                raise Problem(503, "unavailable", "another process is running the pipeline on this log; "
+                              "retry with the same Idempotency-Key") from None  # fmt: skip
             text = json.dumps(answer)
             try:
                 with engine.begin() as c:

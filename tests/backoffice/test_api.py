@@ -14,7 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import delete
 
+from services.backoffice import schema as s
 from services.backoffice.api import PERMISSIONS
 from services.backoffice.apikeys import ROLES
 from services.backoffice.projector import dump_rows
@@ -320,3 +322,23 @@ def test_the_stream_announces_the_position(shared: tuple[str, dict[str, str]]) -
     assert text.startswith("event: position\ndata: {\"position\": ")
     position = int(text.split('"position": ')[1].split("}")[0])
     assert position > 0
+
+
+def test_a_key_whose_answer_was_lost_is_a_conflict_not_a_crash(
+    own: tuple[str, dict[str, str]], read_url: str
+) -> None:
+    """When the stored answers are gone (a read model replaced), reusing an Idempotency-Key whose
+    request is already in the log answers 409 problem+json and credits nothing twice."""
+    url, keys = own
+    h = {**auth(keys["cashier"]), "Idempotency-Key": "lost-1"}
+    body = {"account_id": "player:001", "amount_minor": 777, "currency": "EUR"}
+    assert httpx.post(f"{url}/v1/cashier/deposits", headers=h, json=body).status_code == 201
+    after = balance_of(url, keys["cashier"], "player:001")
+    engine = make_engine(read_url)
+    with engine.begin() as c:
+        c.execute(delete(s.idempotency))
+    engine.dispose()
+    again = httpx.post(f"{url}/v1/cashier/deposits", headers=h, json=body)
+    assert again.status_code == 409
+    assert again.headers["content-type"].startswith("application/problem+json")
+    assert balance_of(url, keys["cashier"], "player:001") == after
