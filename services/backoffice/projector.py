@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, Engine, delete, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, delete, func, select, update
 
 from services.backoffice import schema as s
 from services.core import topics
@@ -53,6 +53,15 @@ KIND_OF_TRANSFER: Mapping[str, str] = {
     "PayoutApplied": "payout",
 }
 """A statement line's ``kind`` by transfer event type."""
+
+_BET_OPTIONAL = (
+    "reason", "balance_before_minor", "balance_after_minor", "result", "win_minor", "commission_minor",
+    "credit_minor", "payout_id", "payout_balance_before_minor", "payout_balance_after_minor",
+)  # fmt: skip
+"""A bet's columns that its first record may not fill (an insert names every column: one statement)."""
+_ROUND_LATER = (
+    "started_at", "ended_at", "outcome", "natural", "hands", "versus", "round_events", "resolved_offset",
+)  # fmt: skip
 
 _STATUS_RANK = {"reserved": 0, "accepted": 1, "refused": 2, "settled": 3}
 
@@ -91,6 +100,44 @@ class Periods:
         return shifted.date().isoformat(), shifted.hour // self.shift_hours + 1
 
 
+def _by(table: Any, column: str) -> Any:
+    return table.c[column] == bindparam("b_key")
+
+
+# Statements built once: building and hashing a statement per record cost more than running it.
+_INSERT = {t.name: t.insert() for t in s.PROJECTED}
+_ACCOUNT = select(s.accounts.c.balance_minor, s.accounts.c.lines).where(_by(s.accounts, "account_id"))
+_ACCOUNT_SET = update(s.accounts).where(_by(s.accounts, "account_id"))
+_BET_STATUS = select(s.bets.c.status).where(_by(s.bets, "bet_id"))
+_BET_PAYOUT = select(s.bets.c.payout_id).where(_by(s.bets, "bet_id"))
+_BET_SET = update(s.bets).where(_by(s.bets, "bet_id"))
+_TABLE = select(s.tables.c.variant, s.tables.c.rules_version, s.tables.c.paytable).where(
+    _by(s.tables, "table_id")
+)
+_TABLE_SET = update(s.tables).where(_by(s.tables, "table_id"))
+_SHOE_SET = update(s.shoes).where(_by(s.shoes, "shoe_id"))
+_ROUND_SET = update(s.rounds).where(_by(s.rounds, "coup_id"))
+_ROUND_PERIOD = select(s.rounds.c.gaming_day, s.rounds.c.shift).where(_by(s.rounds, "coup_id"))
+_CARDS = select(func.count()).select_from(s.round_cards).where(_by(s.round_cards, "coup_id"))
+_DECISIONS = select(func.count()).select_from(s.round_decisions).where(_by(s.round_decisions, "coup_id"))
+_COUNTERS = ("coups", "bets", "handle_minor", "paid_minor", "commission_minor")
+_PERIOD_ADD = (
+    update(s.table_periods)
+    .where(
+        s.table_periods.c.table_id == bindparam("b_table"),
+        s.table_periods.c.day == bindparam("b_day"),
+        s.table_periods.c.shift == bindparam("b_shift"),
+    )
+    .values({s.table_periods.c[k]: s.table_periods.c[k] + bindparam(f"add_{k}") for k in _COUNTERS})
+)
+_POSITION = select(s.positions.c.offset).where(
+    s.positions.c.consumer == bindparam("b_consumer"), s.positions.c.source == bindparam("b_source")
+)
+_POSITION_SET = update(s.positions).where(
+    s.positions.c.consumer == bindparam("b_consumer"), s.positions.c.source == bindparam("b_source")
+)
+
+
 def _account_of(subject: Mapping[str, Any]) -> str | None:
     value = subject.get("account_id") or subject.get("account")
     return value if isinstance(value, str) else None
@@ -113,11 +160,7 @@ class Projector:
             return self._position(conn, source)
 
     def _position(self, conn: Connection, source: str) -> int:
-        found = conn.execute(
-            select(s.positions.c.offset).where(
-                s.positions.c.consumer == self.name, s.positions.c.source == source
-            )
-        ).scalar_one_or_none()
+        found = conn.execute(_POSITION, {"b_consumer": self.name, "b_source": source}).scalar_one_or_none()
         return int(found) if found is not None else 0
 
     # -- applying -------------------------------------------------------------------------------------
@@ -140,10 +183,9 @@ class Projector:
         return applied
 
     def _set_position(self, conn: Connection, source: str, offset: int) -> None:
-        where = (s.positions.c.consumer == self.name, s.positions.c.source == source)
-        done = conn.execute(update(s.positions).where(*where).values(offset=offset)).rowcount
-        if not done:
-            conn.execute(insert(s.positions).values(consumer=self.name, source=source, offset=offset))
+        key = {"b_consumer": self.name, "b_source": source}
+        if not conn.execute(_POSITION_SET, {**key, "offset": offset}).rowcount:
+            conn.execute(_INSERT["bo_positions"], {"consumer": self.name, "source": source, "offset": offset})
 
     def catch_up(self, log: Any, batch: int = 1000) -> int:
         """Apply every record of the embedded ``log`` after the stored position; returns how many."""
@@ -185,28 +227,23 @@ class Projector:
             account = str(posting["account"])
             per_account[account] = per_account.get(account, 0) + int(posting["amount_minor"])
         for account, amount in per_account.items():
-            row = conn.execute(
-                select(s.accounts.c.balance_minor, s.accounts.c.lines).where(
-                    s.accounts.c.account_id == account
-                )
-            ).first()
+            row = conn.execute(_ACCOUNT, {"b_key": account}).first()
             balance, lines = (int(row[0]) + amount, int(row[1]) + 1) if row else (amount, 1)
             if row:
-                conn.execute(
-                    update(s.accounts).where(s.accounts.c.account_id == account)
-                    .values(balance_minor=balance, lines=lines, last_offset=offset)
-                )  # fmt: skip
+                conn.execute(_ACCOUNT_SET, {"b_key": account, "balance_minor": balance, "lines": lines,
+                                            "last_offset": offset})  # fmt: skip
             else:
-                conn.execute(insert(s.accounts).values(
-                    account_id=account, currency=p["currency"], balance_minor=balance, lines=lines,
-                    last_offset=offset,
-                ))  # fmt: skip
-            conn.execute(insert(s.statement_lines).values(
-                account_id=account, line=lines, transfer_id=p["transfer_id"], event_id=env.event_id,
-                offset=offset, occurred_at=env.occurred_at, kind=kind, amount_minor=amount,
-                balance_after_minor=balance, currency=p["currency"], table_id=p.get("table_id"),
-                coup_id=p.get("coup_id"), bet_id=p.get("bet_id"),
-            ))  # fmt: skip
+                conn.execute(_INSERT["bo_accounts"], {
+                    "account_id": account, "currency": p["currency"], "balance_minor": balance,
+                    "lines": lines, "last_offset": offset,
+                })  # fmt: skip
+            conn.execute(_INSERT["bo_statement_lines"], {
+                "account_id": account, "line": lines, "transfer_id": p["transfer_id"],
+                "event_id": env.event_id, "offset": offset, "occurred_at": env.occurred_at, "kind": kind,
+                "amount_minor": amount,
+                "balance_after_minor": balance, "currency": p["currency"], "table_id": p.get("table_id"),
+                "coup_id": p.get("coup_id"), "bet_id": p.get("bet_id"),
+            })  # fmt: skip
         if env.type == "StakeReserved":
             self._bet(conn, p, env, "reserved", coup_id=p.get("coup_id"), spot=p["spot"],
                       stake_minor=p["amount_minor"], balance_before_minor=p["balance_before_minor"],
@@ -220,29 +257,29 @@ class Projector:
         """Set ``values`` on bet ``p["bet_id"]``, creating its row when this is the first record of it
         seen; the status only moves forward (reserved < accepted < refused < settled), so that the
         rows do not depend on the order in which records of different topics arrive (Kafka)."""
-        found = conn.execute(select(s.bets.c.status).where(s.bets.c.bet_id == p["bet_id"])).first()
+        found = conn.execute(_BET_STATUS, {"b_key": p["bet_id"]}).first()
         if found is None:
-            conn.execute(insert(s.bets).values({
+            conn.execute(_INSERT["bo_bets"], {
                 "bet_id": p["bet_id"], "account_id": p["account_id"], "table_id": p["table_id"],
                 "coup_id": p.get("coup_id"), "spot": p.get("spot", ""),
                 "stake_minor": p.get("stake_minor", 0), "currency": p["currency"], "status": status,
-                "placed_at": env.occurred_at, **values,
-            }))  # fmt: skip
+                "placed_at": env.occurred_at, **dict.fromkeys(_BET_OPTIONAL), **values,
+            })  # fmt: skip
             return
         if _STATUS_RANK[status] > _STATUS_RANK.get(str(found[0]), -1):
             values["status"] = status
         if values:
-            conn.execute(update(s.bets).where(s.bets.c.bet_id == p["bet_id"]).values(**values))
+            conn.execute(_BET_SET, {"b_key": p["bet_id"], **values})
 
     def _refusal(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        conn.execute(insert(s.refusals).values(
-            event_id=env.event_id, transfer_id=p["transfer_id"], account_id=p["account_id"],
-            request=p["request"], reason=p["reason"], detail=p.get("detail"), bet_id=p.get("bet_id"),
-            occurred_at=env.occurred_at,
-        ))  # fmt: skip
+        conn.execute(_INSERT["bo_refusals"], {
+            "event_id": env.event_id, "transfer_id": p["transfer_id"], "account_id": p["account_id"],
+            "request": p["request"], "reason": p["reason"], "detail": p.get("detail"),
+            "bet_id": p.get("bet_id"), "occurred_at": env.occurred_at,
+        })  # fmt: skip
 
     def _payout_issued(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        found = conn.execute(select(s.bets.c.payout_id).where(s.bets.c.bet_id == p["bet_id"])).first()
+        found = conn.execute(_BET_PAYOUT, {"b_key": p["bet_id"]}).first()
         if found is not None and found[0] is not None:
             return  # a second payout for the bet: audit reports it; it is counted once here
         self._bet(conn, p, env, "settled", coup_id=p["coup_id"], spot=p["spot"],
@@ -260,40 +297,40 @@ class Projector:
             "decks": p["decks"], "paytable": _json(p["paytable"]), "limits": _json(p["limits"]),
             "opened_at": env.occurred_at, "last_offset": offset,
         }  # fmt: skip
-        done = conn.execute(update(s.tables).where(s.tables.c.table_id == p["table_id"]).values(**values))
-        if not done.rowcount:
-            conn.execute(insert(s.tables).values(table_id=p["table_id"], **values))
+        if not conn.execute(_TABLE_SET, {"b_key": p["table_id"], **values}).rowcount:
+            conn.execute(_INSERT["bo_tables"], {
+                "table_id": p["table_id"], "shoe_id": None, "last_coup_id": None, **values,
+            })  # fmt: skip
 
     def _shoe_opened(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        conn.execute(insert(s.shoes).values(
-            shoe_id=p["shoe_id"], table_id=p["table_id"], mode=p["mode"], commitment=p["commitment"],
-            algorithm=p["algorithm"], opened_at=env.occurred_at,
-        ))  # fmt: skip
+        conn.execute(_INSERT["bo_shoes"], {
+            "shoe_id": p["shoe_id"], "table_id": p["table_id"], "mode": p["mode"],
+            "commitment": p["commitment"], "algorithm": p["algorithm"], "opened_at": env.occurred_at,
+            "closed_at": None, "seed_hex": None,
+            "cards_dealt": None, "coups": None,
+        })  # fmt: skip
         self._touch_table(conn, p["table_id"], offset, shoe_id=p["shoe_id"])
 
     def _shoe_closed(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        conn.execute(update(s.shoes).where(s.shoes.c.shoe_id == p["shoe_id"]).values(
-            closed_at=env.occurred_at, seed_hex=p["seed_hex"], cards_dealt=p["cards_dealt"], coups=p["coups"],
-        ))  # fmt: skip
+        conn.execute(_SHOE_SET, {
+            "b_key": p["shoe_id"], "closed_at": env.occurred_at, "seed_hex": p["seed_hex"],
+            "cards_dealt": p["cards_dealt"], "coups": p["coups"],
+        })  # fmt: skip
         self._touch_table(conn, p["table_id"], offset)
 
     def _touch_table(self, conn: Connection, table_id: str, offset: int, **values: Any) -> None:
-        conn.execute(update(s.tables).where(s.tables.c.table_id == table_id)
-                     .values(last_offset=offset, **values))  # fmt: skip
+        conn.execute(_TABLE_SET, {"b_key": table_id, "last_offset": offset, **values})
 
     def _betting_opened(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        table = conn.execute(
-            select(s.tables.c.variant, s.tables.c.rules_version, s.tables.c.paytable).where(
-                s.tables.c.table_id == p["table_id"]
-            )
-        ).first()
+        table = conn.execute(_TABLE, {"b_key": p["table_id"]}).first()
         variant, rules_version, paytable = table if table else ("", "", "{}")
         day, shift = self.periods.of(env.occurred_at)
-        conn.execute(insert(s.rounds).values(
-            coup_id=p["coup_id"], table_id=p["table_id"], shoe_id=p["shoe_id"], coup_number=p["coup_number"],
-            variant=variant, rules_version=rules_version, paytable=paytable, gaming_day=day, shift=shift,
-            status="betting", opened_at=env.occurred_at,
-        ))  # fmt: skip
+        conn.execute(_INSERT["bo_rounds"], {
+            "coup_id": p["coup_id"], "table_id": p["table_id"], "shoe_id": p["shoe_id"],
+            "coup_number": p["coup_number"], "variant": variant, "rules_version": rules_version,
+            "paytable": paytable, "gaming_day": day, "shift": shift, "status": "betting",
+            "opened_at": env.occurred_at, **dict.fromkeys(_ROUND_LATER),
+        })  # fmt: skip
         self._touch_table(conn, p["table_id"], offset, last_coup_id=p["coup_id"])
 
     def _bet_accepted(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
@@ -305,75 +342,63 @@ class Projector:
         self._bet(conn, p, env, "refused", spot=p["spot"], stake_minor=p["stake_minor"], reason=p["reason"])
 
     def _betting_closed(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        conn.execute(update(s.rounds).where(s.rounds.c.coup_id == p["coup_id"]).values(status="dealing"))
+        conn.execute(_ROUND_SET, {"b_key": p["coup_id"], "status": "dealing"})
 
     def _card_dealt(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        n = self._next_n(conn, s.round_cards, p["coup_id"])
-        conn.execute(insert(s.round_cards).values(
-            coup_id=p["coup_id"], n=n, hand=p["hand"], card=p["card"], shoe_position=p["shoe_position"],
-            occurred_at=env.occurred_at,
-        ))  # fmt: skip
+        n = int(conn.execute(_CARDS, {"b_key": p["coup_id"]}).scalar_one())
+        conn.execute(_INSERT["bo_round_cards"], {
+            "coup_id": p["coup_id"], "n": n, "hand": p["hand"], "card": p["card"],
+            "shoe_position": p["shoe_position"], "occurred_at": env.occurred_at,
+        })  # fmt: skip
 
     def _decision_made(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        n = self._next_n(conn, s.round_decisions, p["coup_id"])
-        conn.execute(insert(s.round_decisions).values(
-            coup_id=p["coup_id"], n=n, hand=p["hand"], choice=p["choice"], decided_by=p["decided_by"],
-            occurred_at=env.occurred_at,
-        ))  # fmt: skip
-
-    @staticmethod
-    def _next_n(conn: Connection, table: Any, coup_id: str) -> int:
-        rows = conn.execute(select(table.c.n).where(table.c.coup_id == coup_id)).all()
-        return len(rows)
+        n = int(conn.execute(_DECISIONS, {"b_key": p["coup_id"]}).scalar_one())
+        conn.execute(_INSERT["bo_round_decisions"], {
+            "coup_id": p["coup_id"], "n": n, "hand": p["hand"], "choice": p["choice"],
+            "decided_by": p["decided_by"], "occurred_at": env.occurred_at,
+        })  # fmt: skip
 
     def _coup_resolved(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        conn.execute(update(s.rounds).where(s.rounds.c.coup_id == p["coup_id"]).values(
-            status="resolved", variant=p["variant"], rules_version=p["rules_version"],
-            started_at=p["started_at"], ended_at=p["ended_at"], outcome=p["outcome"], natural=p["natural"],
-            hands=_json(p["hands"]), versus=_json(p["versus"]), round_events=_json(p["events"]),
-            resolved_offset=offset,
-        ))  # fmt: skip
+        conn.execute(_ROUND_SET, {
+            "b_key": p["coup_id"], "status": "resolved", "variant": p["variant"],
+            "rules_version": p["rules_version"], "started_at": p["started_at"], "ended_at": p["ended_at"],
+            "outcome": p["outcome"], "natural": p["natural"], "hands": _json(p["hands"]),
+            "versus": _json(p["versus"]), "round_events": _json(p["events"]), "resolved_offset": offset,
+        })  # fmt: skip
         self._count(conn, p["table_id"], p["coup_id"], env.occurred_at, coups=1)
         self._touch_table(conn, p["table_id"], offset)
 
     def _count(self, conn: Connection, table_id: str, coup_id: str | None, occurred_at: str,
                **add: int) -> None:  # fmt: skip
         """Add ``add`` to the table's counters for the coup's gaming day, in total and in its shift."""
-        found = None
-        if coup_id:
-            found = conn.execute(
-                select(s.rounds.c.gaming_day, s.rounds.c.shift).where(s.rounds.c.coup_id == coup_id)
-            ).first()
+        found = conn.execute(_ROUND_PERIOD, {"b_key": coup_id}).first() if coup_id else None
         day, shift = (str(found[0]), int(found[1])) if found else self.periods.of(occurred_at)
-        c = s.table_periods.c
+        amounts = {k: add.get(k, 0) for k in _COUNTERS}
         for part in (0, shift):
-            where = (c.table_id == table_id, c.day == day, c.shift == part)
-            done = conn.execute(
-                update(s.table_periods).where(*where).values({c[k]: c[k] + v for k, v in add.items()})
-            ).rowcount
-            if not done:
-                zero = dict.fromkeys(("coups", "bets", "handle_minor", "paid_minor", "commission_minor"), 0)
-                conn.execute(insert(s.table_periods).values(
-                    table_id=table_id, day=day, shift=part, **{**zero, **add}
-                ))  # fmt: skip
+            key = {"b_table": table_id, "b_day": day, "b_shift": part}
+            if not conn.execute(_PERIOD_ADD, {**key, **{f"add_{k}": v for k, v in amounts.items()}}).rowcount:
+                conn.execute(_INSERT["bo_table_periods"], {"table_id": table_id, "day": day, "shift": part,
+                                                           **amounts})  # fmt: skip
 
     # -- findings and alerts --------------------------------------------------------------------------
 
     def _anomaly(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        conn.execute(insert(s.alerts).values(
-            event_id=env.event_id, offset=offset, occurred_at=env.occurred_at, table_id=p["table_id"],
-            account_id=_account_of(p["subject"]), detector=p["detector"], category=p["category"],
-            severity=p["severity"], subject=_json(p["subject"]), observed=_json(p["observed"]),
-            threshold=_json(p["threshold"]), detail=p["detail"],
-        ))  # fmt: skip
+        conn.execute(_INSERT["bo_alerts"], {
+            "event_id": env.event_id, "offset": offset, "occurred_at": env.occurred_at,
+            "table_id": p["table_id"], "account_id": _account_of(p["subject"]), "detector": p["detector"],
+            "category": p["category"],
+            "severity": p["severity"], "subject": _json(p["subject"]), "observed": _json(p["observed"]),
+            "threshold": _json(p["threshold"]), "detail": p["detail"],
+        })  # fmt: skip
 
     def _finding(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
-        conn.execute(insert(s.findings).values(
-            event_id=env.event_id, offset=offset, occurred_at=env.occurred_at, table_id=p["table_id"],
-            account_id=_account_of(p["subject"]), reason=p["reason"], severity=p["severity"],
-            subject=_json(p["subject"]), expected=_json(p["expected"]), recorded=_json(p["recorded"]),
-            detail=p["detail"],
-        ))  # fmt: skip
+        conn.execute(_INSERT["bo_findings"], {
+            "event_id": env.event_id, "offset": offset, "occurred_at": env.occurred_at,
+            "table_id": p["table_id"], "account_id": _account_of(p["subject"]), "reason": p["reason"],
+            "severity": p["severity"],
+            "subject": _json(p["subject"]), "expected": _json(p["expected"]),
+            "recorded": _json(p["recorded"]), "detail": p["detail"],
+        })  # fmt: skip
 
 
 _HANDLERS: dict[str, Any] = {
