@@ -456,7 +456,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
     # -- reads ------------------------------------------------------------------------------------
 
     @app.get("/v1/health", response_model=Health, tags=["meta"])
-    def health() -> dict[str, str]:
+    async def health() -> dict[str, str]:
         """Liveness (no key needed, no database read): the benchmark's baseline."""
         return {"status": "ok"}
 
