@@ -244,6 +244,10 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one table of su
     w.add_argument("--broker", default=None, help="kafka://host:port (else CASINO_BOOTSTRAP_SERVERS)")
     w.set_defaults(func=cmd_worker)
     _add_topics(sub)
+
+    from services.backoffice.cli import register as register_backoffice  # noqa: PLC0415 (argparse only)
+
+    register_backoffice(sub)  # serve, apikey, project, statement, report
     return p
 
 

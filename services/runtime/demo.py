@@ -201,6 +201,9 @@ def main(args: argparse.Namespace) -> int:
         bus.close()
     report = replay(read_db(path))
     render(console, summarise(read_db(path)), report, f"{path}  (try: casino-ledger replay --db {path})")
+    from services.backoffice.cli import serve_hint  # noqa: PLC0415
+
+    console.print(serve_hint(path), soft_wrap=True)
     return 0 if report.clean else 1
 
 
