@@ -6,8 +6,10 @@ from the *recorded* cards and decisions, every payout, commission and tie push, 
 every record's hash, every per-key ``seq``/``prev_hash`` chain (gaps, duplicates, two events swapped)
 and every shoe commitment; and checks each ``AuditCheckpoint`` the audit wrote at the time:
 
-* its HMAC-SHA256 signature under its key id (``checkpoint_signature_invalid``), against the keyring
-  from configuration (:func:`keyring_from_env`); an unsigned checkpoint does not verify either;
+* its Ed25519 signature under its key id (``checkpoint_signature_invalid``), against the PUBLIC
+  keyring only (``--keys FILE`` or ``CASINO_PUBLIC_KEYRING``, written by ``keys public``;
+  :func:`public_keys_from`); an unsigned checkpoint does not verify either; the report says which key
+  ids signed how many checkpoints;
 * its content against the checkpoint the replay's own audit derives at the same round count of the
   same table (``checkpoint_mismatch``: rounds, table digest, chain head, findings so far). A forger who
   rewrites a whole chain with valid hashes changes the round records, hence the digest, and cannot sign
@@ -55,7 +57,7 @@ from services.core import topics
 from services.core.baccarat import TableConfig, resolve
 from services.core.envelope import Draft, Envelope, sha256_hex
 from services.core.errors import DomainError
-from services.core.signing import DEMO_KEY, DEMO_KEY_ID, SigningKey, verify
+from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring, verify
 
 DEDUP_WINDOW = 1 << 16
 """How many recent event ids the replay remembers to drop exact re-deliveries."""
@@ -70,43 +72,42 @@ INTEGRITY_REASONS = frozenset({
 })  # fmt: skip
 """Findings about the log itself: reported whatever the scope."""
 
-ENV_KEY = "CASINO_AUDIT_HMAC_KEY"
-ENV_KEY_ID = "CASINO_AUDIT_KEY_ID"
-ENV_VERIFY_KEYS = "CASINO_AUDIT_VERIFY_KEYS"
+ENV_PUBLIC_KEYRING = "CASINO_PUBLIC_KEYRING"
 ENV_CHECKPOINT_EVERY = "CASINO_AUDIT_CHECKPOINT_EVERY"
 
 
 # --- configuration -------------------------------------------------------------------------------
 
 
-def signing_from_env(env: Mapping[str, str] | None = None) -> SigningKey:
-    """Audit's checkpoint key: ``CASINO_AUDIT_HMAC_KEY`` (hex, ≥ 16 bytes) under ``CASINO_AUDIT_KEY_ID``;
-    when the key is unset, the documented public demo key (``services.core.signing.DEMO_KEY``)."""
+class SourceError(Exception):
+    """A replay source or option that cannot be used (one line for the CLI, exit 2)."""
+
+
+def load_public_keyring(path: Path) -> dict[str, str]:
+    """Key id → Ed25519 public key hex from a public keyring file (``keys public``); ``SourceError``."""
+    try:
+        return parse_public_keyring(json.loads(path.read_text(encoding="utf-8")))
+    except OSError as exc:
+        raise SourceError(f"cannot read the public keyring {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise SourceError(f"{path}: {exc}") from None
+
+
+def public_keys_from(path: str | None, env: Mapping[str, str] | None = None) -> tuple[dict[str, str], str]:
+    """The checkpoint verification keys and where they come from: ``--keys PATH``, else
+    ``CASINO_PUBLIC_KEYRING``, else (demo and tests only) the public demo key, said so in the report."""
     env = os.environ if env is None else env
-    secret_hex = env.get(ENV_KEY, "").strip()
-    if not secret_hex:
-        return SigningKey(env.get(ENV_KEY_ID, "").strip() or DEMO_KEY_ID, DEMO_KEY)
-    return SigningKey(env.get(ENV_KEY_ID, "").strip() or "default", bytes.fromhex(secret_hex))
+    chosen = path or env.get(ENV_PUBLIC_KEYRING, "").strip()
+    if chosen:
+        return load_public_keyring(Path(chosen)), str(chosen)
+    return dict(DEMO_PUBLIC_KEYS), "public demo key (demo and tests only: proves nothing)"
 
 
-def keyring_from_env(env: Mapping[str, str] | None = None) -> dict[str, bytes]:
-    """The keys a replay accepts, by id: the signing key of :func:`signing_from_env` plus retired ones
-    from ``CASINO_AUDIT_VERIFY_KEYS`` (``id=hex,id=hex``), so a ten-year-old log still verifies."""
-    env = os.environ if env is None else env
-    key = signing_from_env(env)
-    ring = {key.key_id: key.secret}
-    for item in env.get(ENV_VERIFY_KEYS, "").split(","):
-        if "=" in item:
-            key_id, secret_hex = item.split("=", 1)
-            ring[key_id.strip()] = bytes.fromhex(secret_hex.strip())
-    return ring
+def replay_audit(checkpoint_every: int) -> Audit:
+    """The audit processor the replay runs (it signs nothing: it verifies the log's checkpoints).
 
-
-def audit_from_env(env: Mapping[str, str] | None = None) -> Audit:
-    """The audit processor configured from the environment (key, key id, checkpoint cadence)."""
-    env = os.environ if env is None else env
-    every = int(env.get(ENV_CHECKPOINT_EVERY, "") or CHECKPOINT_EVERY)
-    return Audit(signing=signing_from_env(env), checkpoint_every=every)
+    The one place the replay builds a processor (a composition root may take it over)."""
+    return Audit(signing=None, checkpoint_every=checkpoint_every)
 
 
 # --- scope ---------------------------------------------------------------------------------------
@@ -326,7 +327,7 @@ class Checkpoints:
     behind its inputs); what is left unmatched at the end is missing or extra.
     """
 
-    keys: Mapping[str, bytes]
+    keys: Mapping[str, str]
     derived: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     recorded: dict[tuple[str, int], tuple[dict[str, Any], str]] = field(default_factory=dict)
     verified: int = 0
@@ -368,7 +369,8 @@ class Checkpoints:
 
     def _compare(self, want: dict[str, Any], got: dict[str, Any], event_id: str) -> list[dict[str, Any]]:
         table = str(want["table_id"])
-        diff = [f for f in ("rounds", "table_digest", "chain_heads", "findings") if want.get(f) != got.get(f)]
+        diff = [f for f in ("rounds", "table_digest", "chain_heads", "findings", "alerts")
+                if want.get(f) != got.get(f)]  # fmt: skip
         if not diff:
             self.verified += 1
             return []
@@ -477,7 +479,7 @@ class Replayer:
     """One replay's moving parts; :func:`replay` drives it."""
 
     scope: Scope
-    keys: Mapping[str, bytes]
+    keys: Mapping[str, str]
     checkpoint_every: int = CHECKPOINT_EVERY
     collector: RoundCollector | None = None
     audit: Audit = field(init=False)
@@ -488,7 +490,7 @@ class Replayer:
     window: _Window = field(init=False)
 
     def __post_init__(self) -> None:
-        self.audit = Audit(signing=None, checkpoint_every=self.checkpoint_every)
+        self.audit = replay_audit(self.checkpoint_every)
         self.state = self.audit.initial()
         self.report = Report(scope=self.scope)
         self.summaries = Summaries(self.scope)
@@ -591,17 +593,17 @@ def replay(
     raw_records: Iterable[bytes | str | Envelope],
     *,
     scope: Scope | None = None,
-    keys: Mapping[str, bytes] | None = None,
+    keys: Mapping[str, str] | None = None,
     checkpoint_every: int | None = None,
     collector: RoundCollector | None = None,
 ) -> Report:
     """Re-run audit over ``raw_records`` (in log order, streamed) and report.
 
-    ``keys``: the checkpoint keyring (default :func:`keyring_from_env`); ``checkpoint_every``: the
+    ``keys``: the public checkpoint keyring (default :func:`public_keys_from`); ``checkpoint_every``: the
     cadence audit ran with (default ``CASINO_AUDIT_CHECKPOINT_EVERY`` or 50).
     """
     every = checkpoint_every or int(os.environ.get(ENV_CHECKPOINT_EVERY, "") or CHECKPOINT_EVERY)
-    r = Replayer(scope or Scope(), keyring_from_env() if keys is None else keys, every, collector)
+    r = Replayer(scope or Scope(), public_keys_from(None)[0] if keys is None else keys, every, collector)
     for n, raw in enumerate(raw_records):
         r.feed(n, raw)
     return r.finish()
