@@ -143,8 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--table", action="append", default=None, help="limit to these tables")
     r.add_argument("--since", default=None)
     r.add_argument("--until", default=None)
-    r.add_argument("--coup", default=None, help="print one game round in full")
+    r.add_argument("--coup", default=None, help="print one game round in full (with --html: write it there)")
+    r.add_argument("--keys", default=None, help="public keyring (else CASINO_PUBLIC_KEYRING)")
     r.set_defaults(func=cmd_replay)
+
+    k = sub.add_parser("keys", help="keyrings: secrets per principal, and their public half")
+    ksub = k.add_subparsers(dest="keys_command", required=True)
+    from services.runtime.keys_public import add_keys_public  # noqa: PLC0415
+
+    add_keys_public(ksub)
 
     w = sub.add_parser("worker", help="run one Kafka stream processor")
     w.add_argument("name", choices=["dealer", "settlement", "audit", "monitor"])

@@ -145,6 +145,7 @@ class AuditState:
     settled: dict[str, str] = field(default_factory=dict)
     settled_order: deque[str] = field(default_factory=deque)
     alerts: dict[str, tuple[int, str]] = field(default_factory=dict)
+    paytables: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def finding(
@@ -319,8 +320,9 @@ def _trail(state: AuditState, table_id: str, coup_id: str) -> CoupTrail:
 
 
 def on_table_opened(state: AuditState, rec: Envelope) -> list[Draft]:
-    """Remember the table's configuration."""
+    """Remember the table's configuration and its recorded paytable."""
     state.configs[rec.key] = TableConfig.from_dict(rec.payload["config"])
+    state.paytables[rec.key] = dict(rec.payload.get("paytable") or {})
     return []
 
 
@@ -428,7 +430,7 @@ def on_payout_issued(state: AuditState, rec: Envelope) -> list[Draft]:
     p = rec.payload
     bet_id = str(p["bet_id"])
     table = str(p.get("table_id") or "")
-    out = [*_check_postings(rec), *_check_commission_postings(rec, table)]
+    out = [*_check_postings(rec), *_check_commission_postings(state, rec, table)]
     subject = {"event_id": rec.event_id, "bet_id": bet_id, "coup_id": p.get("coup_id")}
     coup_id = str(p.get("coup_id") or state.bet_coup.get(bet_id, ""))
     trail = state.coups.get(coup_id)
@@ -449,13 +451,16 @@ def on_payout_issued(state: AuditState, rec: Envelope) -> list[Draft]:
     return out
 
 
-def _check_commission_postings(rec: Envelope, table: str) -> list[Draft]:
+def _check_commission_postings(state: AuditState, rec: Envelope, table: str) -> list[Draft]:
     """Paired invariant (independent of any model): the postings to the table's commission account
-    equal the ``commission_minor`` the payout reports."""
+    equal the ``commission_minor`` the payout reports — or nothing, where the recorded paytable sends
+    the spot's commission elsewhere (``commission_to: bank`` in a player-banked game)."""
     p = rec.payload
     account = table_accounts(table).commission
     posted = sum(int(r["amount_minor"]) for r in p.get("postings") or [] if r["account"] == account)
-    reported = p.get("commission_minor")
+    entry = state.paytables.get(table, {}).get(str(p.get("spot")), {})
+    to_commission = entry.get("commission_to", "commission") == "commission"
+    reported = p.get("commission_minor") if to_commission else 0
     if posted == reported:
         return []
     subject = {"event_id": rec.event_id, "bet_id": p.get("bet_id"), "coup_id": p.get("coup_id"),
@@ -475,7 +480,7 @@ def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Dr
     out = []
     diff = {f: (want[f], got.get(f)) for f in PAYOUT_FIELDS if want[f] != got.get(f)}
     if diff:
-        only_commission = set(diff) <= {"commission_minor", "credit_minor"}
+        only_commission = "commission_minor" in diff and set(diff) <= {"commission_minor", "credit_minor"}
         reason = "commission_mismatch" if only_commission else "payout_mismatch"
         why = ", ".join(f"{f} should be {w!r}, not {g!r}" for f, (w, g) in sorted(diff.items()))
         out.append(finding(reason, trail.table_id, subject, {f: w for f, (w, _) in diff.items()},
