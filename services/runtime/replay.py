@@ -40,6 +40,7 @@ the clock, the path or the environment: the same input gives byte-identical repo
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -69,6 +70,9 @@ MAX_FINDINGS_LISTED = 10_000
 
 REFUSED_REASONS = frozenset({"unauthenticated", "not_permitted"})
 """Dead-letter reasons of records refused by authentication (DESIGN §9): counted, listed, not findings."""
+
+MAX_ALERTS_LISTED = 1000
+"""The monitor's alerts listed in a report (the count per type is in ``types``)."""
 
 MAX_REFUSED_LISTED = 100
 """Ids of refused records listed per reason; more are counted."""
@@ -179,6 +183,7 @@ class Report:
     groups: list[dict[str, Any]] = field(default_factory=list)
     keys: dict[str, Any] = field(default_factory=dict)
     tables_in_log: list[str] = field(default_factory=list)
+    alerts: list[dict[str, Any]] = field(default_factory=list)
     outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
     coup_rows: list[dict[str, Any]] = field(default_factory=list)
 
@@ -224,6 +229,7 @@ class Report:
             "dead_letters": stable(self.dead_letters),
             "outcomes": stable(self.outcomes),
             "coup_list": [stable(c) for c in self.coup_rows],
+            "alerts": [stable(a) for a in self.alerts],
         }
 
     def to_json(self) -> str:
@@ -244,7 +250,7 @@ def stable(obj: Any) -> Any:
 
 ROOT_PRIORITY = (
     "card_mismatch", "outcome_mismatch", "bet_set_mismatch", "shoe_commitment_mismatch", "unknown_table",
-    "payout_mismatch", "commission_mismatch", "commission_posting_mismatch", "postings_mismatch",
+    "commission_posting_mismatch", "payout_mismatch", "commission_mismatch", "postings_mismatch",
     "payout_unexpected", "duplicate_payout", "escrow_not_zero", "postings_unbalanced", "balance_mismatch",
     "invalid_payload", "seq_gap", "seq_reordered", "seq_duplicate", "chain_broken", "duplicate_event",
     "undecodable", "unprocessable", "hash_mismatch", "checkpoint_signature_invalid", "checkpoint_missing",
@@ -419,7 +425,10 @@ class Summaries:
     def _meta(self, kind: str, table_id: str, env: Envelope) -> None:
         p = env.payload
         if kind == "TableOpened":
-            self.table_meta[table_id] = {"variant": p.get("variant"), "rules_version": p.get("rules_version")}
+            self.table_meta[table_id] = {
+                "variant": p.get("variant"), "rules_version": p.get("rules_version"),
+                "currency": p.get("currency"), "decks": p.get("decks"),
+            }  # fmt: skip
             if table_id in self.tables:
                 self.tables[table_id].update(self.table_meta[table_id])
             return
@@ -662,6 +671,14 @@ class Replayer:
                           "occurred_at": env.occurred_at}  # fmt: skip
         if env.type == "DeadLetter":
             self.dead_letter(env)
+        elif env.type == "AnomalyDetected" and len(report.alerts) < MAX_ALERTS_LISTED:
+            p = env.payload
+            if self.scope.table(str(p.get("table_id"))) and self.scope.at(env.occurred_at):
+                report.alerts.append({
+                    "event_id": env.event_id, "occurred_at": env.occurred_at, "table_id": p.get("table_id"),
+                    "detector": p.get("detector"), "category": p.get("category"),
+                    "severity": p.get("severity"), "subject": p.get("subject"), "detail": p.get("detail"),
+                })  # fmt: skip
         earlier = self.window.seen(env.event_id)
         if earlier is not None:
             same = "an exact re-delivery" if earlier == env.hash else "another record under a used id"
@@ -1062,10 +1079,18 @@ def replay_main(args: argparse.Namespace, now: Callable[[], datetime] | None = N
 
     Exit 0 clean, 1 findings or incomplete, 2 for a source or option that cannot be used (one line)."""
     try:
-        return _replay_main(args, now or (lambda: datetime.now(UTC)))
+        return _replay_main(args, now or _clock)
     except SourceError as exc:
         print(f"casino-ledger: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _clock() -> datetime:
+    """Now, or ``SOURCE_DATE_EPOCH`` (seconds) when set: a reproducible report for a reproducible input."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if epoch.isdigit():
+        return datetime.fromtimestamp(int(epoch), UTC)
+    return datetime.now(UTC)
 
 
 def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
@@ -1107,7 +1132,8 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
         from services.runtime.report_html import render_html  # noqa: PLC0415
 
         meta = report_meta(args, source, key_source, now())
-        Path(args.html).write_text(render_html(report.to_dict(), meta), encoding="utf-8")
+        data = report.to_dict()
+        Path(args.html).write_text(render_html(data, meta, table_odds(data)), encoding="utf-8")
         print(f"casino-ledger: report written to {args.html}", file=sys.stderr)
     if args.json:
         sys.stdout.write(report.to_json())
@@ -1130,6 +1156,30 @@ def _coup_main(args: argparse.Namespace, collector: RoundCollector) -> int:
     else:
         print(render_coup_text(view))
     return 1 if collector.findings else 0
+
+
+@functools.lru_cache(maxsize=32)
+def exact_outcomes(variant: str, decks: int) -> dict[str, float] | None:
+    """Exact outcome probabilities of a variant's default table by full enumeration (``None`` where the
+    variant has too many hands to enumerate); cached: a report computes each variant once."""
+    from services.core.baccarat import odds  # noqa: PLC0415
+
+    try:
+        report = odds.odds_report(variant, decks)
+    except DomainError:
+        return None
+    return {str(k): float(v["probability"]) for k, v in report["outcomes"].items()}
+
+
+def table_odds(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Exact outcome probabilities per table of a JSON report, for its charts."""
+    out = {}
+    for t in report.get("tables") or []:
+        if t.get("variant") and isinstance(t.get("decks"), int) and t.get("coups"):
+            got = exact_outcomes(str(t["variant"]), int(t["decks"]))
+            if got is not None:
+                out[str(t["table_id"])] = got
+    return out
 
 
 def file_digest(path: Path) -> str:

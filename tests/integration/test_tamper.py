@@ -18,12 +18,12 @@ import pytest
 from services.audit.processor import CHECKPOINT_EVERY
 from services.core.cards import CARD_POINTS
 from services.core.envelope import canonical, sha256_hex
-from services.core.signing import DEMO_KEY, DEMO_KEY_ID
+from services.core.signing import DEMO_KEY_ID, DEMO_PUBLIC_KEYS
 from services.runtime.replay import Report, read_db, replay
 
 Rec = dict[str, Any]
 CLI = [sys.executable, "-m", "services.cli"]
-KEYS = {DEMO_KEY_ID: DEMO_KEY}
+KEYS = dict(DEMO_PUBLIC_KEYS)
 
 
 def _env() -> dict[str, str]:

@@ -181,7 +181,8 @@ def test_replay_verifies_checkpoints_and_is_clean(signed_log: list[Envelope]) ->
 
 def test_replay_with_another_key_reports_every_checkpoint(signed_log: list[Envelope]) -> None:
     """Under a keyring without the writer's key, each checkpoint is reported with its event id."""
-    report = replay(signed_log, keys={DEMO_SIGNING_KEY.key_id: DEMO_SIGNING_KEY.public_hex()}, checkpoint_every=5)
+    demo_public = {DEMO_SIGNING_KEY.key_id: DEMO_SIGNING_KEY.public_hex()}
+    report = replay(signed_log, keys=demo_public, checkpoint_every=5)
     cps = [e.event_id for e in signed_log if e.type == "AuditCheckpoint"]
     bad = [f for f in report.findings if f["reason"] == "checkpoint_signature_invalid"]
     assert [f["subject"]["event_id"] for f in bad] == cps
