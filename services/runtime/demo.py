@@ -23,7 +23,7 @@ from rich.table import Table
 
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
-from services.runtime.replay import Report, read_db, replay
+from services.runtime.replay import Report, pipeline_public_keys, read_db, replay
 from services.runtime.simulator import Session, TableSpec, demo_tables
 
 DEFAULT_COUPS = 60
@@ -154,7 +154,7 @@ def main(args: argparse.Namespace) -> int:
         _play(console, Session(bus, seed=args.seed), tables, coups)
     finally:
         bus.close()
-    report = replay(read_db(db))
+    report = replay(read_db(db), keys=pipeline_public_keys())
     render(console, summarise(read_db(db)), report, f"{db}  (try: casino-ledger replay --db {db})")
     return 0 if report.clean else 1
 
@@ -189,7 +189,7 @@ def _main_kafka(args: argparse.Namespace, console: Console, tables: list[TableSp
     with running(settings, log_dir) as bus:
         _play(console, Session(bus, seed=args.seed), tables, coups)
         records = bus.consume_all()
-    report = replay(records)
+    report = replay(records, keys=pipeline_public_keys())
     prefix = settings.topic_prefix
     replay_cmd = f"CASINO_TOPIC_PREFIX={prefix} casino-ledger replay --kafka {args.kafka}"
     where = f"Kafka {args.kafka}, topics {prefix}*  (try: {replay_cmd})"

@@ -60,7 +60,7 @@ from services.core import topics
 from services.core.baccarat import TableConfig, resolve
 from services.core.envelope import Draft, Envelope, sha256_hex
 from services.core.errors import DomainError
-from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring, verify
+from services.core.signing import DEMO_PUBLIC_KEYS, DEMO_SIGNING_KEY, parse_public_keyring, verify
 
 DEDUP_WINDOW = 1 << 16
 """How many recent event ids the replay remembers to drop exact re-deliveries."""
@@ -113,6 +113,14 @@ def public_keys_from(path: str | None, env: Mapping[str, str] | None = None) -> 
     if chosen:
         return load_public_keyring(Path(chosen)), str(chosen)
     return dict(DEMO_PUBLIC_KEYS), "public demo key (demo and tests only: proves nothing)"
+
+
+def pipeline_public_keys() -> dict[str, str]:
+    """The public half of the key the pipeline's audit signs with, for a replay of a log it just wrote
+    (the demo's own verdict): the same key source as the live audit, whatever the environment says.
+    Today the pipeline's audit signs with the PUBLIC DEMO KEY (demo and tests); the composition root
+    will hand the keyring's audit key to both."""
+    return {DEMO_SIGNING_KEY.key_id: DEMO_SIGNING_KEY.public_hex()}
 
 
 def replay_audit(checkpoint_every: int) -> Audit:
