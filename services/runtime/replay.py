@@ -188,7 +188,6 @@ class Report:
     ends_at: dict[str, Any] | None = None
     refused: dict[str, Any] = field(default_factory=dict)
     dead_letters: dict[str, int] = field(default_factory=dict)
-    groups: list[dict[str, Any]] = field(default_factory=list)
     keys: dict[str, Any] = field(default_factory=dict)
     tables_in_log: list[str] = field(default_factory=list)
     alerts: list[dict[str, Any]] = field(default_factory=list)
@@ -214,8 +213,14 @@ class Report:
         if len(self.findings) < MAX_FINDINGS_LISTED:
             self.findings.append(item)
 
+    @property
+    def groups(self) -> list[dict[str, Any]]:
+        """The listed findings grouped by root cause (:func:`group_findings`)."""
+        return group_findings(self.findings)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON report: fixed top-level order, nested keys sorted (see :func:`stable`)."""
+        groups = self.groups
         return {
             "verdict": self.verdict,
             "digest": self.digest,
@@ -228,8 +233,8 @@ class Report:
             "checkpoints": stable(self.checkpoints),
             "keys": stable(self.keys),
             "findings_total": self.findings_total,
-            "root_findings": len(self.groups),
-            "groups": [stable(g) for g in self.groups],
+            "root_findings": len(groups),
+            "groups": [stable(g) for g in groups],
             "findings": [stable(f) for f in self.findings],
             "open_items": [stable(i) for i in self.open_items],
             "ends_at": stable(self.ends_at),
@@ -800,7 +805,6 @@ class Replayer:
         report.shoes = self.summaries.shoes
         report.checkpoints = self.checkpoints.to_dict()
         report.keys = {"key_ids": sorted(self.keys), "signed_by": report.checkpoints.get("signed_by", {})}
-        report.groups = group_findings(report.findings)
         report.tables_in_log = sorted(self.state.configs)
         report.coup_rows = [
             {**row, "house_minor": row["stake_minor"] - row["credit_minor"]}

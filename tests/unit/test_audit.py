@@ -14,7 +14,15 @@ from services.audit.processor import Audit, TableDigest, table_digest
 from services.core import topics
 from services.core.envelope import ChainHead, Draft, Envelope, canonical, seal, sha256_hex
 from services.core.processor import initial_state, step
-from services.core.signing import ALGORITHM, DEMO_SIGNING_KEY, SigningKey, sign, verify
+from services.core.signing import (
+    ALGORITHM,
+    DEMO_PUBLIC_KEYS,
+    DEMO_SIGNING_KEY,
+    SigningKey,
+    sign,
+    signing_key_from_secret,
+    verify,
+)
 from services.runtime import replay as replay_mod
 from services.runtime.replay import Scope, replay
 from services.runtime.report_html import render_html
@@ -282,3 +290,30 @@ def test_an_edit_that_breaks_the_contract_is_a_hash_finding_not_a_dead_letter(
     reasons = {f["reason"] for f in report.to_dict()["findings"]}
     assert {"hash_mismatch", "invalid_payload"} <= reasons
     assert "seq_gap" not in reasons and "chain_broken" not in reasons  # the chain is intact: no cascade
+
+
+def test_checkpoint_key_is_derived_from_the_audit_secret_as_agreed() -> None:
+    """The Ed25519 key is HMAC-SHA256(audit secret, "casino-ledger/ed25519-checkpoints") under the
+    principal's key id (the agreed derivation), computed here independently of the module."""
+    import hashlib  # noqa: PLC0415
+    import hmac  # noqa: PLC0415
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: PLC0415
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat  # noqa: PLC0415
+
+    secret = bytes(range(7, 39))
+    seed = hmac.new(secret, b"casino-ledger/ed25519-checkpoints", hashlib.sha256).digest()
+    public = Ed25519PrivateKey.from_private_bytes(seed).public_key()
+    key = signing_key_from_secret("audit-0000beef", secret)
+    assert key.key_id == "audit-0000beef"
+    assert key.public_hex() == public.public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+
+
+def test_signatures_are_deterministic_and_verify_with_the_public_key_alone() -> None:
+    """Signing twice gives the same bytes (replays stay byte-identical); the public keyring verifies it,
+    and the demo key's public keyring verifies what the demo key signed."""
+    payload = {"table_id": "T", "rounds": 3, "table_digest": "cd" * 32}
+    assert sign(payload, KEY) == sign(payload, KEY)
+    assert verify(sign(payload, KEY), PUBLIC) is None
+    assert verify(sign(payload, DEMO_SIGNING_KEY), DEMO_PUBLIC_KEYS) is None
+    assert verify(sign(payload, DEMO_SIGNING_KEY), PUBLIC) == "unknown_key_id"
