@@ -50,7 +50,7 @@ details{margin:.4em 0}summary{cursor:pointer;color:var(--muted)}
 .ok{color:var(--good)}.bad{color:var(--bad);font-weight:600}
 .charts{display:flex;flex-wrap:wrap;gap:1.2em}.chart{flex:1 1 520px}
 svg text{font:12px system-ui,sans-serif;fill:var(--ink)}
-a{color:#1a4fa0}
+a{color:#1a4fa0}nav{margin:.2em 0 1em}
 """
 
 _CSP = (
@@ -426,7 +426,7 @@ def _shoes(report: Mapping[str, Any]) -> str:
         sid = str(s.get("shoe_id"))
         cur = currencies.get(s.get("table_id"))
         rows = "".join(
-            f'<tr id="{e(coup_anchor(c.get("coup_id")))}"><td class="id">{e(c.get("coup_id"))}</td>'
+            f'<tr id="{e(coup_anchor(c.get("coup_id")))}"><td>{_coup_link(c.get("coup_id"))}</td>'
             f"<td class=n>{e(c.get('coup_number'))}</td><td>{e(c.get('outcome'))}</td>"
             f"<td class=n>{e(c.get('bets'))}</td><td class=n>{money(c.get('stake_minor'), cur)}</td>"
             f"<td class=n>{money(c.get('credit_minor'), cur)}</td><td class=n>{money(c.get('house_minor'), cur)}</td>"
@@ -459,6 +459,8 @@ def render_html(
         f"<title>casino-ledger replay: {e(verdict)}</title><style>{_STYLE}</style></head><body><main>",
         f'<h1>Regulatory replay <span class="verdict v-{e(verdict)}" id="verdict">{e(verdict)}</span></h1>',
         f'<p class="lead">{e(VERDICT_MEANING.get(verdict, ""))}</p>',
+        '<nav><a href="#summary">Summary</a> · <a href="#findings">Findings</a> · <a href="#alerts">Alerts</a>'
+        ' · <a href="#charts">Charts</a> · <a href="#shoes">Shoes and coups</a></nav>',
         _about(report, meta),
         _summary(report),
         _findings(report),
