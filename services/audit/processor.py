@@ -144,7 +144,7 @@ class AuditState:
     reserved: dict[str, int] = field(default_factory=dict)
     settled: dict[str, str] = field(default_factory=dict)
     settled_order: deque[str] = field(default_factory=deque)
-    alerts: dict[str, tuple[int, str]] = field(default_factory=dict)
+    alerts: dict[str, tuple[int, str, str]] = field(default_factory=dict)
     paytables: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -541,9 +541,10 @@ def on_wallet_event(state: AuditState, rec: Envelope) -> list[Draft]:
 
 
 def on_alert(state: AuditState, rec: Envelope) -> list[Draft]:
-    """Count and fold the monitor's alerts per table (they are covered by the checkpoints)."""
-    n, acc = state.alerts.get(rec.key, (0, DIGEST_GENESIS))
-    state.alerts[rec.key] = (n + 1, _fold(acc, rec.hash))
+    """Count the monitor's alerts per table, keep the last one's hash (the checkpoints claim it) and fold
+    them in their stream's order (the digest covers them)."""
+    n, _, acc = state.alerts.get(rec.key, (0, "", DIGEST_GENESIS))
+    state.alerts[rec.key] = (n + 1, rec.hash, _fold(acc, rec.hash))
     return []
 
 
@@ -642,18 +643,19 @@ def _check_escrow(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Dra
 
 def checkpoint(state: AuditState, table: str) -> Draft:
     """An unsigned ``AuditCheckpoint`` for ``table`` now (:class:`Audit` signs it): rounds completed,
-    the table digest over them, the table's chain head, its findings so far, the count and digest of
-    the monitor's alerts at the table (so deleting alerts breaks the checkpoints)."""
+        the table digest over them, the table's chain head, its findings so far, the count and digest of
+        how many alerts the monitor raised at the table and the last one's hash (a claim the replay checks
+    against the alerts stream, whatever order topics interleave in: deleting alerts breaks it)."""
     n = state.rounds_done.get(table, 0)
     state.checkpointed[table] = n
     digest = state.digests.get(table)
-    alerts, alerts_digest = state.alerts.get(table, (0, DIGEST_GENESIS))
+    alerts, alerts_head, _ = state.alerts.get(table, (0, "", DIGEST_GENESIS))
     payload = {
         "table_id": table, "rounds": n, "table_digest": digest.value() if digest else DIGEST_GENESIS,
         "chain_heads": {f"{t}|{k}": {"seq": s, "hash": h} for (t, k), (s, h) in sorted(state.heads.items())
                         if k == table and t == topics.TABLE_EVENTS},
         "findings": state.findings_by_key.get(table, 0),
-        "alerts": {"count": alerts, "digest": alerts_digest},
+        "alerts": {"count": alerts, "head": alerts_head or None},
     }  # fmt: skip
     return Draft("AuditCheckpoint", topics.AUDIT_FINDINGS, table, payload)
 
@@ -667,15 +669,15 @@ def table_digest(hashes: Mapping[int, str]) -> str:
     return acc
 
 
-def digest_of(state: AuditState) -> str:
-    """The replay digest: every table's digest, every wallet's final balance, every table's alert digest
-    and the heads of the findings and alerts streams, canonically."""
+def digest_of(state: AuditState, findings_records: Mapping[str, int] | None = None) -> str:
+    """The replay digest: every table's digest, every wallet's final balance, every table's alerts
+    (folded in their stream's order) and how many ``AuditFinding`` records each key of the findings
+    stream holds, canonically. None of it depends on how topics interleave."""
     tables = {t: d.value() for t, d in sorted(state.digests.items())}
     wallets = {a: b for a, b in sorted(state.balances.items()) if not a.startswith(("table:", "cage:"))}
-    alerts = {t: d for t, (_, d) in sorted(state.alerts.items())}
-    streams = {f"{t}|{k}": h for (t, k), (_, h) in sorted(state.heads.items())
-               if t in (topics.AUDIT_FINDINGS, topics.MONITOR_ALERTS)}  # fmt: skip
-    doc = {"tables": tables, "balances": wallets, "alerts": alerts, "streams": streams}
+    alerts = {t: d for t, (_, _, d) in sorted(state.alerts.items())}
+    found = dict(sorted((findings_records or {}).items()))
+    doc = {"tables": tables, "balances": wallets, "alerts": alerts, "findings_records": found}
     return sha256_hex(canonical(doc))
 
 

@@ -793,10 +793,10 @@ class AnomalyDetected(Payload):
 
 
 class AlertsDigest(Payload):
-    """The monitor's alerts at a table: how many, and their hashes folded in log order."""
+    """The monitor's alerts at a table as audit saw them: how many, and the last one's hash."""
 
     count: Count
-    digest: Digest
+    head: Digest | None = None
 
 
 class AuditCheckpoint(Payload):

@@ -498,6 +498,13 @@ class Checkpoints:
     recorded: dict[tuple[str, int], tuple[dict[str, Any], str]] = field(default_factory=dict)
     verified: int = 0
     signed_by: dict[str, int] = field(default_factory=dict)
+    alert_hashes: dict[tuple[str, int], str] = field(default_factory=dict)
+    claims: dict[tuple[str, int], tuple[Any, str]] = field(default_factory=dict)
+
+    def on_alert(self, env: Envelope) -> None:
+        """Remember an alert's place in its table's stream (checkpoints claim alerts by it)."""
+        if env.seq is not None:
+            self.alert_hashes[(env.key, env.seq)] = env.hash
 
     def on_derived(self, payload: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The replay's audit wrote a checkpoint: compare with the recorded one if already seen."""
@@ -526,6 +533,9 @@ class Checkpoints:
             detail = f"{why}: the checkpoint does not verify under key id {p.get('key_id')!r}"
             out.append(_item("checkpoint_signature_invalid", table, subject, None, p.get("signature"),
                              detail=detail))  # fmt: skip
+        alerts = p.get("alerts")
+        if isinstance(alerts, Mapping) and isinstance(alerts.get("count"), int) and alerts["count"] > 0:
+            self.claims[(table, alerts["count"])] = (alerts.get("head"), env.event_id)
         slot = (table, int(p.get("rounds") or 0))
         want = self.derived.pop(slot, None)
         if want is None:
@@ -535,8 +545,7 @@ class Checkpoints:
 
     def _compare(self, want: dict[str, Any], got: dict[str, Any], event_id: str) -> list[dict[str, Any]]:
         table = str(want["table_id"])
-        diff = [f for f in ("rounds", "table_digest", "chain_heads", "findings", "alerts")
-                if want.get(f) != got.get(f)]  # fmt: skip
+        diff = [f for f in ("rounds", "table_digest", "chain_heads", "findings") if want.get(f) != got.get(f)]
         if not diff:
             self.verified += 1
             return []
@@ -553,7 +562,7 @@ class Checkpoints:
         Per table, an unmatched recorded checkpoint and an unmatched derived one are paired in order
         (a round lost or added shifts the count: one mismatch, not a missing and an extra one).
         """
-        out = []
+        out = self._check_alert_claims()
         tables = sorted({t for t, _ in self.derived} | {t for t, _ in self.recorded})
         for table in tables:
             wants = sorted((r, w) for (t, r), w in self.derived.items() if t == table)
@@ -572,6 +581,20 @@ class Checkpoints:
                 out.append(
                     _item("checkpoint_mismatch", table, subject, None, got.get("table_digest"), detail=detail)
                 )
+        return out
+
+    def _check_alert_claims(self) -> list[dict[str, Any]]:
+        """Each checkpoint's claim "the monitor had raised N alerts at this table, the last with hash H"
+        must hold in the log (checked at the end: it does not depend on how topics interleave)."""
+        out = []
+        for (table, count), (head, event_id) in sorted(self.claims.items()):
+            if self.alert_hashes.get((table, count - 1)) == head:
+                continue
+            held = 1 + max((s for t, s in self.alert_hashes if t == table), default=-1)
+            subject = {"event_id": event_id, "table_id": table, "fields": ["alerts"]}
+            detail = f"the checkpoint counted {count} alerts at this table, the log holds {held}"
+            out.append(_item("checkpoint_mismatch", table, subject, {"alerts": held},
+                             {"alerts": {"count": count, "head": head}}, detail=detail))  # fmt: skip
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -659,6 +682,7 @@ class Replayer:
     checkpoints: Checkpoints = field(init=False)
     window: _Window = field(init=False)
     coup_rows: dict[str, dict[str, Any]] = field(init=False)
+    findings_records: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
         self.audit = replay_audit(self.checkpoint_every)
@@ -668,6 +692,7 @@ class Replayer:
         self.checkpoints = Checkpoints(self.keys)
         self.window = _Window(DEDUP_WINDOW)
         self.coup_rows = {}
+        self.findings_records = {}
 
     def feed(self, n: int, raw: bytes | str | Envelope) -> None:
         """Replay one record (the ``n``-th of the log)."""
@@ -682,6 +707,11 @@ class Replayer:
         report.types[env.type] = report.types.get(env.type, 0) + 1
         report.ends_at = {"record": n, "event_id": env.event_id, "type": env.type, "topic": env.topic,
                           "occurred_at": env.occurred_at}  # fmt: skip
+        if env.topic == topics.MONITOR_ALERTS:
+            self.checkpoints.on_alert(env)
+        elif env.type == "AuditFinding":
+            key = str(env.key)
+            self.findings_records[key] = self.findings_records.get(key, 0) + 1
         if env.type == "DeadLetter":
             self.dead_letter(env)
         elif env.type == "AnomalyDetected" and len(report.alerts) < MAX_ALERTS_LISTED:
@@ -795,7 +825,7 @@ class Replayer:
         for item in self.checkpoints.finish():
             self.found(item, None)
         report = self.report
-        report.digest = digest_of(self.state)
+        report.digest = digest_of(self.state, self.findings_records)
         report.open_items = [
             i for i in open_items(self.state)
             if (i["missing_payouts"] or not i["resolved"]) and self.scope.table(i["table_id"])

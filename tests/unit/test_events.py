@@ -314,7 +314,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "table_digest": D1,
         "chain_heads": {"casino.table.events|T1": {"seq": 812, "hash": D2}},
         "findings": 0,
-        "alerts": {"count": 2, "digest": D1},
+        "alerts": {"count": 2, "head": D1},
         "signature": "abcd",
         "key_id": "audit-2026",
         "algorithm": "ed25519",
