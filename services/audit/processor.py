@@ -430,7 +430,7 @@ def on_payout_issued(state: AuditState, rec: Envelope) -> list[Draft]:
     p = rec.payload
     bet_id = str(p["bet_id"])
     table = str(p.get("table_id") or "")
-    out = [*_check_postings(rec), *_check_commission_postings(state, rec, table)]
+    out = _check_postings(rec)
     subject = {"event_id": rec.event_id, "bet_id": bet_id, "coup_id": p.get("coup_id")}
     coup_id = str(p.get("coup_id") or state.bet_coup.get(bet_id, ""))
     trail = state.coups.get(coup_id)
@@ -451,11 +451,11 @@ def on_payout_issued(state: AuditState, rec: Envelope) -> list[Draft]:
     return out
 
 
-def _check_commission_postings(state: AuditState, rec: Envelope, table: str) -> list[Draft]:
+def _check_commission_postings(state: AuditState, table: str, p: Mapping[str, Any]) -> list[Draft]:
     """Paired invariant (independent of any model): the postings to the table's commission account
     equal the ``commission_minor`` the payout reports — or nothing, where the recorded paytable sends
-    the spot's commission elsewhere (``commission_to: bank`` in a player-banked game)."""
-    p = rec.payload
+    the spot's commission elsewhere (``commission_to: bank`` in a player-banked game). Checked once the
+    payout meets its resolved coup (so the table's paytable is known, whatever the arrival order)."""
     account = table_accounts(table).commission
     posted = sum(int(r["amount_minor"]) for r in p.get("postings") or [] if r["account"] == account)
     entry = state.paytables.get(table, {}).get(str(p.get("spot")), {})
@@ -463,21 +463,22 @@ def _check_commission_postings(state: AuditState, rec: Envelope, table: str) -> 
     reported = p.get("commission_minor") if to_commission else 0
     if posted == reported:
         return []
-    subject = {"event_id": rec.event_id, "bet_id": p.get("bet_id"), "coup_id": p.get("coup_id"),
+    subject = {"event_id": p["_event_id"], "bet_id": p.get("bet_id"), "coup_id": p.get("coup_id"),
                "account": account}  # fmt: skip
     why = f"{posted} posted to {account} but {reported} reported as commission"
-    return [finding("commission_posting_mismatch", table or rec.key, subject, reported, posted, detail=why)]
+    return [finding("commission_posting_mismatch", table, subject, reported, posted, detail=why)]
 
 
 def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Draft]:
     got = trail.recorded[bet_id]
     want = trail.expected.get(bet_id)
     subject = {"event_id": got["_event_id"], "bet_id": bet_id, "coup_id": got.get("coup_id")}
+    paired = _check_commission_postings(state, trail.table_id, got)
     if want is None:
         why = "a payout for a bet that is not among the coup's accepted bets"
         credit = got.get("credit_minor")
-        return [finding("payout_unexpected", trail.table_id, subject, None, credit, detail=why)]
-    out = []
+        return [*paired, finding("payout_unexpected", trail.table_id, subject, None, credit, detail=why)]
+    out = paired
     diff = {f: (want[f], got.get(f)) for f in PAYOUT_FIELDS if want[f] != got.get(f)}
     if diff:
         only_commission = "commission_minor" in diff and set(diff) <= {"commission_minor", "credit_minor"}
