@@ -7,10 +7,13 @@ keeps the stake). For every bet the postings sum to zero.
 
 from __future__ import annotations
 
+import functools
+
 from services.core.baccarat.engine import Accounts, CoupResult, Payout, TableConfig, Variant, Wager
 from services.core.money import Settlement, settle
 
 
+@functools.lru_cache(maxsize=4096)
 def table_accounts(table_id: str) -> Accounts:
     """The ledger accounts of table ``table_id`` (names are part of the contract, DESIGN §3)."""
     return Accounts(
