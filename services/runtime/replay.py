@@ -642,6 +642,16 @@ def decode(raw: bytes | str | Envelope) -> tuple[Envelope, str]:
     return env, env.expected_hash()
 
 
+_TALLIED = frozenset({"CoupResolved", "PayoutIssued"})
+
+_SIDE: dict[str, Callable[[Replayer, Envelope], None]] = {
+    "AnomalyDetected": lambda r, env: r.alert(env),
+    "AuditFinding": lambda r, env: r.finding_record(env),
+    "DeadLetter": lambda r, env: r.dead_letter(env),
+}
+"""What the replay notes of some record types besides auditing them."""
+
+
 def _coup_row() -> dict[str, Any]:
     return {"stake_minor": 0, "credit_minor": 0, "payouts": 0}
 
@@ -683,6 +693,7 @@ class Replayer:
     window: _Window = field(init=False)
     coup_rows: dict[str, dict[str, Any]] = field(init=False)
     findings_records: dict[str, int] = field(init=False)
+    last: tuple[int, Envelope] | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.audit = replay_audit(self.checkpoint_every)
@@ -693,6 +704,7 @@ class Replayer:
         self.window = _Window(DEDUP_WINDOW)
         self.coup_rows = {}
         self.findings_records = {}
+        self.last = None
 
     def feed(self, n: int, raw: bytes | str | Envelope) -> None:
         """Replay one record (the ``n``-th of the log)."""
@@ -705,23 +717,7 @@ class Replayer:
                         "subject": {"record": n}, "detail": str(exc)[:300]}, None)  # fmt: skip
             return
         report.types[env.type] = report.types.get(env.type, 0) + 1
-        report.ends_at = {"record": n, "event_id": env.event_id, "type": env.type, "topic": env.topic,
-                          "occurred_at": env.occurred_at}  # fmt: skip
-        if env.topic == topics.MONITOR_ALERTS:
-            self.checkpoints.on_alert(env)
-        elif env.type == "AuditFinding":
-            key = str(env.key)
-            self.findings_records[key] = self.findings_records.get(key, 0) + 1
-        if env.type == "DeadLetter":
-            self.dead_letter(env)
-        elif env.type == "AnomalyDetected" and len(report.alerts) < MAX_ALERTS_LISTED:
-            p = env.payload
-            if self.scope.table(str(p.get("table_id"))) and self.scope.at(env.occurred_at):
-                report.alerts.append({
-                    "event_id": env.event_id, "occurred_at": env.occurred_at, "table_id": p.get("table_id"),
-                    "detector": p.get("detector"), "category": p.get("category"),
-                    "severity": p.get("severity"), "subject": p.get("subject"), "detail": p.get("detail"),
-                })  # fmt: skip
+        self.last = (n, env)
         earlier = self.window.seen(env.event_id)
         if earlier is not None:
             same = "an exact re-delivery" if earlier == env.hash else "another record under a used id"
@@ -730,6 +726,9 @@ class Replayer:
             self.found(_item("duplicate_event", _table_of(env), subject, detail=detail), env)
             return
         self.window.add(env.event_id, env.hash)
+        side = _SIDE.get(env.type)
+        if side is not None:
+            side(self, env)
         if self.collector is not None:
             self.collector.observe(env)
         if env.topic in self.audit.inputs:
@@ -743,6 +742,23 @@ class Replayer:
         elif env.hash != want_hash:
             subject = {"event_id": env.event_id, "topic": env.topic, "key": env.key}
             self.found(_item("hash_mismatch", env.key, subject, want_hash, env.hash, detail=""), env)
+
+    def alert(self, env: Envelope) -> None:
+        """Remember a monitor alert: its place in its stream (checkpoints claim it) and, in scope, a row."""
+        self.checkpoints.on_alert(env)
+        p = env.payload
+        if len(self.report.alerts) >= MAX_ALERTS_LISTED:
+            return
+        if self.scope.table(str(p.get("table_id"))) and self.scope.at(env.occurred_at):
+            self.report.alerts.append({
+                "event_id": env.event_id, "occurred_at": env.occurred_at, "table_id": p.get("table_id"),
+                "detector": p.get("detector"), "category": p.get("category"),
+                "severity": p.get("severity"), "subject": p.get("subject"), "detail": p.get("detail"),
+            })  # fmt: skip
+
+    def finding_record(self, env: Envelope) -> None:
+        """Count an ``AuditFinding`` record of the log per key (the digest covers the findings stream)."""
+        self.findings_records[env.key] = self.findings_records.get(env.key, 0) + 1
 
     def dead_letter(self, env: Envelope) -> None:
         """Count a dead letter by reason; list the ids of records refused by authentication (an attempt
@@ -783,11 +799,7 @@ class Replayer:
             return
         if not any(d.type == "AuditFinding" and d.payload["reason"] == "invalid_payload" for d in drafts):
             self.summaries.observe(env)
-            if (
-                env.type in ("CoupResolved", "PayoutIssued")
-                and self.scope.table(_table_of(env))
-                and self.scope.at(env.occurred_at)
-            ):
+            if env.type in _TALLIED and self.scope.table(_table_of(env)) and self.scope.at(env.occurred_at):
                 self.tally(env)
         for draft in drafts:
             self.output(draft, env)
@@ -834,6 +846,10 @@ class Replayer:
         report.tables = self.summaries.tables
         report.shoes = self.summaries.shoes
         report.checkpoints = self.checkpoints.to_dict()
+        if self.last is not None:
+            n, env = self.last
+            report.ends_at = {"record": n, "event_id": env.event_id, "type": env.type, "topic": env.topic,
+                              "occurred_at": env.occurred_at}  # fmt: skip
         report.keys = {"key_ids": sorted(self.keys), "signed_by": report.checkpoints.get("signed_by", {})}
         report.tables_in_log = sorted(self.state.configs)
         report.coup_rows = [
