@@ -14,7 +14,17 @@ and every shoe commitment; and checks each ``AuditCheckpoint`` the audit wrote a
   same table (``checkpoint_mismatch``: rounds, table digest, chain head, findings so far). A forger who
   rewrites a whole chain with valid hashes changes the round records, hence the digest, and cannot sign
   the new one; the findings count also shows a log edited *after* audit ran;
-* that every checkpoint the cadence calls for is there (``checkpoint_missing``) and none is extra.
+* that every checkpoint the cadence calls for is there (``checkpoint_missing``) and none is extra;
+* that the monitor's alerts it counted at its table are in the log (a claim checked at the end, so
+  deleting every alert — which leaves no gap in any chain — is still found).
+
+**Verdicts.** ``clean`` (exit 0): a complete log replayed and agreed. ``findings`` (exit 1). ``incomplete``
+(exit 1): nothing disagrees, but the log stops with coups open or accepted bets unpaid (``ends_at`` says
+where). An empty source, a foreign file (another program's SQLite database or JSON), a Kafka prefix
+with no records, an unknown ``--table``: :class:`SourceError`, one line, exit 2. Dead letters of records
+refused by authentication are counted by reason (``refused``), not findings. Findings are grouped by
+root cause (:func:`group_findings`). ``--db`` is opened read-only (:func:`open_readonly`): no byte of
+the file changes and nothing is created beside it.
 
 **Scope.** ``--table`` and ``--since``/``--until`` (ISO 8601, ``since`` inclusive, ``until``
 exclusive, on ``occurred_at``) limit the *report*, never the verification: chains, balances and
@@ -33,8 +43,10 @@ state grows with tables, shoes in play and accounts — not with the log. Findin
 :data:`MAX_FINDINGS_LISTED` and counted beyond.
 
 **Reports.** JSON with a fixed top-level key order and every nested object's keys sorted, nothing from
-the clock, the path or the environment: the same input gives byte-identical reports. HTML:
-:mod:`services.runtime.report_html`. ``--coup ID`` prints one game round in full instead.
+the clock, the path or the environment: the same input gives byte-identical reports. Text by default.
+HTML (:mod:`services.runtime.report_html`) adds what the shell knows: the generation time (the clock,
+or ``SOURCE_DATE_EPOCH``), the tool version, the source and its SHA-256, the keyring. ``--coup ID``
+prints one game round in full instead (text, ``--json``, or ``--html FILE``).
 """
 
 from __future__ import annotations
