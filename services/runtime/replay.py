@@ -510,6 +510,7 @@ class Checkpoints:
     recorded: dict[tuple[str, int], tuple[dict[str, Any], str]] = field(default_factory=dict)
     verified: int = 0
     signed_by: dict[str, int] = field(default_factory=dict)
+    signed_tables: dict[str, dict[str, int]] = field(default_factory=dict)
     alert_hashes: dict[tuple[str, int], str] = field(default_factory=dict)
     claims: dict[tuple[str, int], tuple[Any, str]] = field(default_factory=dict)
 
@@ -541,6 +542,8 @@ class Checkpoints:
         why = verify(p, self.keys)
         if why is None:
             self.signed_by[str(p["key_id"])] = self.signed_by.get(str(p["key_id"]), 0) + 1
+            tables = self.signed_tables.setdefault(str(p["key_id"]), {})
+            tables[table] = tables.get(table, 0) + 1
         else:
             detail = f"{why}: the checkpoint does not verify under key id {p.get('key_id')!r}"
             out.append(_item("checkpoint_signature_invalid", table, subject, None, p.get("signature"),
@@ -611,7 +614,8 @@ class Checkpoints:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON summary."""
-        return {"verified": self.verified, "signed_by": dict(sorted(self.signed_by.items()))}
+        return {"verified": self.verified, "signed_by": dict(sorted(self.signed_by.items())),
+                "signed_tables": stable(self.signed_tables)}  # fmt: skip
 
 
 def _item(

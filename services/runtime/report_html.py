@@ -123,7 +123,13 @@ def _about(report: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     source = meta.get("source") or {}
     keys = report.get("keys") or {}
     signed = keys.get("signed_by") or {}
-    signed_text = ", ".join(f"<code>{e(k)}</code> ({n} checkpoints)" for k, n in sorted(signed.items()))
+    per_table = (report.get("checkpoints") or {}).get("signed_tables") or {}
+    signed_text = "; ".join(
+        f"<code>{e(k)}</code> ({n} checkpoints: "
+        + ", ".join(f"{e(t)} {c}" for t, c in sorted((per_table.get(k) or {}).items()))
+        + ")"
+        for k, n in sorted(signed.items())
+    )
     rules = sorted({str(t.get("rules_version")) for t in report.get("tables") or []})
     scope = report.get("scope") or {}
     rows = [
