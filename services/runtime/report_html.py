@@ -190,12 +190,29 @@ def _summary(report: Mapping[str, Any]) -> str:
     return f'<section id="summary"><h2>Table summary</h2>{table}{note}</section>'
 
 
-def _values(value: Any) -> str:
+MONEY_REASONS = frozenset(
+    {"commission_posting_mismatch", "escrow_not_zero", "balance_mismatch", "postings_unbalanced"}
+)
+"""Findings whose expected and recorded values are amounts (minor units)."""
+
+
+def _amount(value: Any) -> str:
+    """An amount in currency units, with the minor units it was recorded in."""
+    return f"{money(value)} <small>({e(value)} minor units)</small>"
+
+
+def _value(key: Any, value: Any) -> str:
+    if str(key).endswith("_minor") and isinstance(value, int) and not isinstance(value, bool):
+        return _amount(value)
+    return f"<code>{e(value)}</code>"
+
+
+def _values(value: Any, amounts: bool = False) -> str:
     if isinstance(value, Mapping):
-        rows = "".join(
-            f"<tr><th>{e(k)}</th><td><code>{e(v)}</code></td></tr>" for k, v in sorted(value.items())
-        )
+        rows = "".join(f"<tr><th>{e(k)}</th><td>{_value(k, v)}</td></tr>" for k, v in sorted(value.items()))
         return f'<table class="cmp">{rows}</table>'
+    if amounts and isinstance(value, int) and not isinstance(value, bool):
+        return _amount(value)
     return f"<code>{e(value)}</code>"
 
 
@@ -212,10 +229,11 @@ def _group(n: int, group: Mapping[str, Any]) -> str:
     consequences = list(group.get("consequences") or [])
     found_at = root.get("found_at") or {}
     cmp = ""
+    amounts = root.get("reason") in MONEY_REASONS
     if root.get("expected") is not None or root.get("recorded") is not None:
         cmp = (
-            f'<table class="cmp"><tr><th>expected</th><td>{_values(root.get("expected"))}</td></tr>'
-            f"<tr><th>recorded</th><td>{_values(root.get('recorded'))}</td></tr></table>"
+            f'<table class="cmp"><tr><th>expected</th><td>{_values(root.get("expected"), amounts)}</td></tr>'
+            f"<tr><th>recorded</th><td>{_values(root.get('recorded'), amounts)}</td></tr></table>"
         )
     cons = ""
     if consequences:

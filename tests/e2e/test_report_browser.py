@@ -107,7 +107,8 @@ def test_report_reads_in_order_with_charts_and_linkable_coups(
         assert page.locator("#summary tbody tr").count() == len(report["tables"]) + 1  # + all tables
         assert "EUR" in page.locator("#summary").inner_text()
         assert page.locator("article.finding").count() == report["root_findings"] > 0
-        assert "commission_posting_mismatch" in page.locator("article.finding").first.inner_text()
+        first = page.locator("article.finding").first.inner_text()
+        assert "commission_posting_mismatch" in first and "minor units" in first
         assert page.locator("#charts svg circle.observed").count() >= 3 * len(report["tables"])
         assert page.locator("#charts svg rect.band").count() >= 3
         assert page.locator("#charts svg polyline.house").count() == 1
@@ -122,6 +123,7 @@ def test_report_reads_in_order_with_charts_and_linkable_coups(
         page.screenshot(path=str(ARTIFACTS / "replay-report.png"), full_page=True)
         page.locator("#charts").screenshot(path=str(ARTIFACTS / "replay-report-charts.png"))
         page.locator("#findings").screenshot(path=str(ARTIFACTS / "replay-report-findings.png"))
+        page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(ARTIFACTS / "replay-report-top.png"))
     finally:
         page.close()
