@@ -199,7 +199,7 @@ def main(args: argparse.Namespace) -> int:
         _play(console, Session(bus, seed=seed, keyring=composition.keyring), tables, coups)
     finally:
         bus.close()
-    report = replay(read_db(path))
+    report = replay(read_db(path), keys=composition.checkpoint_public_keys())
     render(console, summarise(read_db(path)), report, f"{path}  (try: casino-ledger replay --db {path})")
     from services.backoffice.cli import serve_hint  # noqa: PLC0415
 
@@ -304,7 +304,7 @@ def _main_kafka(
     with running(settings, log_dir) as bus:
         _play(console, Session(bus, seed=seed, keyring=composition.keyring), tables, coups)
         records = bus.consume_all()
-    report = replay(records)
+    report = replay(records, keys=composition.checkpoint_public_keys())
     prefix = settings.topic_prefix
     replay_cmd = f"CASINO_TOPIC_PREFIX={prefix} casino-ledger replay --kafka {args.kafka}"
     where = f"Kafka {args.kafka}, topics {prefix}*  (try: {replay_cmd})"

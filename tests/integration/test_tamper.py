@@ -18,12 +18,12 @@ import pytest
 from services.audit.processor import CHECKPOINT_EVERY
 from services.core.cards import CARD_POINTS
 from services.core.envelope import canonical, sha256_hex
-from services.core.signing import DEMO_KEY, DEMO_KEY_ID
+from services.core.signing import DEMO_KEY_ID, DEMO_PUBLIC_KEYS
 from services.runtime.replay import Report, read_db, replay
 
 Rec = dict[str, Any]
 CLI = [sys.executable, "-m", "services.cli"]
-KEYS = {DEMO_KEY_ID: DEMO_KEY}
+KEYS = dict(DEMO_PUBLIC_KEYS)
 
 
 def _env() -> dict[str, str]:
@@ -211,7 +211,13 @@ def test_the_untampered_log_is_clean_and_checkpointed(records: list[Rec]) -> Non
     report = _replay(records)
     assert report.clean, report.to_dict()["findings"]
     written = sum(1 for r in records if r["type"] == "AuditCheckpoint")
-    assert written >= 3 and report.checkpoints == {"verified": written, "signed_by": {DEMO_KEY_ID: written}}
+    assert written >= 3 and report.checkpoints["verified"] == written
+    assert report.checkpoints["signed_by"] == {DEMO_KEY_ID: written}
+    per_table: dict[str, int] = {}
+    for r in records:
+        if r["type"] == "AuditCheckpoint":
+            per_table[r["key"]] = per_table.get(r["key"], 0) + 1
+    assert report.checkpoints["signed_tables"] == {DEMO_KEY_ID: per_table}
 
 
 @pytest.mark.parametrize("tamper", CASES, ids=[c.__name__ for c in CASES])
