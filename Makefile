@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# the report's browser test drives Debian's Chromium (never `playwright install`)
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -233,14 +233,18 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one table of su
     r.add_argument("--table", action="append", default=None, help="limit to these tables")
     r.add_argument("--since", default=None)
     r.add_argument("--until", default=None)
-    r.add_argument("--coup", default=None, help="print one game round in full")
+    r.add_argument("--coup", default=None, help="print one game round in full (with --html: write it there)")
+    r.add_argument("--keys", default=None, help="public keyring (else CASINO_PUBLIC_KEYRING)")
     r.set_defaults(func=cmd_replay)
 
-    k = sub.add_parser("keys", help="keyrings: the secrets of every principal (DESIGN §9)")
-    keys = k.add_subparsers(dest="keys_command", required=True)
-    kn = keys.add_parser("new", help="write a keyring with a fresh secret per principal (mode 0600)")
+    k = sub.add_parser("keys", help="keyrings: secrets per principal, and their public half")
+    ksub = k.add_subparsers(dest="keys_command", required=True)
+    kn = ksub.add_parser("new", help="write a keyring with a fresh secret per principal (mode 0600)")
     kn.add_argument("--out", required=True, help="the keyring file to create (never overwritten)")
     kn.set_defaults(func=cmd_keys_new)
+    from services.runtime.keys_public import add_keys_public  # noqa: PLC0415
+
+    add_keys_public(ksub)
 
     i = sub.add_parser("ingest", help="outside records into the embedded log, then run the pipeline")
     i.add_argument("--db", required=True)
@@ -262,6 +266,10 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one table of su
     w.add_argument("--broker", default=None, help="kafka://host:port (else CASINO_BOOTSTRAP_SERVERS)")
     w.set_defaults(func=cmd_worker)
     _add_topics(sub)
+
+    from services.backoffice.cli import register as register_backoffice  # noqa: PLC0415 (argparse only)
+
+    register_backoffice(sub)  # serve, apikey, project, statement, report
     return p
 
 

@@ -17,6 +17,7 @@ Completed game rounds are hashed (:func:`round_record`) into per-table digests t
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -29,10 +30,10 @@ from services.core.cards import shoe_cards
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError
 from services.core.events import PAYLOADS, payload_of
+from services.core.payouts import table_accounts
 from services.core.processor import Processor, describe
 from services.core.shoe import commitment, shuffle
 from services.core.signing import DEMO_SIGNING_KEY, SigningKey, sign
-from services.settlement.processor import payout_payload, table_accounts
 
 CHECKPOINT_EVERY = 50
 """Rounds per table between two ``AuditCheckpoint`` events (one is also written at each shoe close)."""
@@ -64,6 +65,7 @@ class CoupTrail:
     resolved: dict[str, Any] | None = None
     expected: dict[str, dict[str, Any]] = field(default_factory=dict)
     recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
+    escrow_out: int = 0
     done: bool = False
 
 
@@ -138,6 +140,12 @@ class AuditState:
     checkpoint_every: int = CHECKPOINT_EVERY
     findings: int = 0
     records: int = 0
+    findings_by_key: dict[str, int] = field(default_factory=dict)
+    reserved: dict[str, int] = field(default_factory=dict)
+    settled: dict[str, str] = field(default_factory=dict)
+    settled_order: deque[str] = field(default_factory=deque)
+    alerts: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+    paytables: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def finding(
@@ -160,15 +168,16 @@ def finding(
 class Audit(Processor[AuditState]):
     """Audit (see the module docstring).
 
-    ``signing``: the key that signs each ``AuditCheckpoint`` (HMAC-SHA256, :mod:`services.core.signing`);
-    pure data handed in by the shell from its configuration. The default is the public demo key, so a
-    pipeline built without configuration still writes verifiable checkpoints; ``None`` writes them
-    unsigned (a replay that expects signatures reports them). ``checkpoint_every``: rounds per table
+    ``signing``: the Ed25519 key that signs each ``AuditCheckpoint`` (:mod:`services.core.signing`);
+    pure data handed in by the shell (the composition root passes the keyring's audit key). The default
+    is the PUBLIC DEMO KEY (:data:`services.core.signing.DEMO_SIGNING_KEY`, demo and tests only), so a
+    pipeline built without configuration still writes checkpoints that the demo public keyring
+    verifies; ``None`` writes them unsigned (a replay reports them). ``checkpoint_every``: rounds per table
     between two checkpoints; a replay must use the same cadence to notice a missing one.
     """
 
     name = "audit"
-    inputs = (topics.TABLE_EVENTS, topics.WALLET_REQUESTS, topics.WALLET_EVENTS)
+    inputs = (topics.TABLE_EVENTS, topics.WALLET_REQUESTS, topics.WALLET_EVENTS, topics.MONITOR_ALERTS)
     validates_inputs = False  # integrity first: an edited record is a hash finding before anything else
 
     def __init__(
@@ -201,7 +210,11 @@ class Audit(Processor[AuditState]):
             out.append(finding("invalid_payload", _finding_key(record), subject, detail=broken))
         elif (handler := _HANDLERS.get(record.type)) is not None:
             out.extend(handler(state, record))
-        state.findings += sum(1 for d in out if d.type == "AuditFinding")
+        for d in out:
+            if d.type == "AuditFinding":
+                state.findings += 1
+                key = str(d.payload["table_id"])
+                state.findings_by_key[key] = state.findings_by_key.get(key, 0) + 1
         if self.signing is not None:
             out = [_signed(d, self.signing) for d in out]
         return state, out
@@ -307,8 +320,9 @@ def _trail(state: AuditState, table_id: str, coup_id: str) -> CoupTrail:
 
 
 def on_table_opened(state: AuditState, rec: Envelope) -> list[Draft]:
-    """Remember the table's configuration."""
+    """Remember the table's configuration and its recorded paytable."""
     state.configs[rec.key] = TableConfig.from_dict(rec.payload["config"])
+    state.paytables[rec.key] = dict(rec.payload.get("paytable") or {})
     return []
 
 
@@ -398,7 +412,12 @@ def on_coup_resolved(state: AuditState, rec: Envelope) -> list[Draft]:
         )
     wagers = [trail.bets[b] for b in p.get("bet_ids") or [] if b in trail.bets]
     for po in variant.settle(result, wagers, config, table_accounts(rec.key)):
-        trail.expected[po.bet_id] = payout_payload(po, coup_id, rec.key, "")
+        trail.expected[po.bet_id] = {
+            "bet_id": po.bet_id, "account_id": po.account_id, "spot": po.spot, "stake_minor": po.stake_minor,
+            "result": po.result, "win_minor": po.win_minor, "commission_minor": po.commission_minor,
+            "credit_minor": po.credit_minor,
+            "postings": [{"account": a, "amount_minor": m} for a, m in po.postings],
+        }  # fmt: skip
     for bet_id in list(trail.recorded):
         out.extend(_compare_payout(state, trail, bet_id))
     out.extend(_maybe_complete(state, coup_id, trail))
@@ -406,42 +425,71 @@ def on_coup_resolved(state: AuditState, rec: Envelope) -> list[Draft]:
 
 
 def on_payout_issued(state: AuditState, rec: Envelope) -> list[Draft]:
-    """Join the payout with its coup; compare once both sides are known."""
+    """Join the payout with its coup; compare once both sides are known. Checked on its own first: its
+    postings balance, and what it posts to the commission account is the commission it reports."""
     p = rec.payload
     bet_id = str(p["bet_id"])
+    table = str(p.get("table_id") or "")
     out = _check_postings(rec)
+    subject = {"event_id": rec.event_id, "bet_id": bet_id, "coup_id": p.get("coup_id")}
     coup_id = str(p.get("coup_id") or state.bet_coup.get(bet_id, ""))
-    trail = _trail(state, str(p.get("table_id") or ""), coup_id)
-    if bet_id in trail.recorded:
-        return [
-            *out,
-            finding("duplicate_payout", trail.table_id, {"event_id": rec.event_id, "bet_id": bet_id}),
-        ]
+    trail = state.coups.get(coup_id)
+    first = state.settled.get(bet_id)
+    if first is None and trail is not None and bet_id in trail.recorded:
+        first = str(trail.recorded[bet_id]["_event_id"])
+    if first is not None:
+        why = f"the bet was already settled by {first}: a bet is settled exactly once"
+        both = {**subject, "event_ids": [first, rec.event_id]}
+        return [*out, finding("duplicate_payout", table or rec.key, both, 1, 2, detail=why)]
+    trail = _trail(state, table, coup_id)
     trail.recorded[bet_id] = {**p, "_event_id": rec.event_id}
+    escrow = table_accounts(table).escrow
+    trail.escrow_out += sum(int(r["amount_minor"]) for r in p.get("postings") or [] if r["account"] == escrow)
     if trail.resolved is not None:
         out.extend(_compare_payout(state, trail, bet_id))
         out.extend(_maybe_complete(state, coup_id, trail))
     return out
 
 
+def _check_commission_postings(state: AuditState, table: str, p: Mapping[str, Any]) -> list[Draft]:
+    """Paired invariant (independent of any model): the postings to the table's commission account
+    equal the ``commission_minor`` the payout reports — or nothing, where the recorded paytable sends
+    the spot's commission elsewhere (``commission_to: bank`` in a player-banked game). Checked once the
+    payout meets its resolved coup (so the table's paytable is known, whatever the arrival order)."""
+    account = table_accounts(table).commission
+    posted = sum(int(r["amount_minor"]) for r in p.get("postings") or [] if r["account"] == account)
+    entry = state.paytables.get(table, {}).get(str(p.get("spot")), {})
+    to_commission = entry.get("commission_to", "commission") == "commission"
+    reported = p.get("commission_minor") if to_commission else 0
+    if posted == reported:
+        return []
+    subject = {"event_id": p["_event_id"], "bet_id": p.get("bet_id"), "coup_id": p.get("coup_id"),
+               "account": account}  # fmt: skip
+    why = f"{posted} posted to {account} but {reported} reported as commission"
+    return [finding("commission_posting_mismatch", table, subject, reported, posted, detail=why)]
+
+
 def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Draft]:
     got = trail.recorded[bet_id]
     want = trail.expected.get(bet_id)
     subject = {"event_id": got["_event_id"], "bet_id": bet_id, "coup_id": got.get("coup_id")}
+    paired = _check_commission_postings(state, trail.table_id, got)
     if want is None:
-        return [finding("payout_unexpected", trail.table_id, subject, None, got.get("credit_minor"))]
-    out = []
+        why = "a payout for a bet that is not among the coup's accepted bets"
+        credit = got.get("credit_minor")
+        return [*paired, finding("payout_unexpected", trail.table_id, subject, None, credit, detail=why)]
+    out = paired
     diff = {f: (want[f], got.get(f)) for f in PAYOUT_FIELDS if want[f] != got.get(f)}
     if diff:
-        reason = (
-            "commission_mismatch" if set(diff) == {"commission_minor", "credit_minor"} else "payout_mismatch"
-        )
+        only_commission = "commission_minor" in diff and set(diff) <= {"commission_minor", "credit_minor"}
+        reason = "commission_mismatch" if only_commission else "payout_mismatch"
+        why = ", ".join(f"{f} should be {w!r}, not {g!r}" for f, (w, g) in sorted(diff.items()))
         out.append(finding(reason, trail.table_id, subject, {f: w for f, (w, _) in diff.items()},
-                           {f: g for f, (_, g) in diff.items()}))  # fmt: skip
+                           {f: g for f, (_, g) in diff.items()}, detail=why))  # fmt: skip
     elif sorted(map(_row, want["postings"])) != sorted(map(_row, got.get("postings") or [])):
-        out.append(
-            finding("postings_mismatch", trail.table_id, subject, want["postings"], got.get("postings"))
-        )
+        why = "the money moves between other accounts than the rules call for"
+        wanted, posted = want["postings"], got.get("postings")
+        out.append(finding("postings_mismatch", trail.table_id, subject, wanted, posted, detail=why))
     return out
 
 
@@ -455,23 +503,50 @@ def _check_postings(rec: Envelope) -> list[Draft]:
         return []
     if sum(int(r["amount_minor"]) for r in rows) != 0 or not rows:
         return [finding("postings_unbalanced", _finding_key(rec), {"event_id": rec.event_id}, 0,
-                        sum(int(r["amount_minor"]) for r in rows))]  # fmt: skip
+                        sum(int(r["amount_minor"]) for r in rows),
+                        detail="a transfer's postings must sum to zero")]  # fmt: skip
     return []
 
 
 def on_wallet_event(state: AuditState, rec: Envelope) -> list[Draft]:
-    """Every transfer balances, and each wallet's balance follows its postings."""
+    """Every transfer balances, each wallet's balance is the fold of its postings (before and after),
+    and each stake reserved in a table's escrow is remembered for the coup's escrow check."""
     out = _check_postings(rec)
     p = rec.payload
     if "postings" in p and not out:
+        before = state.balances.get(rec.key, 0)
+        recorded_before = p.get("balance_before_minor")
+        subject = {"event_id": rec.event_id, "account_id": rec.key}
+        if recorded_before is not None and recorded_before != before:
+            where = {**subject, "field": "balance_before_minor"}
+            why = "not the fold of the wallet's postings"
+            out.append(finding("balance_mismatch", rec.key, where, before, recorded_before, detail=why))
         for r in p["postings"]:
             acct = str(r["account"])
             state.balances[acct] = state.balances.get(acct, 0) + int(r["amount_minor"])
         after = p.get("balance_after_minor")
         if after is not None and state.balances.get(rec.key, 0) != after:
-            out.append(finding("balance_mismatch", rec.key, {"event_id": rec.event_id, "account_id": rec.key},
-                               state.balances.get(rec.key, 0), after))  # fmt: skip
+            out.append(finding("balance_mismatch", rec.key, {**subject, "field": "balance_after_minor"},
+                               state.balances.get(rec.key, 0), after,
+                               detail="not the fold of the wallet's postings"))  # fmt: skip
+        if rec.type in ("StakeReserved", "StakeRefunded") and p.get("table_id") and p.get("bet_id"):
+            escrow = table_accounts(str(p["table_id"])).escrow
+            moved = sum(int(r["amount_minor"]) for r in p["postings"] if r["account"] == escrow)
+            bet_id = str(p["bet_id"])
+            held = state.reserved.get(bet_id, 0) + moved
+            if held:
+                state.reserved[bet_id] = held
+            else:
+                state.reserved.pop(bet_id, None)
     return out
+
+
+def on_alert(state: AuditState, rec: Envelope) -> list[Draft]:
+    """Count the monitor's alerts per table, keep the last one's hash (the checkpoints claim it) and fold
+    them in their stream's order (the digest covers them)."""
+    n, _, acc = state.alerts.get(rec.key, (0, "", DIGEST_GENESIS))
+    state.alerts[rec.key] = (n + 1, rec.hash, _fold(acc, rec.hash))
+    return []
 
 
 def on_shoe_closed(state: AuditState, rec: Envelope) -> list[Draft]:
@@ -523,34 +598,65 @@ def round_record(trail: CoupTrail, coup_id: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+SETTLED_WINDOW = 1 << 16
+"""How many settled bet ids audit remembers after their coup completed (a later second payout for one
+of them is a ``duplicate_payout``; further back, it is an orphan left open at the end)."""
+
+
 def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
     if trail.done or trail.resolved is None or set(trail.recorded) != set(trail.bets):
         return []
     trail.done = True
     table = trail.table_id
+    out = _check_escrow(state, coup_id, trail)
     digest = state.digests.setdefault(table, TableDigest())
     digest.add(trail.number, sha256_hex(canonical(round_record(trail, coup_id))))
     for bet_id in trail.bets:
         state.bet_coup.pop(bet_id, None)
+        state.settled[bet_id] = str(trail.recorded[bet_id]["_event_id"])
+        state.settled_order.append(bet_id)
+    while len(state.settled_order) > SETTLED_WINDOW:
+        state.settled.pop(state.settled_order.popleft(), None)
     del state.coups[coup_id]
     n = state.rounds_done[table] = state.rounds_done.get(table, 0) + 1
     state.completed.append((table, n, digest.value()))
     if n % state.checkpoint_every:
+        return out
+    return [*out, checkpoint(state, table)]
+
+
+def _check_escrow(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
+    """Paired invariant: what the coup's stakes put into the table's escrow (the wallet stage's
+    ``StakeReserved``) is what its payouts take out, so the escrow nets to zero per coup. Checked when
+    every reservation was seen (a deleted one is a chain finding of its own)."""
+    if any(b not in state.reserved for b in trail.bets):
+        for b in trail.bets:
+            state.reserved.pop(b, None)
         return []
-    return [checkpoint(state, table)]
+    held = sum(state.reserved.pop(b) for b in trail.bets)
+    if held + trail.escrow_out == 0:
+        return []
+    ids = sorted(str(r["_event_id"]) for r in trail.recorded.values())
+    why = f"stakes put {held} into escrow, payouts took {-trail.escrow_out} out"
+    return [finding("escrow_not_zero", trail.table_id, {"coup_id": coup_id, "event_ids": ids}, 0,
+                    held + trail.escrow_out, detail=why)]  # fmt: skip
 
 
 def checkpoint(state: AuditState, table: str) -> Draft:
     """An unsigned ``AuditCheckpoint`` for ``table`` now (:class:`Audit` signs it): rounds completed,
-    the table digest over them, the table's chain head, findings so far."""
+        the table digest over them, the table's chain head, its findings so far, the count and digest of
+        how many alerts the monitor raised at the table and the last one's hash (a claim the replay checks
+    against the alerts stream, whatever order topics interleave in: deleting alerts breaks it)."""
     n = state.rounds_done.get(table, 0)
     state.checkpointed[table] = n
     digest = state.digests.get(table)
+    alerts, alerts_head, _ = state.alerts.get(table, (0, "", DIGEST_GENESIS))
     payload = {
         "table_id": table, "rounds": n, "table_digest": digest.value() if digest else DIGEST_GENESIS,
         "chain_heads": {f"{t}|{k}": {"seq": s, "hash": h} for (t, k), (s, h) in sorted(state.heads.items())
                         if k == table and t == topics.TABLE_EVENTS},
-        "findings": state.findings,
+        "findings": state.findings_by_key.get(table, 0),
+        "alerts": {"count": alerts, "head": alerts_head or None},
     }  # fmt: skip
     return Draft("AuditCheckpoint", topics.AUDIT_FINDINGS, table, payload)
 
@@ -564,11 +670,16 @@ def table_digest(hashes: Mapping[int, str]) -> str:
     return acc
 
 
-def digest_of(state: AuditState) -> str:
-    """The replay digest: every table's digest and every wallet's final balance, canonically."""
+def digest_of(state: AuditState, findings_records: Mapping[str, int] | None = None) -> str:
+    """The replay digest: every table's digest, every wallet's final balance, every table's alerts
+    (folded in their stream's order) and how many ``AuditFinding`` records each key of the findings
+    stream holds, canonically. None of it depends on how topics interleave."""
     tables = {t: d.value() for t, d in sorted(state.digests.items())}
     wallets = {a: b for a, b in sorted(state.balances.items()) if not a.startswith(("table:", "cage:"))}
-    return sha256_hex(canonical({"tables": tables, "balances": wallets}))
+    alerts = {t: d for t, (_, _, d) in sorted(state.alerts.items())}
+    found = dict(sorted((findings_records or {}).items()))
+    doc = {"tables": tables, "balances": wallets, "alerts": alerts, "findings_records": found}
+    return sha256_hex(canonical(doc))
 
 
 def open_items(state: AuditState) -> list[dict[str, Any]]:
@@ -596,4 +707,5 @@ _HANDLERS = {
     "PayoutApplied": on_wallet_event,
     "StakeRefunded": on_wallet_event,
     "OperatorBalanceSynced": on_wallet_event,  # seamless wallet: the operator's balance, posted
+    "AnomalyDetected": on_alert,
 }

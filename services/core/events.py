@@ -151,6 +151,10 @@ class FindingReason(StrEnum):
     """A payout for a bet that the coup did not settle."""
     MISSING_PAYOUT = "missing_payout"
     """A settled bet of a resolved coup has no payout."""
+    COMMISSION_POSTING_MISMATCH = "commission_posting_mismatch"
+    """What a payout posts to the commission account is not the commission it reports (paired invariant)."""
+    ESCROW_NOT_ZERO = "escrow_not_zero"
+    """A coup's stakes put into the table escrow are not what its payouts take out (paired invariant)."""
     DUPLICATE_PAYOUT = "duplicate_payout"
     """A second payout for the same bet."""
     BALANCE_MISMATCH = "balance_mismatch"
@@ -925,18 +929,28 @@ class AnomalyDetected(Payload):
     detail: Text = ""
 
 
+class AlertsDigest(Payload):
+    """The monitor's alerts at a table as audit saw them: how many, and the last one's hash."""
+
+    count: Count
+    head: Digest | None = None
+
+
 class AuditCheckpoint(Payload):
     """A running digest every N rounds: rounds audited, the table's digest over its round records,
-    the chain heads seen, findings so far; optionally signed (``signature`` under ``key_id``)."""
+    the chain heads seen, findings at the table so far, the count and digest of the monitor's alerts at
+    the table; optionally signed (Ed25519 ``signature`` under ``key_id``; ``hmac-sha256`` is the legacy
+    scheme, readable but not verifiable without the casino's secret)."""
 
     table_id: Id
     rounds: Count
     table_digest: Digest
     chain_heads: Annotated[dict[str, ChainHeadRecord], Field(max_length=BETS_MAX)]
     findings: Count
+    alerts: AlertsDigest | None = None
     signature: Annotated[str, StringConstraints(min_length=1, max_length=1024)] | None = None
     key_id: Id | None = None
-    algorithm: Literal["hmac-sha256"] | None = None
+    algorithm: Literal["ed25519", "hmac-sha256"] | None = None
 
     @model_validator(mode="after")
     def _signature_has_key(self) -> AuditCheckpoint:

@@ -7,8 +7,26 @@ keeps the stake). For every bet the postings sum to zero.
 
 from __future__ import annotations
 
+import functools
+
 from services.core.baccarat.engine import Accounts, CoupResult, Payout, TableConfig, Variant, Wager
 from services.core.money import Settlement, settle
+
+
+@functools.lru_cache(maxsize=4096)
+def table_accounts(table_id: str) -> Accounts:
+    """The ledger accounts of table ``table_id`` (names are part of the contract, DESIGN §3)."""
+    return Accounts(
+        escrow=f"table:{table_id}:escrow",
+        house=f"table:{table_id}:house",
+        commission=f"table:{table_id}:commission",
+        bank=f"table:{table_id}:bank",
+    )
+
+
+def cage_account(currency: str) -> str:
+    """The cashier's cage, the other side of deposits and withdrawals."""
+    return f"cage:{currency}"
 
 
 def postings_for(

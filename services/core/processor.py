@@ -168,7 +168,8 @@ def step(
         return []
     guard = processor.guard
     if guard is not None:
-        refusal = guard.admit(record, check_hash=processor.validates_inputs, raw=raw)
+        judge = processor.validates_inputs  # audit judges hashes and keys itself: findings, not refusals
+        refusal = guard.admit(record, check_hash=judge, raw=raw, bind_key=judge)
         if refusal is not None:  # not applied: the real record under this id still will be
             draft = dead_letter(record, None, refusal.reason.value, refusal.detail, record.topic)
             env = seal(

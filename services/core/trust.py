@@ -39,6 +39,10 @@ from services.core.envelope import Envelope, hash_of_bytes
 from services.core.errors import Reason
 from services.core.events import TOPIC_TYPES
 
+DEMO_KEYRING_SEED: Final = b"casino-ledger public demo keyring - not a secret"
+"""The documented constant the public demo keyring is derived from: principal ``p``'s secret is
+HMAC-SHA256(seed, ``p``), its key id ``p-demo0000``. Public on purpose; refused outside demo/test mode."""
+
 
 class Principal(StrEnum):
     """Who may write records: our four services and the outside writers."""
@@ -204,15 +208,17 @@ REFUSALS: Final = frozenset({Reason.UNAUTHENTICATED, Reason.NOT_PERMITTED, Reaso
 """The reason codes of records refused at the input by this module."""
 
 
-def authorize(env: Envelope, principal: Principal) -> Refusal | None:
-    """``None`` when ``principal`` may write ``env`` (by :data:`POLICY` and :data:`KEY_FIELDS`), else
-    a :class:`Refusal` (``not_permitted`` or ``key_mismatch``)."""
+def authorize(env: Envelope, principal: Principal, *, bind_key: bool = True) -> Refusal | None:
+    """``None`` when ``principal`` may write ``env`` (by :data:`POLICY` and, with ``bind_key``,
+    :data:`KEY_FIELDS`), else a :class:`Refusal` (``not_permitted`` or ``key_mismatch``). A consumer
+    that judges content (audit) leaves ``bind_key`` off: an authentic record whose key disagrees with
+    its payload is a finding for it, not a record to set aside unseen."""
     allowed = POLICY.get((env.topic, env.type))
     if allowed is None or principal not in allowed:
         return Refusal(
             Reason.NOT_PERMITTED, f"{principal.value} may not write {env.type[:64]} on {env.topic}"
         )
-    field = KEY_FIELDS.get(env.topic)
+    field = KEY_FIELDS.get(env.topic) if bind_key else None
     if field is not None and env.payload.get(field) != env.key:
         named = env.payload.get(field)
         shown = repr(named)[:80] if named is not None else "nothing"
@@ -228,13 +234,15 @@ class Guard:
     keys: Mapping[str, PrincipalKey]
     own: PrincipalKey
 
-    def admit(self, env: Envelope, *, check_hash: bool = True, raw: bytes | None = None) -> Refusal | None:
+    def admit(
+        self, env: Envelope, *, check_hash: bool = True, raw: bytes | None = None, bind_key: bool = True
+    ) -> Refusal | None:
         """``None`` when ``env`` is authentic and permitted, else why it is refused (``raw``: see
-        :func:`verify`)."""
+        :func:`verify`; ``bind_key``: see :func:`authorize`)."""
         found = verify(env, self.keys, check_hash=check_hash, raw=raw)
         if isinstance(found, Refusal):
             return found
-        return authorize(env, found.principal)
+        return authorize(env, found.principal, bind_key=bind_key)
 
     def sign(self, env: Envelope) -> Envelope:
         """``env`` authenticated with this processor's own key."""

@@ -8,7 +8,9 @@ their processors here, so that a key, a policy or a cadence is configured once:
   its inputs with, its own to sign its outputs): :func:`services.core.processor.step` enforces it;
 * the dealer derives every RNG shoe's seed from its own secret in the keyring, and honours an
   inbox-chosen ``seed_hex`` only in demo/test mode (:attr:`Composition.demo_mode`);
-* audit signs checkpoints with the configured key and cadence (:func:`replay.audit_from_env`).
+* audit signs its checkpoints with the Ed25519 key derived from the audit principal's secret
+  (:func:`services.core.signing.signing_key_from_secret`; ``keys public`` gives its public half), every
+  ``CASINO_AUDIT_CHECKPOINT_EVERY`` coups (default 50).
 
 :meth:`Composition.from_settings` is the production path: the keyring file named by
 ``CASINO_KEYRING``, refused when it holds the public demo keys unless ``CASINO_DEMO_MODE`` is set;
@@ -18,14 +20,16 @@ is the demo and test path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from services.core.limits import AMOUNT_MAX_MINOR
+from services.core.signing import SigningKey, signing_key_from_secret
 from services.core.trust import Guard, Principal
 from services.runtime.keyring import Keyring, KeyringError, demo_keyring, load_keyring, require_private
-from services.runtime.settings import Settings
+from services.runtime.settings import Settings, int_from_env
 
 if TYPE_CHECKING:
     from services.audit.processor import Audit
@@ -37,6 +41,17 @@ if TYPE_CHECKING:
 
 SERVICES: Final = ("dealer", "settlement", "audit", "monitor")
 """The services, each one Kafka worker (settlement runs both its stages)."""
+
+ENV_CHECKPOINT_EVERY: Final = "CASINO_AUDIT_CHECKPOINT_EVERY"
+"""How many coups of a table between two signed checkpoints (live audit and replay must agree)."""
+
+
+def checkpoint_every(env: Mapping[str, str] | None = None) -> int:
+    """The checkpoint cadence: ``CASINO_AUDIT_CHECKPOINT_EVERY``, else audit's default (50)."""
+    from services.audit.processor import CHECKPOINT_EVERY  # noqa: PLC0415
+
+    env = os.environ if env is None else env
+    return int_from_env(ENV_CHECKPOINT_EVERY, env.get(ENV_CHECKPOINT_EVERY, "") or str(CHECKPOINT_EVERY))
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +130,23 @@ class Composition:
         return self.keyring.guard(Principal.SETTLEMENT)
 
     def audit(self) -> Audit:
-        """Audit, with its checkpoint key and cadence from the environment (``CASINO_AUDIT_*``)."""
-        from services.runtime.replay import audit_from_env  # noqa: PLC0415
+        """Audit, signing its checkpoints with the keyring's audit key, at the configured cadence."""
+        from services.audit.processor import Audit  # noqa: PLC0415
 
-        made = audit_from_env()
+        made = Audit(signing=self.checkpoint_key(), checkpoint_every=checkpoint_every())
         self._guarded(made)
         return made
+
+    def checkpoint_key(self) -> SigningKey:
+        """The Ed25519 key audit signs checkpoints with: derived from the audit principal's secret."""
+        audit = self.keyring.key(Principal.AUDIT)
+        return signing_key_from_secret(audit.key_id, audit.secret)
+
+    def checkpoint_public_keys(self) -> dict[str, str]:
+        """Key id → public key hex of :meth:`checkpoint_key`: what a replay of this pipeline's log
+        verifies its checkpoints with (what ``keys public`` writes for a regulator)."""
+        key = self.checkpoint_key()
+        return {key.key_id: key.public_hex()}
 
     def monitor(self) -> Monitor:
         """The monitor."""

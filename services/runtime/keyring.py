@@ -28,14 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from services.core.trust import Guard, Principal, PrincipalKey, by_key_id
+from services.core.trust import DEMO_KEYRING_SEED, Guard, Principal, PrincipalKey, by_key_id
 
 FORMAT: Final = "casino-ledger/keyring-1"
 """The ``format`` of a keyring file."""
 
-DEMO_KEYRING_SEED: Final = b"casino-ledger public demo keyring - not a secret"
-"""The documented constant the public demo keyring is derived from: principal ``p``'s secret is
-HMAC-SHA256(seed, ``p``), its key id ``p-demo0000``. Public on purpose; refused outside demo/test mode."""
 
 SECRET_BYTES: Final = 32
 """Bytes of secret per principal in a new keyring."""

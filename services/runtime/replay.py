@@ -6,13 +6,25 @@ from the *recorded* cards and decisions, every payout, commission and tie push, 
 every record's hash, every per-key ``seq``/``prev_hash`` chain (gaps, duplicates, two events swapped)
 and every shoe commitment; and checks each ``AuditCheckpoint`` the audit wrote at the time:
 
-* its HMAC-SHA256 signature under its key id (``checkpoint_signature_invalid``), against the keyring
-  from configuration (:func:`keyring_from_env`); an unsigned checkpoint does not verify either;
+* its Ed25519 signature under its key id (``checkpoint_signature_invalid``), against the PUBLIC
+  keyring only (``--keys FILE`` or ``CASINO_PUBLIC_KEYRING``, written by ``keys public``;
+  :func:`public_keys_from`); an unsigned checkpoint does not verify either; the report says which key
+  ids signed how many checkpoints;
 * its content against the checkpoint the replay's own audit derives at the same round count of the
   same table (``checkpoint_mismatch``: rounds, table digest, chain head, findings so far). A forger who
   rewrites a whole chain with valid hashes changes the round records, hence the digest, and cannot sign
   the new one; the findings count also shows a log edited *after* audit ran;
-* that every checkpoint the cadence calls for is there (``checkpoint_missing``) and none is extra.
+* that every checkpoint the cadence calls for is there (``checkpoint_missing``) and none is extra;
+* that the monitor's alerts it counted at its table are in the log (a claim checked at the end, so
+  deleting every alert — which leaves no gap in any chain — is still found).
+
+**Verdicts.** ``clean`` (exit 0): a complete log replayed and agreed. ``findings`` (exit 1). ``incomplete``
+(exit 1): nothing disagrees, but the log stops with coups open or accepted bets unpaid (``ends_at`` says
+where). An empty source, a foreign file (another program's SQLite database or JSON), a Kafka prefix
+with no records, an unknown ``--table``: :class:`SourceError`, one line, exit 2. Dead letters of records
+refused by authentication are counted by reason (``refused``), not findings. Findings are grouped by
+root cause (:func:`group_findings`). ``--db`` is opened read-only (:func:`open_readonly`): no byte of
+the file changes and nothing is created beside it.
 
 **Scope.** ``--table`` and ``--since``/``--until`` (ISO 8601, ``since`` inclusive, ``until``
 exclusive, on ``occurred_at``) limit the *report*, never the verification: chains, balances and
@@ -31,15 +43,20 @@ state grows with tables, shoes in play and accounts — not with the log. Findin
 :data:`MAX_FINDINGS_LISTED` and counted beyond.
 
 **Reports.** JSON with a fixed top-level key order and every nested object's keys sorted, nothing from
-the clock, the path or the environment: the same input gives byte-identical reports. HTML:
-:mod:`services.runtime.report_html`. ``--coup ID`` prints one game round in full instead.
+the clock, the path or the environment: the same input gives byte-identical reports. Text by default.
+HTML (:mod:`services.runtime.report_html`) adds what the shell knows: the generation time (the clock,
+or ``SOURCE_DATE_EPOCH``), the tool version, the source and its SHA-256, the keyring. ``--coup ID``
+prints one game round in full instead (text, ``--json``, or ``--html FILE``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import json
 import os
+import sqlite3
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -53,16 +70,27 @@ from pydantic import ValidationError
 from services.audit.processor import CHECKPOINT_EVERY, Audit, AuditState, digest_of, open_items
 from services.core import topics
 from services.core.baccarat import TableConfig, resolve
+from services.core.baccarat.variants.french_club import COVER_SPOT
 from services.core.envelope import Draft, Envelope, sha256_hex
 from services.core.errors import DomainError
-from services.core.signing import DEMO_KEY, DEMO_KEY_ID, SigningKey, verify
-from services.runtime.settings import int_from_env, secret_from_hex
+from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring, verify
+from services.runtime.failures import BadInput
+from services.runtime.settings import int_from_env
 
 DEDUP_WINDOW = 1 << 16
 """How many recent event ids the replay remembers to drop exact re-deliveries."""
 
 MAX_FINDINGS_LISTED = 10_000
 """Findings listed in a report; more are counted (``findings_total``), not listed."""
+
+REFUSED_REASONS = frozenset({"unauthenticated", "not_permitted"})
+"""Dead-letter reasons of records refused by authentication (DESIGN §9): counted, listed, not findings."""
+
+MAX_ALERTS_LISTED = 1000
+"""The monitor's alerts listed in a report (the count per type is in ``types``)."""
+
+MAX_REFUSED_LISTED = 100
+"""Ids of refused records listed per reason; more are counted."""
 
 INTEGRITY_REASONS = frozenset({
     "hash_mismatch", "seq_gap", "seq_duplicate", "seq_reordered", "chain_broken", "duplicate_event",
@@ -71,43 +99,52 @@ INTEGRITY_REASONS = frozenset({
 })  # fmt: skip
 """Findings about the log itself: reported whatever the scope."""
 
-ENV_KEY = "CASINO_AUDIT_HMAC_KEY"
-ENV_KEY_ID = "CASINO_AUDIT_KEY_ID"
-ENV_VERIFY_KEYS = "CASINO_AUDIT_VERIFY_KEYS"
+ENV_PUBLIC_KEYRING = "CASINO_PUBLIC_KEYRING"
 ENV_CHECKPOINT_EVERY = "CASINO_AUDIT_CHECKPOINT_EVERY"
 
 
 # --- configuration -------------------------------------------------------------------------------
 
 
-def signing_from_env(env: Mapping[str, str] | None = None) -> SigningKey:
-    """Audit's checkpoint key: ``CASINO_AUDIT_HMAC_KEY`` (hex, ≥ 16 bytes) under ``CASINO_AUDIT_KEY_ID``;
-    when the key is unset, the documented public demo key (``services.core.signing.DEMO_KEY``)."""
+class SourceError(BadInput):
+    """A replay source or option that cannot be used (one line for the CLI, exit 2)."""
+
+
+def load_public_keyring(path: Path) -> dict[str, str]:
+    """Key id → Ed25519 public key hex from a public keyring file (``keys public``); ``SourceError``."""
+    try:
+        return parse_public_keyring(json.loads(path.read_text(encoding="utf-8")))
+    except OSError as exc:
+        raise SourceError(f"cannot read the public keyring {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise SourceError(f"{path}: {exc}") from None
+
+
+PUBLIC_KEYRING_SUFFIX = ".public-keyring.json"
+"""A log file's own public keyring, written beside it (``<db>.public-keyring.json``) by ``demo``."""
+
+
+def public_keys_from(
+    path: str | None, env: Mapping[str, str] | None = None, *, log: Path | None = None
+) -> tuple[dict[str, str], str]:
+    """The checkpoint verification keys and where they come from: ``--keys PATH``, else
+    ``CASINO_PUBLIC_KEYRING``, else the public keyring beside the ``log`` file (``<db>``
+    :data:`PUBLIC_KEYRING_SUFFIX`, which ``demo`` writes), else (demo and tests only) the public demo
+    key, said so in the report."""
     env = os.environ if env is None else env
-    secret_hex = env.get(ENV_KEY, "").strip()
-    if not secret_hex:
-        return SigningKey(env.get(ENV_KEY_ID, "").strip() or DEMO_KEY_ID, DEMO_KEY)
-    return SigningKey(env.get(ENV_KEY_ID, "").strip() or "default", secret_from_hex(ENV_KEY, secret_hex))
+    chosen = path or env.get(ENV_PUBLIC_KEYRING, "").strip()
+    if not chosen and log is not None and Path(f"{log}{PUBLIC_KEYRING_SUFFIX}").is_file():
+        chosen = f"{log}{PUBLIC_KEYRING_SUFFIX}"
+    if chosen:
+        return load_public_keyring(Path(chosen)), str(chosen)
+    return dict(DEMO_PUBLIC_KEYS), "public demo key (demo and tests only: proves nothing)"
 
 
-def keyring_from_env(env: Mapping[str, str] | None = None) -> dict[str, bytes]:
-    """The keys a replay accepts, by id: the signing key of :func:`signing_from_env` plus retired ones
-    from ``CASINO_AUDIT_VERIFY_KEYS`` (``id=hex,id=hex``), so a ten-year-old log still verifies."""
-    env = os.environ if env is None else env
-    key = signing_from_env(env)
-    ring = {key.key_id: key.secret}
-    for item in env.get(ENV_VERIFY_KEYS, "").split(","):
-        if "=" in item:
-            key_id, secret_hex = item.split("=", 1)
-            ring[key_id.strip()] = secret_from_hex(f"{ENV_VERIFY_KEYS} ({key_id.strip()})", secret_hex)
-    return ring
+def replay_audit(checkpoint_every: int) -> Audit:
+    """The audit processor the replay runs (it signs nothing: it verifies the log's checkpoints).
 
-
-def audit_from_env(env: Mapping[str, str] | None = None) -> Audit:
-    """The audit processor configured from the environment (key, key id, checkpoint cadence)."""
-    env = os.environ if env is None else env
-    every = int_from_env(ENV_CHECKPOINT_EVERY, env.get(ENV_CHECKPOINT_EVERY, "") or str(CHECKPOINT_EVERY))
-    return Audit(signing=signing_from_env(env), checkpoint_every=every)
+    The one place the replay builds a processor (a composition root may take it over)."""
+    return Audit(signing=None, checkpoint_every=checkpoint_every)
 
 
 # --- scope ---------------------------------------------------------------------------------------
@@ -165,11 +202,27 @@ class Report:
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     shoes: dict[str, dict[str, Any]] = field(default_factory=dict)
     checkpoints: dict[str, Any] = field(default_factory=dict)
+    ends_at: dict[str, Any] | None = None
+    refused: dict[str, Any] = field(default_factory=dict)
+    dead_letters: dict[str, int] = field(default_factory=dict)
+    keys: dict[str, Any] = field(default_factory=dict)
+    tables_in_log: list[str] = field(default_factory=list)
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
+    coup_rows: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
         """No finding and nothing left open."""
         return not self.findings_total and not self.open_items
+
+    @property
+    def verdict(self) -> str:
+        """``findings`` when anything disagrees; else ``incomplete`` when the log stops with coups open
+        or accepted bets unpaid; else ``clean``. Refused records (a forgery turned away) are neither."""
+        if self.findings_total:
+            return "findings"
+        return "incomplete" if self.open_items else "clean"
 
     def add_finding(self, item: dict[str, Any]) -> None:
         """Count a finding; list it while under :data:`MAX_FINDINGS_LISTED`."""
@@ -177,10 +230,16 @@ class Report:
         if len(self.findings) < MAX_FINDINGS_LISTED:
             self.findings.append(item)
 
+    @property
+    def groups(self) -> list[dict[str, Any]]:
+        """The listed findings grouped by root cause (:func:`group_findings`)."""
+        return group_findings(self.findings)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON report: fixed top-level order, nested keys sorted (see :func:`stable`)."""
+        groups = self.groups
         return {
-            "verdict": "clean" if self.clean else "findings",
+            "verdict": self.verdict,
             "digest": self.digest,
             "scope": self.scope.to_dict(),
             "records": self.records,
@@ -189,9 +248,18 @@ class Report:
             "tables": [stable(t) for _, t in sorted(self.tables.items())],
             "shoes": [stable(s) for _, s in sorted(self.shoes.items())],
             "checkpoints": stable(self.checkpoints),
+            "keys": stable(self.keys),
             "findings_total": self.findings_total,
+            "root_findings": len(groups),
+            "groups": [stable(g) for g in groups],
             "findings": [stable(f) for f in self.findings],
             "open_items": [stable(i) for i in self.open_items],
+            "ends_at": stable(self.ends_at),
+            "refused": stable(self.refused),
+            "dead_letters": stable(self.dead_letters),
+            "outcomes": stable(self.outcomes),
+            "coup_list": [stable(c) for c in self.coup_rows],
+            "alerts": [stable(a) for a in self.alerts],
         }
 
     def to_json(self) -> str:
@@ -206,6 +274,118 @@ def stable(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [stable(v) for v in obj]
     return obj
+
+
+# --- root causes ---------------------------------------------------------------------------------
+
+ROOT_PRIORITY = (
+    "card_mismatch", "outcome_mismatch", "bet_set_mismatch", "shoe_commitment_mismatch", "unknown_table",
+    "commission_posting_mismatch", "payout_mismatch", "commission_mismatch", "postings_mismatch",
+    "payout_unexpected", "duplicate_payout", "escrow_not_zero", "postings_unbalanced", "balance_mismatch",
+    "invalid_payload", "seq_gap", "seq_reordered", "seq_duplicate", "chain_broken", "duplicate_event",
+    "undecodable", "unprocessable", "hash_mismatch", "checkpoint_signature_invalid", "checkpoint_missing",
+    "checkpoint_mismatch",
+)  # fmt: skip
+"""Which finding of a group is its root: the first of these reasons present (the most specific)."""
+
+CONSEQUENTIAL = frozenset({"checkpoint_mismatch", "checkpoint_missing"})
+"""Findings that follow from an earlier one at the same table (a changed round changes every later
+checkpoint of its table): listed under it."""
+
+EXPLAIN = {
+    "card_mismatch": "The cards recorded cannot have been dealt this way: not the order the rules or the "
+                     "revealed shoe give.",
+    "outcome_mismatch": "Re-running the rules on the recorded cards and decisions gives another result than "
+                        "the one recorded.",
+    "bet_set_mismatch": "The coup was resolved with another set of bets than the dealer accepted.",
+    "shoe_commitment_mismatch": "The revealed shoe seed does not give the order committed before play.",
+    "unknown_table": "A coup at a table that was never opened.",
+    "payout_mismatch": "The payout recorded is not what the table's recorded paytable and rules give for "
+                       "this bet and outcome.",
+    "commission_mismatch": "The commission charged is not the table's commission rule applied to this win.",
+    "commission_posting_mismatch": "What the payout posts to the commission account is not the commission it "
+                                   "reports.",
+    "postings_mismatch": "The payout's amounts are right but its postings move money between other accounts "
+                         "than the rules call for.",
+    "payout_unexpected": "A payout for a bet that was not accepted in its coup.",
+    "duplicate_payout": "A bet was settled more than once.",
+    "escrow_not_zero": "The stakes put into the table's escrow for this coup are not what its payouts took "
+                       "out.",
+    "postings_unbalanced": "A transfer's postings do not sum to zero.",
+    "balance_mismatch": "A wallet's recorded balance is not the fold of its postings.",
+    "invalid_payload": "A recorded event breaks the event contract.",
+    "seq_gap": "Records are missing from a chained stream: deleted.",
+    "seq_reordered": "Two records of a chained stream are in swapped order.",
+    "seq_duplicate": "A record reuses a sequence number: replayed or re-inserted.",
+    "chain_broken": "A record's prev_hash does not link to the record before it.",
+    "duplicate_event": "An event id appears twice in the log.",
+    "undecodable": "A line of the log is not an event envelope.",
+    "unprocessable": "A record could not be processed at all.",
+    "hash_mismatch": "The record was changed after it was written: its hash no longer matches its content.",
+    "checkpoint_signature_invalid": "A checkpoint does not verify under the public keyring: not written by "
+                                    "audit's key, or altered.",
+    "checkpoint_missing": "A checkpoint the cadence calls for is not in the log.",
+    "checkpoint_mismatch": "The log no longer holds what audit signed at the time.",
+}  # fmt: skip
+
+
+def _event_ids(f: Mapping[str, Any]) -> list[str]:
+    subject = f.get("subject") or {}
+    ids = [subject.get("event_id"), *(subject.get("event_ids") or [])]
+    return [str(i) for i in ids if i]
+
+
+_CONSEQUENCE_FIELDS = ("reason", "table_id", "subject", "detail", "expected", "recorded")
+
+
+def group_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings grouped by root cause: those naming the same event or the same coup are one group;
+    checkpoint findings join the latest group of their table (or start one). Each group is its root
+    (the most specific finding, with an explanation) and the consequences listed beneath it."""
+    parent = list(range(len(findings)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[str, int] = {}
+    latest_at_table: dict[str, int] = {}
+    for i, f in enumerate(findings):
+        table = str(f.get("table_id"))
+        if f.get("reason") in CONSEQUENTIAL:
+            if table in latest_at_table:
+                parent[i] = find(latest_at_table[table])
+            latest_at_table[table] = i
+            continue
+        coup = (f.get("subject") or {}).get("coup_id")
+        for key in [*_event_ids(f), *([f"coup:{coup}"] if coup else [])]:
+            if key in owner:
+                parent[find(i)] = find(owner[key])
+            else:
+                owner[key] = i
+        latest_at_table[table] = i
+    members: dict[int, list[int]] = {}
+    for i in range(len(findings)):
+        members.setdefault(find(i), []).append(i)
+    rank = {r: n for n, r in enumerate(ROOT_PRIORITY)}
+    groups = []
+    for idx in sorted(members.values(), key=lambda m: m[0]):
+        root_i = min(idx, key=lambda i: (rank.get(str(findings[i].get("reason")), len(rank)), i))
+        root = dict(findings[root_i])
+        explanation = EXPLAIN.get(str(root.get("reason")), "")
+        hashed = [findings[i] for i in idx if findings[i].get("reason") == "hash_mismatch"]
+        edited = {e for f in hashed for e in _event_ids(f)}
+        if root.get("reason") != "hash_mismatch" and edited & set(_event_ids(root)):
+            explanation += " " + EXPLAIN["hash_mismatch"]
+        root["explanation"] = explanation
+        consequences = [
+            {k: findings[i].get(k) for k in _CONSEQUENCE_FIELDS} for i in idx if i != root_i
+        ]  # fmt: skip
+        ids = sorted({e for i in idx for e in _event_ids(findings[i])})
+        groups.append({"root": root, "consequences": consequences, "event_ids": ids})
+    return groups
 
 
 # --- per-table and per-shoe summaries ------------------------------------------------------------
@@ -254,7 +434,7 @@ class Summaries:
             self._meta(kind, table_id, env)
         if not self.scope.at(env.occurred_at):
             return
-        if kind == "BetAccepted":
+        if kind == "BetAccepted" and p.get("spot") != COVER_SPOT:  # a bank's cover is a reserve, no wager
             row = self.table(table_id)
             row["bets"] += 1
             row["handle_minor"] += int(p["stake_minor"])
@@ -265,7 +445,7 @@ class Summaries:
         elif kind == "CoupResolved":
             self.table(table_id)["coups"] += 1
             self.shoe(str(p["shoe_id"]), table_id)["coups"] += 1
-        elif kind == "PayoutIssued" and env.topic == topics.WALLET_REQUESTS:
+        elif kind == "PayoutIssued" and env.topic == topics.WALLET_REQUESTS and p.get("spot") != COVER_SPOT:
             row = self.table(table_id)
             row["paid_minor"] += int(p["credit_minor"])
             row["commission_minor"] += int(p["commission_minor"])
@@ -275,7 +455,10 @@ class Summaries:
     def _meta(self, kind: str, table_id: str, env: Envelope) -> None:
         p = env.payload
         if kind == "TableOpened":
-            self.table_meta[table_id] = {"variant": p.get("variant"), "rules_version": p.get("rules_version")}
+            self.table_meta[table_id] = {
+                "variant": p.get("variant"), "rules_version": p.get("rules_version"),
+                "currency": p.get("currency"), "decks": p.get("decks"),
+            }  # fmt: skip
             if table_id in self.tables:
                 self.tables[table_id].update(self.table_meta[table_id])
             return
@@ -327,11 +510,19 @@ class Checkpoints:
     behind its inputs); what is left unmatched at the end is missing or extra.
     """
 
-    keys: Mapping[str, bytes]
+    keys: Mapping[str, str]
     derived: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     recorded: dict[tuple[str, int], tuple[dict[str, Any], str]] = field(default_factory=dict)
     verified: int = 0
     signed_by: dict[str, int] = field(default_factory=dict)
+    signed_tables: dict[str, dict[str, int]] = field(default_factory=dict)
+    alert_hashes: dict[tuple[str, int], str] = field(default_factory=dict)
+    claims: dict[tuple[str, int], tuple[Any, str]] = field(default_factory=dict)
+
+    def on_alert(self, env: Envelope) -> None:
+        """Remember an alert's place in its table's stream (checkpoints claim alerts by it)."""
+        if env.seq is not None:
+            self.alert_hashes[(env.key, env.seq)] = env.hash
 
     def on_derived(self, payload: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The replay's audit wrote a checkpoint: compare with the recorded one if already seen."""
@@ -356,10 +547,15 @@ class Checkpoints:
         why = verify(p, self.keys)
         if why is None:
             self.signed_by[str(p["key_id"])] = self.signed_by.get(str(p["key_id"]), 0) + 1
+            tables = self.signed_tables.setdefault(str(p["key_id"]), {})
+            tables[table] = tables.get(table, 0) + 1
         else:
             detail = f"{why}: the checkpoint does not verify under key id {p.get('key_id')!r}"
             out.append(_item("checkpoint_signature_invalid", table, subject, None, p.get("signature"),
                              detail=detail))  # fmt: skip
+        alerts = p.get("alerts")
+        if isinstance(alerts, Mapping) and isinstance(alerts.get("count"), int) and alerts["count"] > 0:
+            self.claims[(table, alerts["count"])] = (alerts.get("head"), env.event_id)
         slot = (table, int(p.get("rounds") or 0))
         want = self.derived.pop(slot, None)
         if want is None:
@@ -386,7 +582,7 @@ class Checkpoints:
         Per table, an unmatched recorded checkpoint and an unmatched derived one are paired in order
         (a round lost or added shifts the count: one mismatch, not a missing and an extra one).
         """
-        out = []
+        out = self._check_alert_claims()
         tables = sorted({t for t, _ in self.derived} | {t for t, _ in self.recorded})
         for table in tables:
             wants = sorted((r, w) for (t, r), w in self.derived.items() if t == table)
@@ -407,9 +603,24 @@ class Checkpoints:
                 )
         return out
 
+    def _check_alert_claims(self) -> list[dict[str, Any]]:
+        """Each checkpoint's claim "the monitor had raised N alerts at this table, the last with hash H"
+        must hold in the log (checked at the end: it does not depend on how topics interleave)."""
+        out = []
+        for (table, count), (head, event_id) in sorted(self.claims.items()):
+            if self.alert_hashes.get((table, count - 1)) == head:
+                continue
+            held = 1 + max((s for t, s in self.alert_hashes if t == table), default=-1)
+            subject = {"event_id": event_id, "table_id": table, "fields": ["alerts"]}
+            detail = f"the checkpoint counted {count} alerts at this table, the log holds {held}"
+            out.append(_item("checkpoint_mismatch", table, subject, {"alerts": held},
+                             {"alerts": {"count": count, "head": head}}, detail=detail))  # fmt: skip
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON summary."""
-        return {"verified": self.verified, "signed_by": dict(sorted(self.signed_by.items()))}
+        return {"verified": self.verified, "signed_by": dict(sorted(self.signed_by.items())),
+                "signed_tables": stable(self.signed_tables)}  # fmt: skip
 
 
 def _item(
@@ -452,6 +663,20 @@ def decode(raw: bytes | str | Envelope) -> tuple[Envelope, str]:
     return env, env.expected_hash()
 
 
+_TALLIED = frozenset({"CoupResolved", "PayoutIssued"})
+
+_SIDE: dict[str, Callable[[Replayer, Envelope], None]] = {
+    "AnomalyDetected": lambda r, env: r.alert(env),
+    "AuditFinding": lambda r, env: r.finding_record(env),
+    "DeadLetter": lambda r, env: r.dead_letter(env),
+}
+"""What the replay notes of some record types besides auditing them."""
+
+
+def _coup_row() -> dict[str, Any]:
+    return {"stake_minor": 0, "credit_minor": 0, "payouts": 0}
+
+
 class _Window:
     """The last ``size`` event ids seen, with their hashes (drops exact re-deliveries in O(1) memory)."""
 
@@ -478,7 +703,7 @@ class Replayer:
     """One replay's moving parts; :func:`replay` drives it."""
 
     scope: Scope
-    keys: Mapping[str, bytes]
+    keys: Mapping[str, str]
     checkpoint_every: int = CHECKPOINT_EVERY
     collector: RoundCollector | None = None
     audit: Audit = field(init=False)
@@ -487,14 +712,20 @@ class Replayer:
     summaries: Summaries = field(init=False)
     checkpoints: Checkpoints = field(init=False)
     window: _Window = field(init=False)
+    coup_rows: dict[str, dict[str, Any]] = field(init=False)
+    findings_records: dict[str, int] = field(init=False)
+    last: tuple[int, Envelope] | None = field(init=False)
 
     def __post_init__(self) -> None:
-        self.audit = Audit(signing=None, checkpoint_every=self.checkpoint_every)
+        self.audit = replay_audit(self.checkpoint_every)
         self.state = self.audit.initial()
         self.report = Report(scope=self.scope)
         self.summaries = Summaries(self.scope)
         self.checkpoints = Checkpoints(self.keys)
         self.window = _Window(DEDUP_WINDOW)
+        self.coup_rows = {}
+        self.findings_records = {}
+        self.last = None
 
     def feed(self, n: int, raw: bytes | str | Envelope) -> None:
         """Replay one record (the ``n``-th of the log)."""
@@ -507,6 +738,7 @@ class Replayer:
                         "subject": {"record": n}, "detail": str(exc)[:300]}, None)  # fmt: skip
             return
         report.types[env.type] = report.types.get(env.type, 0) + 1
+        self.last = (n, env)
         earlier = self.window.seen(env.event_id)
         if earlier is not None:
             same = "an exact re-delivery" if earlier == env.hash else "another record under a used id"
@@ -515,6 +747,9 @@ class Replayer:
             self.found(_item("duplicate_event", _table_of(env), subject, detail=detail), env)
             return
         self.window.add(env.event_id, env.hash)
+        side = _SIDE.get(env.type)
+        if side is not None:
+            side(self, env)
         if self.collector is not None:
             self.collector.observe(env)
         if env.topic in self.audit.inputs:
@@ -529,6 +764,51 @@ class Replayer:
             subject = {"event_id": env.event_id, "topic": env.topic, "key": env.key}
             self.found(_item("hash_mismatch", env.key, subject, want_hash, env.hash, detail=""), env)
 
+    def alert(self, env: Envelope) -> None:
+        """Remember a monitor alert: its place in its stream (checkpoints claim it) and, in scope, a row."""
+        self.checkpoints.on_alert(env)
+        p = env.payload
+        if len(self.report.alerts) >= MAX_ALERTS_LISTED:
+            return
+        if self.scope.table(str(p.get("table_id"))) and self.scope.at(env.occurred_at):
+            self.report.alerts.append({
+                "event_id": env.event_id, "occurred_at": env.occurred_at, "table_id": p.get("table_id"),
+                "detector": p.get("detector"), "category": p.get("category"),
+                "severity": p.get("severity"), "subject": p.get("subject"), "detail": p.get("detail"),
+            })  # fmt: skip
+
+    def finding_record(self, env: Envelope) -> None:
+        """Count an ``AuditFinding`` record of the log per key (the digest covers the findings stream)."""
+        self.findings_records[env.key] = self.findings_records.get(env.key, 0) + 1
+
+    def dead_letter(self, env: Envelope) -> None:
+        """Count a dead letter by reason; list the ids of records refused by authentication (an attempt
+        turned away, not a breach: it does not make the verdict unclean)."""
+        reason = str(env.payload.get("reason"))
+        report = self.report
+        report.dead_letters[reason] = report.dead_letters.get(reason, 0) + 1
+        if reason in REFUSED_REASONS:
+            entry = report.refused.setdefault(reason, {"count": 0, "ids": []})
+            entry["count"] += 1
+            if len(entry["ids"]) < MAX_REFUSED_LISTED:
+                entry["ids"].append(env.payload.get("original_event_id") or env.event_id)
+
+    def tally(self, env: Envelope) -> None:
+        """Outcome counts per table and one row per coup (house result from its payouts), in scope."""
+        p = env.payload
+        if env.type == "CoupResolved":
+            table = self.report.outcomes.setdefault(env.key, {})
+            table[str(p.get("outcome"))] = table.get(str(p.get("outcome")), 0) + 1
+            row = self.coup_rows.setdefault(str(p["coup_id"]), _coup_row())
+            row.update(coup_id=p["coup_id"], table_id=env.key, shoe_id=p.get("shoe_id"),
+                       coup_number=p.get("coup_number"), outcome=p.get("outcome"),
+                       occurred_at=env.occurred_at, bets=len(p.get("bet_ids") or []))  # fmt: skip
+        elif env.type == "PayoutIssued":
+            row = self.coup_rows.setdefault(str(p.get("coup_id")), _coup_row())
+            row["stake_minor"] += int(p.get("stake_minor") or 0)
+            row["credit_minor"] += int(p.get("credit_minor") or 0)
+            row["payouts"] += 1
+
     def apply(self, n: int, env: Envelope, want_hash: str) -> None:
         """Run audit on one of its input records."""
         try:  # audit checks the hash and chain first, then the contract (an invalid event: a finding)
@@ -540,6 +820,8 @@ class Replayer:
             return
         if not any(d.type == "AuditFinding" and d.payload["reason"] == "invalid_payload" for d in drafts):
             self.summaries.observe(env)
+            if env.type in _TALLIED and self.scope.table(_table_of(env)) and self.scope.at(env.occurred_at):
+                self.tally(env)
         for draft in drafts:
             self.output(draft, env)
         if env.type == "CoupResolved" and self.scope.table(env.key) and self.scope.at(env.occurred_at):
@@ -576,7 +858,7 @@ class Replayer:
         for item in self.checkpoints.finish():
             self.found(item, None)
         report = self.report
-        report.digest = digest_of(self.state)
+        report.digest = digest_of(self.state, self.findings_records)
         report.open_items = [
             i for i in open_items(self.state)
             if (i["missing_payouts"] or not i["resolved"]) and self.scope.table(i["table_id"])
@@ -585,6 +867,16 @@ class Replayer:
         report.tables = self.summaries.tables
         report.shoes = self.summaries.shoes
         report.checkpoints = self.checkpoints.to_dict()
+        if self.last is not None:
+            n, env = self.last
+            report.ends_at = {"record": n, "event_id": env.event_id, "type": env.type, "topic": env.topic,
+                              "occurred_at": env.occurred_at}  # fmt: skip
+        report.keys = {"key_ids": sorted(self.keys), "signed_by": report.checkpoints.get("signed_by", {})}
+        report.tables_in_log = sorted(self.state.configs)
+        report.coup_rows = [
+            {**row, "house_minor": row["stake_minor"] - row["credit_minor"]}
+            for row in self.coup_rows.values() if "coup_id" in row
+        ]  # fmt: skip
         return report
 
 
@@ -592,19 +884,19 @@ def replay(
     raw_records: Iterable[bytes | str | Envelope],
     *,
     scope: Scope | None = None,
-    keys: Mapping[str, bytes] | None = None,
+    keys: Mapping[str, str] | None = None,
     checkpoint_every: int | None = None,
     collector: RoundCollector | None = None,
 ) -> Report:
     """Re-run audit over ``raw_records`` (in log order, streamed) and report.
 
-    ``keys``: the checkpoint keyring (default :func:`keyring_from_env`); ``checkpoint_every``: the
+    ``keys``: the public checkpoint keyring (default :func:`public_keys_from`); ``checkpoint_every``: the
     cadence audit ran with (default ``CASINO_AUDIT_CHECKPOINT_EVERY`` or 50).
     """
     every = checkpoint_every or int_from_env(
         ENV_CHECKPOINT_EVERY, os.environ.get(ENV_CHECKPOINT_EVERY, "") or str(CHECKPOINT_EVERY)
     )
-    r = Replayer(scope or Scope(), keyring_from_env() if keys is None else keys, every, collector)
+    r = Replayer(scope or Scope(), public_keys_from(None)[0] if keys is None else keys, every, collector)
     for n, raw in enumerate(raw_records):
         r.feed(n, raw)
     return r.finish()
@@ -782,25 +1074,65 @@ def read_jsonl(path: Path, progress: Callable[[int], None] | None = None) -> Ite
                 yield line.rstrip(b"\r\n")
 
 
-def read_db(path: Path, progress: Callable[[int], None] | None = None) -> Iterator[bytes]:
-    """The records of an embedded SQLite log, in log order, streamed (``progress`` gets 1 per record)."""
-    from services.runtime.embedded import EmbeddedLog  # noqa: PLC0415
+_LOG_COLUMNS = frozenset({"offset", "topic", "key", "body"})
 
-    log = EmbeddedLog(path, readonly=True)  # a replay never writes to what it reads
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection to an embedded log (``SourceError`` when it is not one).
+
+    Never writes to the file: ``mode=ro`` (no table creation, no WAL switch); a WAL-mode file with no
+    ``-wal`` beside it (a log whose writer has closed) is opened ``immutable=1`` so that not even the
+    ``-shm`` index is created next to it."""
     try:
-        for _offset, _topic, _key, raw in log.iter_all():
-            if progress is not None:
-                progress(1)
-            yield raw
+        with path.open("rb") as fh:
+            header = fh.read(100)
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror}") from None
+    if not header.startswith(b"SQLite format 3\x00"):
+        raise SourceError(f"{path} is not a SQLite file")
+    quiet = len(header) > 18 and header[18] == 2 and not Path(f"{path}-wal").exists()
+    uri = path.resolve().as_uri() + ("?immutable=1" if quiet else "?mode=ro")
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(records)")}
+    except sqlite3.DatabaseError as exc:
+        raise SourceError(f"{path} cannot be read as SQLite: {exc}") from None
+    if not columns >= _LOG_COLUMNS:
+        names = sorted(str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        conn.close()
+        shown = f"an SQLite database of something else (tables: {', '.join(names[:5])})" if names else "empty"
+        raise SourceError(f"{path} is not a casino-ledger log: {shown}")
+    return conn
+
+
+def read_db(path: Path, progress: Callable[[int], None] | None = None, page: int = 1000) -> Iterator[bytes]:
+    """The records of an embedded SQLite log, in log order, streamed (``progress`` gets 1 per record).
+    Read-only (:func:`open_readonly`): the file's bytes are unchanged."""
+    conn = open_readonly(path)
+    try:
+        after = 0
+        while True:
+            rows = conn.execute(
+                'SELECT "offset", body FROM records WHERE "offset" > ? ORDER BY "offset" LIMIT ?',
+                (after, page),
+            ).fetchall()
+            for _offset, body in rows:
+                if progress is not None:
+                    progress(1)
+                yield bytes(body)
+            if len(rows) < page:
+                return
+            after = int(rows[-1][0])
     finally:
-        log.close()
+        conn.close()
 
 
 def _db_count(path: Path) -> int:
-    from services.runtime.embedded import EmbeddedLog  # noqa: PLC0415
-
-    with EmbeddedLog(path, readonly=True) as log:
-        return log.count()
+    conn = open_readonly(path)
+    try:
+        return int(conn.execute("SELECT count(*) FROM records").fetchone()[0])
+    finally:
+        conn.close()
 
 
 def export_main(args: argparse.Namespace) -> int:
@@ -825,17 +1157,36 @@ def _scope_of(args: argparse.Namespace) -> Scope:
     return Scope(tables, since, until)
 
 
-def replay_main(args: argparse.Namespace) -> int:
-    """``casino-ledger replay --db PATH | --jsonl FILE | --kafka HOST:PORT [options]``."""
+def replay_main(args: argparse.Namespace, now: Callable[[], datetime] | None = None) -> int:
+    """``casino-ledger replay --db PATH | --jsonl FILE | --kafka HOST:PORT [options]``.
+
+    Exit 0 clean, 1 findings or incomplete, 2 for a source or option that cannot be used (one line)."""
+    try:
+        return _replay_main(args, now or _clock)
+    except SourceError as exc:
+        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _clock() -> datetime:
+    """Now, or ``SOURCE_DATE_EPOCH`` (seconds) when set: a reproducible report for a reproducible input."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if epoch.isdigit():
+        return datetime.fromtimestamp(int(epoch), UTC)
+    return datetime.now(UTC)
+
+
+def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
     try:
         scope = _scope_of(args)
     except ValueError as exc:
-        print(f"casino-ledger: error: --since/--until must be ISO 8601: {exc}", file=sys.stderr)
-        return 2
+        raise SourceError(f"--since/--until must be ISO 8601: {exc}") from None
+    keys, key_source = public_keys_from(getattr(args, "keys", None), log=Path(args.db) if args.db else None)
     source = Path(args.db or args.jsonl) if (args.db or args.jsonl) else None
     if source is not None and not source.exists():
-        print(f"casino-ledger: error: no {'log' if args.db else 'file'} at {source}", file=sys.stderr)
-        return 2
+        raise SourceError(f"no {'log' if args.db else 'file'} at {source}")
+    if args.db:
+        open_readonly(Path(args.db)).close()  # a foreign file is an error before anything is read
     collector = RoundCollector(args.coup) if getattr(args, "coup", None) else None
     with _progress(args, source) as advance:
         if args.db:
@@ -846,22 +1197,105 @@ def replay_main(args: argparse.Namespace) -> int:
             from services.runtime import kafka  # noqa: PLC0415
 
             records = (r.value or b"" for r in kafka.iter_raw(args.kafka, list(topics.ALL_TOPICS)))
-        report = replay(records, scope=scope, collector=collector)
+        report = replay(records, scope=scope, keys=keys, collector=collector)
+    what = str(source) if source is not None else f"the topics at {args.kafka}"
+    if report.records == 0:
+        hint = "" if source is not None else " (check the topic prefix)"
+        raise SourceError(f"{what} holds no records: nothing to replay{hint}")
+    if not report.types:
+        raise SourceError(f"{what} holds no casino-ledger event: not a log of this system")
+    unknown = sorted((scope.tables or frozenset()) - set(report.tables_in_log))
+    if unknown:
+        raise SourceError(
+            f"no table {', '.join(unknown)} in the log (tables: {', '.join(report.tables_in_log)})"
+        )
     if collector is not None:
-        if not collector.found:
-            print(f"casino-ledger: error: no coup {args.coup} in the log", file=sys.stderr)
-            return 2
-        print(json.dumps(collector.to_dict(), indent=2, ensure_ascii=False))
-        return 1 if collector.findings else 0
+        return _coup_main(args, collector)
     if getattr(args, "html", None):
         from services.runtime.report_html import render_html  # noqa: PLC0415
 
-        Path(args.html).write_text(render_html(report.to_dict()), encoding="utf-8")
+        meta = report_meta(args, source, key_source, now())
+        data = report.to_dict()
+        Path(args.html).write_text(render_html(data, meta, table_odds(data)), encoding="utf-8")
+        print(f"casino-ledger: report written to {args.html}", file=sys.stderr)
     if args.json:
         sys.stdout.write(report.to_json())
     else:
         print(render_text(report))
-    return 0 if report.clean else 1
+    return 0 if report.verdict == "clean" else 1
+
+
+def _coup_main(args: argparse.Namespace, collector: RoundCollector) -> int:
+    if not collector.found:
+        raise SourceError(f"no coup {args.coup} in the log")
+    view = collector.to_dict()
+    if getattr(args, "html", None):
+        from services.runtime.report_html import render_coup_html  # noqa: PLC0415
+
+        Path(args.html).write_text(render_coup_html(view), encoding="utf-8")
+        print(f"coup view written to {args.html}")
+    elif args.json:
+        print(json.dumps(view, indent=2, ensure_ascii=False))
+    else:
+        print(render_coup_text(view))
+    return 1 if collector.findings else 0
+
+
+@functools.lru_cache(maxsize=32)
+def exact_outcomes(variant: str, decks: int) -> dict[str, float] | None:
+    """Exact outcome probabilities of a variant's default table by full enumeration (``None`` where the
+    variant has too many hands to enumerate); cached: a report computes each variant once."""
+    from services.core.baccarat import odds  # noqa: PLC0415
+
+    try:
+        report = odds.odds_report(variant, decks)
+    except DomainError:
+        return None
+    return {str(k): float(v["probability"]) for k, v in report["outcomes"].items()}
+
+
+def table_odds(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Exact outcome probabilities per table of a JSON report, for its charts."""
+    out = {}
+    for t in report.get("tables") or []:
+        if t.get("variant") and isinstance(t.get("decks"), int) and t.get("coups"):
+            got = exact_outcomes(str(t["variant"]), int(t["decks"]))
+            if got is not None:
+                out[str(t["table_id"])] = got
+    return out
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in chunks."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def tool_version() -> str:
+    """This program's installed version."""
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("casino-ledger")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def report_meta(
+    args: argparse.Namespace, source: Path | None, key_source: str, at: datetime
+) -> dict[str, Any]:
+    """What the human report says about itself: when (``at``, read by the caller), which tool, which
+    source and its SHA-256, which keyring verified the checkpoints."""
+    if source is not None:
+        kind = "SQLite log" if args.db else "JSONL export"
+        src = {"kind": kind, "path": str(source), "sha256": file_digest(source)}
+    else:
+        src = {"kind": "Kafka topics", "path": str(args.kafka), "sha256": None}
+    when = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return {"generated_at": when, "tool_version": tool_version(), "source": src, "keyring": key_source}
 
 
 class _progress:
@@ -896,19 +1330,90 @@ class _progress:
 
 
 def render_text(report: Report) -> str:
-    """The human summary of a replay."""
+    """The human summary of a replay: verdict, root findings with their consequences, open items."""
     d = report.to_dict()
+    cp = d["checkpoints"]
+    signed = ", ".join(f"{k} ({n})" for k, n in sorted(cp.get("signed_by", {}).items())) or "none"
     lines = [
         f"replayed {report.records} records, {report.coups} coups",
-        f"checkpoints verified: {d['checkpoints'].get('verified', 0)}",
-        f"findings: {d['findings_total']}, open items: {len(d['open_items'])}",
+        f"checkpoints verified: {cp.get('verified', 0)}; signed by: {signed}",
+        f"findings: {d['root_findings']} root cause(s), {d['findings_total']} finding(s) in all; "
+        f"open items: {len(d['open_items'])}",
     ]
-    for f in d["findings"][:50]:
-        lines.append(
-            f"  - {f.get('reason')}: {json.dumps(f.get('subject'), sort_keys=True)} {f.get('detail', '')}"
-        )
+    for g in d["groups"][:50]:
+        root = g["root"]
+        lines.append(f"  * {root.get('reason')} at {root.get('table_id')}: {root.get('explanation')}")
+        lines.append(f"      events: {', '.join(g['event_ids'][:6])}")
+        if root.get("expected") is not None or root.get("recorded") is not None:
+            lines.append(f"      expected {json.dumps(root.get('expected'), sort_keys=True)}"
+                         f" / recorded {json.dumps(root.get('recorded'), sort_keys=True)}")  # fmt: skip
+        if root.get("detail"):
+            lines.append(f"      {root['detail']}")
+        for c in g["consequences"][:10]:
+            lines.append(
+                f"      - consequence: {c.get('reason')} {json.dumps(c.get('subject'), sort_keys=True)}"
+            )
+        if len(g["consequences"]) > 10:
+            lines.append(f"      - and {len(g['consequences']) - 10} more consequences")
     for i in d["open_items"][:50]:
         lines.append(f"  - open: {json.dumps(i, sort_keys=True)}")
+    for reason, entry in sorted(d["refused"].items()):
+        lines.append(f"refused records ({reason}): {entry['count']} — attempts turned away, not a breach")
+    if d["verdict"] == "incomplete" and d["ends_at"]:
+        e = d["ends_at"]
+        lines.append(
+            f"the log stops at record {e['record']}: {e['type']} {e['event_id']} ({e['occurred_at']})"
+        )
     lines.append(f"verdict: {d['verdict']}")
     lines.append(f"digest: {report.digest}")
+    return "\n".join(lines)
+
+
+def _money(minor: Any) -> str:
+    return f"{int(minor) / 100:,.2f}" if isinstance(minor, int) else "-"
+
+
+def render_coup_text(view: Mapping[str, Any]) -> str:
+    """One game round, readable: bets, cards, decisions, result (recorded and recomputed), payouts."""
+    lines = [
+        f"coup {view.get('coup_id')} — table {view.get('table_id')}, shoe {view.get('shoe_id')}, "
+        f"coup #{view.get('coup_number')}",
+        f"variant {view.get('variant')} (rules {view.get('rules_version')}), "
+        f"{view.get('started_at')} → {view.get('ended_at')}",
+        "bets:",
+    ]
+    for b in view.get("bets") or []:
+        lines.append(
+            f"  {b.get('bet_id')}  {b.get('account_id')}  {b.get('spot')}  {_money(b.get('stake_minor'))}"
+        )
+    lines.append("cards:")
+    for c in view.get("cards") or []:
+        lines.append(
+            f"  {c.get('n')}. {c.get('hand')}: {c.get('card')} (shoe position {c.get('shoe_position')})"
+        )
+    for dec in view.get("decisions") or []:
+        lines.append(f"  decision: {dec.get('hand')} {dec.get('choice')} (by {dec.get('decided_by')})")
+    hands = view.get("hands") or {}
+    shown = ", ".join(
+        f"{h} {' '.join(v.get('cards', []))} = {v.get('total')}" for h, v in sorted(hands.items())
+    )
+    lines.append(f"result: {view.get('outcome')}{' (natural)' if view.get('natural') else ''} — {shown}")
+    again = view.get("recomputed") or {}
+    agree = again.get("outcome") == view.get("outcome") and again.get("hands") == view.get("hands")
+    lines.append(
+        f"recomputed from the recorded cards: {again.get('outcome')} ({'agrees' if agree else 'DIFFERS'})"
+    )
+    lines.append("payouts:")
+    for po in view.get("payouts") or []:
+        lines.append(f"  {po.get('bet_id')}  {po.get('result')}  stake {_money(po.get('stake_minor'))}  "
+                     f"win {_money(po.get('win_minor'))}  commission {_money(po.get('commission_minor'))}  "
+                     f"credit {_money(po.get('credit_minor'))}")  # fmt: skip
+    t = view.get("totals") or {}
+    lines.append(
+        f"totals: staked {_money(t.get('stake_minor'))}, paid back {_money(t.get('credit_minor'))}, "
+        f"commission {_money(t.get('commission_minor'))}, house {_money(t.get('house_result_minor'))}"
+    )
+    for f in view.get("findings") or []:
+        lines.append(f"finding: {f.get('reason')} {f.get('detail') or ''}")
+    lines.append(f"verdict: {view.get('verdict')}")
     return "\n".join(lines)

@@ -23,26 +23,14 @@ from typing import Any
 
 from services.core import topics
 from services.core.baccarat import TableConfig, Wager, get_variant
-from services.core.baccarat.engine import Accounts, Payout, result_from_dict
+from services.core.baccarat.engine import Payout, result_from_dict
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError, Reason
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
+from services.core.payouts import cage_account, table_accounts
 from services.core.processor import Processor
 
-
-def table_accounts(table_id: str) -> Accounts:
-    """The ledger accounts of table ``table_id`` (names are part of the contract)."""
-    return Accounts(
-        escrow=f"table:{table_id}:escrow",
-        house=f"table:{table_id}:house",
-        commission=f"table:{table_id}:commission",
-        bank=f"table:{table_id}:bank",
-    )
-
-
-def cage_account(currency: str) -> str:
-    """The cashier's cage, the other side of deposits and withdrawals."""
-    return f"cage:{currency}"
+__all__ = ["PayoutStage", "WalletStage", "cage_account", "payout_payload", "table_accounts"]
 
 
 # --- payout stage -------------------------------------------------------------------------------

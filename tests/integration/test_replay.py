@@ -73,7 +73,8 @@ def test_clean_log_exits_0_with_identical_reports_from_db_and_jsonl(demo_db: Pat
         _run("replay", "--db", str(demo_db), "--json"),
         _run("replay", "--db", str(demo_db), "--json"),
     )
-    from_jsonl = _run("replay", "--jsonl", str(export), "--json")
+    # a JSONL export travels without the log's files: its public keyring is named (the db's is found)
+    from_jsonl = _run("replay", "--jsonl", str(export), "--json", "--keys", f"{demo_db}.public-keyring.json")
     assert first.returncode == second.returncode == from_jsonl.returncode == 0, first.stderr.decode()
     assert first.stdout == second.stdout == from_jsonl.stdout
     report = json.loads(first.stdout)
@@ -84,17 +85,23 @@ def test_clean_log_exits_0_with_identical_reports_from_db_and_jsonl(demo_db: Pat
 def test_html_report_is_deterministic_and_self_contained(
     demo_db: Path, tmp_path: Path, records: list[Any]
 ) -> None:
-    """``--html`` writes the same page twice, one row per table and shoe, with no external asset."""
+    """``--html`` writes the same page twice (at one ``SOURCE_DATE_EPOCH``), one row per table and shoe,
+    with no external asset: every link stays inside the page."""
     pages = []
     for name in ("a.html", "b.html"):
-        assert _run("replay", "--db", str(demo_db), "--html", str(tmp_path / name)).returncode == 0
+        done = _run(
+            "replay", "--db", str(demo_db), "--html", str(tmp_path / name), SOURCE_DATE_EPOCH="1700000000"
+        )
+        assert done.returncode == 0
         pages.append((tmp_path / name).read_bytes())
     assert pages[0] == pages[1]
     page = pages[0].decode()
     for r in records:
         if r["type"] in ("TableOpened", "ShoeOpened"):
             assert f"<td>{r['payload'].get('shoe_id', r['key'])}</td>" in page
-    assert "src=" not in page and "href" not in page and "<script" not in page
+    assert "src=" not in page and "<script" not in page
+    assert "2023-11-14 22:13:20 UTC" in page
+    assert page.count('href="') == page.count('href="#') > 0
 
 
 def test_coup_prints_one_round_in_full(demo_db: Path, records: list[dict[str, Any]]) -> None:
@@ -103,7 +110,7 @@ def test_coup_prints_one_round_in_full(demo_db: Path, records: list[dict[str, An
     decided = [r for r in records if r["type"] == "DecisionMade"]
     first = next(r for r in records if r["type"] == "CoupResolved")
     coup_id = (decided[0] if decided else first)["payload"]["coup_id"]
-    done = _run("replay", "--db", str(demo_db), "--coup", coup_id)
+    done = _run("replay", "--db", str(demo_db), "--coup", coup_id, "--json")
     assert done.returncode == 0, done.stderr.decode()
     got = json.loads(done.stdout)
     mine = [r for r in records if r["payload"].get("coup_id") == coup_id]
@@ -155,15 +162,18 @@ def test_bad_time_is_an_input_error(demo_db: Path) -> None:
     assert _run("replay", "--db", str(demo_db), "--since", "yesterday").returncode == 2
 
 
-def test_a_key_from_configuration_is_required_to_verify(demo_db: Path) -> None:
-    """With another key configured the demo's checkpoints fail (exit 1); adding the demo key as a
-    retired verification key makes the replay clean again."""
-    other = {"CASINO_AUDIT_HMAC_KEY": "11" * 32, "CASINO_AUDIT_KEY_ID": "prod-1"}
-    failing = _run("replay", "--db", str(demo_db), "--json", **other)
+def test_checkpoints_verify_with_the_public_keyring_only(demo_db: Path, tmp_path: Path) -> None:
+    """With a public keyring that lacks the demo's audit key the demo's checkpoints fail (exit 1); the
+    public keyring a regulator gets from ``keys public`` (no secret in it) makes the replay clean again."""
+    from services.core.signing import SigningKey, public_keyring  # noqa: PLC0415
+
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(public_keyring({"audit-0badc0de": SigningKey("x", bytes(32)).public_hex()})))
+    failing = _run("replay", "--db", str(demo_db), "--json", "--keys", str(other))
     assert failing.returncode == 1
     reasons = {f["reason"] for f in json.loads(failing.stdout)["findings"]}
     assert reasons == {"checkpoint_signature_invalid"}
-    from services.core.signing import DEMO_KEY, DEMO_KEY_ID  # noqa: PLC0415
-
-    retired = {"CASINO_AUDIT_VERIFY_KEYS": f"{DEMO_KEY_ID}={DEMO_KEY.hex()}"}
-    assert _run("replay", "--db", str(demo_db), "--json", **other, **retired).returncode == 0
+    demo = tmp_path / "demo-public.json"
+    assert _run("keys", "public", "--in", f"{demo_db}.keyring.json", "--out", str(demo)).returncode == 0
+    assert "secret" not in demo.read_text()
+    assert _run("replay", "--db", str(demo_db), "--json", CASINO_PUBLIC_KEYRING=str(demo)).returncode == 0

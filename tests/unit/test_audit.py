@@ -14,7 +14,15 @@ from services.audit.processor import Audit, TableDigest, table_digest
 from services.core import topics
 from services.core.envelope import ChainHead, Draft, Envelope, canonical, seal, sha256_hex
 from services.core.processor import initial_state, step
-from services.core.signing import ALGORITHM, DEMO_SIGNING_KEY, SigningKey, sign, verify
+from services.core.signing import (
+    ALGORITHM,
+    DEMO_PUBLIC_KEYS,
+    DEMO_SIGNING_KEY,
+    SigningKey,
+    sign,
+    signing_key_from_secret,
+    verify,
+)
 from services.runtime import replay as replay_mod
 from services.runtime.replay import Scope, replay
 from services.runtime.report_html import render_html
@@ -23,6 +31,7 @@ from tests.helpers.membus import MemBus
 
 KEY = SigningKey("unit-key", bytes(range(32)))
 OTHER = SigningKey("unit-key", bytes(range(1, 33)))
+PUBLIC = {KEY.key_id: KEY.public_hex()}
 
 # --- signing ---------------------------------------------------------------------------------------
 
@@ -39,17 +48,17 @@ def test_signed_payload_verifies_and_any_changed_field_does_not(payload: dict[st
     """Whatever the payload, its signature verifies under its key, and changing any field breaks it."""
     signed = sign(payload, KEY)
     assert signed["algorithm"] == ALGORITHM and signed["key_id"] == KEY.key_id
-    assert verify(signed, {KEY.key_id: KEY.secret}) is None
+    assert verify(signed, PUBLIC) is None
     for name in sorted(k for k in signed if k != "signature"):
         forged = dict(signed, **{name: ["changed", signed[name]]})
-        assert verify(forged, {KEY.key_id: KEY.secret}) is not None, name
+        assert verify(forged, PUBLIC) is not None, name
 
 
 @pytest.mark.parametrize(
     ("change", "why"),
     [
         (lambda p: {k: v for k, v in p.items() if k != "signature"}, "unsigned"),
-        (lambda p: dict(p, algorithm="hmac-md5"), "unknown_algorithm"),
+        (lambda p: dict(p, algorithm="hmac-sha256"), "unknown_algorithm"),
         (lambda p: dict(p, key_id="someone-else"), "unknown_key_id"),
         (lambda p: sign({k: v for k, v in p.items() if k not in ("key_id",)}, OTHER), "bad_signature"),
         (lambda p: dict(p, rounds=p["rounds"] + 1), "bad_signature"),
@@ -58,12 +67,12 @@ def test_signed_payload_verifies_and_any_changed_field_does_not(payload: dict[st
 def test_verify_says_why_a_checkpoint_does_not_verify(change: Any, why: str) -> None:
     """Each way a signature can fail is named: missing, other algorithm, unknown key id, wrong MAC."""
     signed = sign({"table_id": "T", "rounds": 50, "table_digest": "ab" * 32}, KEY)
-    assert verify(change(signed), {KEY.key_id: KEY.secret}) == why
+    assert verify(change(signed), PUBLIC) == why
 
 
 def test_signing_key_never_shows_its_secret() -> None:
-    """A key's repr names its id and length only, so it cannot leak into a log line."""
-    assert KEY.secret.hex() not in repr(KEY) and "unit-key" in repr(KEY)
+    """A key's repr names its id only, so it cannot leak into a log line."""
+    assert KEY.seed.hex() not in repr(KEY) and "unit-key" in repr(KEY)
 
 
 # --- digests -----------------------------------------------------------------------------------------
@@ -167,20 +176,21 @@ def test_every_checkpoint_is_signed_under_the_configured_key(signed_log: list[En
     rounds = sorted((e.key, e.payload["rounds"]) for e in cps)
     tables = sorted({e.key for e in signed_log if e.type == "TableOpened"})
     assert rounds == sorted([(t, n) for t in tables for n in (5, 10, 12)])
-    assert all(verify(e.payload, {KEY.key_id: KEY.secret}) is None for e in cps)
-    assert all(verify(e.payload, {KEY.key_id: OTHER.secret}) == "bad_signature" for e in cps)
+    assert all(verify(e.payload, PUBLIC) is None for e in cps)
+    assert all(verify(e.payload, {KEY.key_id: OTHER.public_hex()}) == "bad_signature" for e in cps)
 
 
 def test_replay_verifies_checkpoints_and_is_clean(signed_log: list[Envelope]) -> None:
     """A replay with the right key and cadence verifies every checkpoint and finds nothing."""
-    report = replay(signed_log, keys={KEY.key_id: KEY.secret}, checkpoint_every=5)
+    report = replay(signed_log, keys=PUBLIC, checkpoint_every=5)
     assert report.clean, report.to_dict()["findings"]
     assert report.checkpoints["verified"] == sum(1 for e in signed_log if e.type == "AuditCheckpoint")
 
 
 def test_replay_with_another_key_reports_every_checkpoint(signed_log: list[Envelope]) -> None:
     """Under a keyring without the writer's key, each checkpoint is reported with its event id."""
-    report = replay(signed_log, keys={DEMO_SIGNING_KEY.key_id: DEMO_SIGNING_KEY.secret}, checkpoint_every=5)
+    demo_public = {DEMO_SIGNING_KEY.key_id: DEMO_SIGNING_KEY.public_hex()}
+    report = replay(signed_log, keys=demo_public, checkpoint_every=5)
     cps = [e.event_id for e in signed_log if e.type == "AuditCheckpoint"]
     bad = [f for f in report.findings if f["reason"] == "checkpoint_signature_invalid"]
     assert [f["subject"]["event_id"] for f in bad] == cps
@@ -189,7 +199,7 @@ def test_replay_with_another_key_reports_every_checkpoint(signed_log: list[Envel
 
 def test_replay_with_another_cadence_reports_the_checkpoints_off_it(signed_log: list[Envelope]) -> None:
     """A replay expecting a checkpoint every 4 rounds reports each one at 5 and 10 as off its cadence."""
-    report = replay(signed_log, keys={KEY.key_id: KEY.secret}, checkpoint_every=4)
+    report = replay(signed_log, keys=PUBLIC, checkpoint_every=4)
     off = sorted((f["table_id"], f["expected"]["rounds"], f["recorded"]["rounds"]) for f in report.findings
                  if "rounds" in f["subject"]["fields"])  # fmt: skip
     tables = sorted({e.key for e in signed_log if e.type == "TableOpened"})
@@ -201,8 +211,8 @@ def test_same_input_gives_byte_identical_reports(signed_log: list[Envelope]) -> 
     """Two replays of one log (as bytes, then as envelopes) give the same JSON and HTML, byte for byte."""
     raw = [e.to_json() for e in signed_log]
     raw[40] = raw[40].replace(b'"seq":', b'"seq": ', 1)  # a re-formatted record: content unchanged
-    a = replay(raw, keys={KEY.key_id: KEY.secret}, checkpoint_every=5)
-    b = replay(signed_log, keys={KEY.key_id: KEY.secret}, checkpoint_every=5)
+    a = replay(raw, keys=PUBLIC, checkpoint_every=5)
+    b = replay(signed_log, keys=PUBLIC, checkpoint_every=5)
     assert a.to_json() == b.to_json()
     assert render_html(a.to_dict()) == render_html(b.to_dict())
     assert json.loads(a.to_json())["digest"] == a.digest
@@ -219,7 +229,8 @@ def test_html_escapes_what_the_log_says() -> None:
     report.add_finding({**hostile, "detail": "&", "expected": "<evil-i>", "recorded": None})
     page = render_html(report.to_dict())
     assert "<script>" not in page and "<img" not in page and "<evil" not in page
-    assert "&lt;script&gt;" in page and 'src="' not in page and "href" not in page
+    assert "&lt;script&gt;" in page and 'src="' not in page
+    assert page.count('href="') == page.count('href="#')  # links stay inside the page
 
 
 def test_scope_limits_the_report_but_not_the_integrity_checks(signed_log: list[Envelope]) -> None:
@@ -232,7 +243,7 @@ def test_scope_limits_the_report_but_not_the_integrity_checks(signed_log: list[E
     log[i] = _rehashed(log[i], payload={**log[i].payload, "spot": "tie"})
     j = next(i for i, e in enumerate(log) if e.type == "CardDealt" and e.key == tables[1])
     del log[j]
-    keys = {KEY.key_id: KEY.secret}
+    keys = PUBLIC
     full = replay(log, keys=keys, checkpoint_every=5)
     only = replay(log, keys=keys, checkpoint_every=5, scope=Scope(tables=frozenset({tables[0]})))
     assert {"payout_mismatch", "seq_gap"} <= {f["reason"] for f in full.findings}
@@ -249,8 +260,8 @@ def test_a_redelivery_beyond_the_window_is_still_caught(
     monkeypatch.setattr(replay_mod, "DEDUP_WINDOW", 8)
     log = list(signed_log)
     i = next(i for i, e in enumerate(log) if e.type == "PayoutApplied")
-    near = replay([*log[: i + 1], log[i], *log[i + 1 :]], keys={KEY.key_id: KEY.secret}, checkpoint_every=5)
-    far = replay([*log, log[i]], keys={KEY.key_id: KEY.secret}, checkpoint_every=5)
+    near = replay([*log[: i + 1], log[i], *log[i + 1 :]], keys=PUBLIC, checkpoint_every=5)
+    far = replay([*log, log[i]], keys=PUBLIC, checkpoint_every=5)
     assert [f["reason"] for f in near.findings] == ["duplicate_event"]
     assert "seq_duplicate" in {f["reason"] for f in far.findings}
     assert any(f["subject"].get("event_id") == log[i].event_id for f in far.findings)
@@ -277,7 +288,34 @@ def test_an_edit_that_breaks_the_contract_is_a_hash_finding_not_a_dead_letter(
         if o.type == "AuditFinding" and o.payload["subject"].get("event_id") == target.event_id
     }  # fmt: skip
     assert {"hash_mismatch", "invalid_payload"} <= at_target
-    report = replay(log, keys={KEY.key_id: KEY.secret}, checkpoint_every=5)
+    report = replay(log, keys=PUBLIC, checkpoint_every=5)
     reasons = {f["reason"] for f in report.to_dict()["findings"]}
     assert {"hash_mismatch", "invalid_payload"} <= reasons
     assert "seq_gap" not in reasons and "chain_broken" not in reasons  # the chain is intact: no cascade
+
+
+def test_checkpoint_key_is_derived_from_the_audit_secret_as_agreed() -> None:
+    """The Ed25519 key is HMAC-SHA256(audit secret, "casino-ledger/ed25519-checkpoints") under the
+    principal's key id (the agreed derivation), computed here independently of the module."""
+    import hashlib  # noqa: PLC0415
+    import hmac  # noqa: PLC0415
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: PLC0415
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat  # noqa: PLC0415
+
+    secret = bytes(range(7, 39))
+    seed = hmac.new(secret, b"casino-ledger/ed25519-checkpoints", hashlib.sha256).digest()
+    public = Ed25519PrivateKey.from_private_bytes(seed).public_key()
+    key = signing_key_from_secret("audit-0000beef", secret)
+    assert key.key_id == "audit-0000beef"
+    assert key.public_hex() == public.public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+
+
+def test_signatures_are_deterministic_and_verify_with_the_public_key_alone() -> None:
+    """Signing twice gives the same bytes (replays stay byte-identical); the public keyring verifies it,
+    and the demo key's public keyring verifies what the demo key signed."""
+    payload = {"table_id": "T", "rounds": 3, "table_digest": "cd" * 32}
+    assert sign(payload, KEY) == sign(payload, KEY)
+    assert verify(sign(payload, KEY), PUBLIC) is None
+    assert verify(sign(payload, DEMO_SIGNING_KEY), DEMO_PUBLIC_KEYS) is None
+    assert verify(sign(payload, DEMO_SIGNING_KEY), PUBLIC) == "unknown_key_id"

@@ -330,9 +330,10 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "table_digest": D1,
         "chain_heads": {"casino.table.events|T1": {"seq": 812, "hash": D2}},
         "findings": 0,
-        "signature": "ed25519:abcd",
+        "alerts": {"count": 2, "head": D1},
+        "signature": "abcd",
         "key_id": "audit-2026",
-        "algorithm": "hmac-sha256",
+        "algorithm": "ed25519",
     },
     "DeadLetter": {
         "source_topic": "casino.wallet.requests",

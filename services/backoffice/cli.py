@@ -1,0 +1,259 @@
+"""The back office's commands: ``serve``, ``apikey new``, ``project``, ``statement``, ``report``.
+
+``statement`` and ``report`` read the read model beside the log (projecting whatever it lacks
+first), write JSON or CSV to ``--out`` (``-`` = stdout, the default). Bad input: one line on stderr,
+exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_BAD_INPUT = 2
+
+
+def _fail(message: str) -> int:
+    print(f"casino-ledger: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _keyring(args: argparse.Namespace) -> str | None:
+    from services.backoffice.apikeys import KEYRING_ENV  # noqa: PLC0415
+
+    value = getattr(args, "keyring", None) or os.environ.get(KEYRING_ENV)
+    return str(value) if value else None
+
+
+def _periods(args: argparse.Namespace) -> Any:
+    from services.backoffice.projector import Periods  # noqa: PLC0415
+
+    return Periods(cutoff_hour=args.day_cutoff, shift_hours=args.shift_hours)
+
+
+def _read_model(args: argparse.Namespace) -> Any:
+    """(engine, projector) of the read model beside ``--db``, migrated and caught up with the log."""
+    from services.backoffice.migrate import upgrade  # noqa: PLC0415
+    from services.backoffice.projector import Projector  # noqa: PLC0415
+    from services.backoffice.schema import default_url, make_engine  # noqa: PLC0415
+    from services.runtime.embedded import EmbeddedLog  # noqa: PLC0415
+
+    engine = make_engine(default_url(args.db))
+    upgrade(engine)
+    projector = Projector(engine, periods=_periods(args))
+    with EmbeddedLog(args.db, readonly=True) as log:
+        if getattr(args, "rebuild", False):
+            projector.rebuild()
+        projector.catch_up(log)
+    return engine, projector
+
+
+def _check_db(path: str) -> str | None:
+    if not Path(path).is_file():
+        return f"--db: no log at {path}"
+    return None
+
+
+def _write(out: str, text: str) -> None:
+    if out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(out).write_text(text, encoding="utf-8")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve the API and the page over the read model beside ``--db`` (or ``CASINO_READ_DB``)."""
+    if (err := _check_db(args.db)) is not None:
+        return _fail(err)
+    import uvicorn  # noqa: PLC0415
+
+    from services.backoffice.api import ServeSettings, create_app  # noqa: PLC0415
+    from services.backoffice.apikeys import KeyringError  # noqa: PLC0415
+    from services.backoffice.schema import default_url  # noqa: PLC0415
+
+    keyring = _keyring(args)
+    try:
+        engine, _ = _read_model(args)
+        settings = ServeSettings(
+            log_path=Path(args.db), read_url=default_url(args.db),
+            keyring_path=Path(keyring) if keyring else None, periods=_periods(args),
+        )  # fmt: skip
+        app = create_app(settings, engine)
+    except KeyringError as exc:
+        return _fail(str(exc))
+    where = f"http://{args.host}:{args.port}"
+    print(f"casino-ledger serve: page {where}/ , API {where}/docs (OpenAPI {where}/openapi.json)",
+          file=sys.stderr)  # fmt: skip
+    if not app.state.bo.keys:
+        hint = "create one: casino-ledger apikey new --role admin --keyring FILE"
+        print(f"casino-ledger serve: no API keys: every /v1 request but /v1/health gets 401 ({hint})",
+              file=sys.stderr)  # fmt: skip
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def cmd_apikey(args: argparse.Namespace) -> int:
+    """Create an API key: print it once, keep only its hash in the keyring."""
+    from services.backoffice.apikeys import KeyringError, new_key  # noqa: PLC0415
+
+    keyring = _keyring(args)
+    if keyring is None:
+        return _fail("apikey new needs --keyring FILE (or CASINO_KEYRING)")
+    try:
+        key, api_key = new_key(keyring, args.role)
+    except (KeyringError, ValueError, OSError) as exc:
+        return _fail(str(exc) if not isinstance(exc, OSError) else f"cannot write {keyring}: {exc.strerror}")
+    print(key)
+    print(f"key id {api_key.key_id}, role {api_key.role}: shown once, only its hash is kept in {keyring}",
+          file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def _project_kafka(args: argparse.Namespace) -> int:
+    """The Kafka consumer loop into the read model at ``CASINO_READ_DB``."""
+    import asyncio  # noqa: PLC0415
+
+    from services.backoffice.kafka_follow import follow_kafka  # noqa: PLC0415
+    from services.backoffice.migrate import upgrade  # noqa: PLC0415
+    from services.backoffice.projector import Projector  # noqa: PLC0415
+    from services.backoffice.schema import READ_DB_ENV, make_engine  # noqa: PLC0415
+    from services.runtime.settings import Settings  # noqa: PLC0415
+
+    url = os.environ.get(READ_DB_ENV)
+    if not url:
+        return _fail(f"project --kafka needs the read model's URL in {READ_DB_ENV}")
+    engine = make_engine(url)
+    upgrade(engine)
+    projector = Projector(engine, periods=_periods(args))
+    if args.rebuild:
+        projector.rebuild()
+    settings = Settings(bootstrap_servers=args.kafka)
+    applied = asyncio.run(follow_kafka(settings, projector, until_idle=not args.follow))
+    print(f"projected {applied} records from Kafka", file=sys.stderr)
+    return 0
+
+
+def cmd_project(args: argparse.Namespace) -> int:
+    """Bring the read model up to date with the log (``--rebuild``: from scratch)."""
+    if args.kafka:
+        return _project_kafka(args)
+    if (err := _check_db(args.db)) is not None:
+        return _fail(err)
+    _engine, projector = _read_model(args)
+    print(f"read model at offset {projector.position()}", file=sys.stderr)
+    return 0
+
+
+def cmd_statement(args: argparse.Namespace) -> int:
+    """An account's statement as JSON or CSV."""
+    from services.backoffice import exports, queries  # noqa: PLC0415
+
+    if (err := _check_db(args.db)) is not None:
+        return _fail(err)
+    try:
+        since = queries.normalise_time(args.since) if args.since else None
+        until = queries.normalise_time(args.until) if args.until else None
+    except ValueError:
+        return _fail("--since/--until: expected an RFC 3339 time or YYYY-MM-DD")
+    engine, _ = _read_model(args)
+    with engine.connect() as c:
+        if not queries.account_exists(c, args.account):
+            return _fail(f"--account: no posting names {args.account}")
+        text = exports.statement_export(c, args.account, since=since, until=until, fmt=args.format)
+    _write(args.out, text)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Table results per gaming day (or per shift) as JSON or CSV."""
+    from services.backoffice import exports, queries  # noqa: PLC0415
+
+    if (err := _check_db(args.db)) is not None:
+        return _fail(err)
+    if args.day is not None:
+        try:
+            if len(args.day) != 10:
+                raise ValueError
+            queries.normalise_time(args.day)
+        except ValueError:
+            return _fail("--day: expected YYYY-MM-DD")
+    engine, _ = _read_model(args)
+    with engine.connect() as c:
+        day = args.day or queries.latest_day(c) or "1970-01-01"
+        tables = args.table or [t["table_id"] for t in queries.tables_overview(c, None)]
+        for t in tables:
+            if not queries.table_exists(c, t):
+                return _fail(f"--table: no table {t}")
+        if args.shifts:
+            rows = [r for t in tables for r in queries.table_shifts(c, t, day)]
+        else:
+            rows = [queries.table_report(c, t, day) for t in tables]
+    _write(args.out, exports.reports_export(rows, args.format, shifts=args.shifts))
+    return 0
+
+
+def serve_hint(db: str | Path) -> str:
+    """The demo's last line: how to open the page and the API over the log at ``db``."""
+    ring = Path(f"{db}.keyring.json")  # the demo's own keyring, beside its log
+    return (
+        f"back office: casino-ledger apikey new --role admin --keyring {ring}  then  "
+        f"casino-ledger serve --db {db} --keyring {ring}  ->  page http://127.0.0.1:8000/ (paste the key), "
+        "API http://127.0.0.1:8000/docs"
+    )
+
+
+def _periods_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--day-cutoff", type=int, default=6, choices=range(24), metavar="HOUR",
+                   help="hour (UTC) at which a gaming day starts (default 6)")  # fmt: skip
+    p.add_argument("--shift-hours", type=int, default=8, choices=(1, 2, 3, 4, 6, 8, 12, 24), metavar="H",
+                   help="length of a shift (default 8)")  # fmt: skip
+
+
+def register(sub: Any) -> None:
+    """Add the back office's sub-commands to the main parser's ``sub``."""
+    s = sub.add_parser("serve", help="the back-office HTTP API and page over the read model")
+    s.add_argument("--db", required=True, help="the embedded log (the read model lives beside it)")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--keyring", default=None, help="keyring file with the API keys (else CASINO_KEYRING)")
+    _periods_args(s)
+    s.set_defaults(func=cmd_serve)
+
+    a = sub.add_parser("apikey", help="API keys for serve")
+    a_sub = a.add_subparsers(dest="apikey_command", required=True)
+    n = a_sub.add_parser("new", help="create an API key: printed once, only its hash is kept")
+    n.add_argument("--role", required=True, choices=("auditor", "cashier", "operator", "terminal", "admin"))
+    n.add_argument("--keyring", default=None, help="keyring file (else CASINO_KEYRING); created if missing")
+    n.set_defaults(func=cmd_apikey)
+
+    pr = sub.add_parser("project", help="bring the read model up to date with the log (or Kafka)")
+    src = pr.add_mutually_exclusive_group(required=True)
+    src.add_argument("--db", help="the embedded log (the read model beside it, or CASINO_READ_DB)")
+    src.add_argument("--kafka", help="HOST:PORT: consume the topics into CASINO_READ_DB")
+    pr.add_argument("--follow", action="store_true", help="with --kafka: keep consuming (else stop idle)")
+    pr.add_argument("--rebuild", action="store_true", help="drop the projected rows and project again")
+    _periods_args(pr)
+    pr.set_defaults(func=cmd_project)
+
+    st = sub.add_parser("statement", help="an account's statement as JSON or CSV")
+    st.add_argument("--db", required=True)
+    st.add_argument("--account", required=True)
+    st.add_argument("--since", default=None)
+    st.add_argument("--until", default=None)
+    st.add_argument("--format", choices=("json", "csv"), default="json")
+    st.add_argument("--out", default="-", help="file to write (- = stdout)")
+    _periods_args(st)
+    st.set_defaults(func=cmd_statement)
+
+    rp = sub.add_parser("report", help="table results per gaming day (or shift) as JSON or CSV")
+    rp.add_argument("--db", required=True)
+    rp.add_argument("--table", action="append", default=None, help="a table (repeatable; default: all)")
+    rp.add_argument("--day", default=None, help="gaming day YYYY-MM-DD (default: the latest with play)")
+    rp.add_argument("--shifts", action="store_true", help="one line per shift")
+    rp.add_argument("--format", choices=("json", "csv"), default="json")
+    rp.add_argument("--out", default="-", help="file to write (- = stdout)")
+    _periods_args(rp)
+    rp.set_defaults(func=cmd_report)

@@ -1,0 +1,156 @@
+"use strict";
+// The pit boss's page: live tables over server-sent events, the last coups with their cards, the five
+// scoreboard roads, today's results per table, open alerts. No build step, no library.
+const ROADS = [["bead_plate", "bead plate"], ["big_road", "big road"], ["big_eye_boy", "big eye boy"],
+               ["small_road", "small road"], ["cockroach_pig", "cockroach pig"]];
+const SUITS = { S: "\u2660", H: "\u2665", D: "\u2666", C: "\u2663" };
+let apiKey = null;
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v; else if (k === "style") node.style.cssText = v; else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+function money(minor) {
+  const sign = minor < 0 ? "-" : "", abs = Math.abs(minor);
+  return sign + Math.floor(abs / 100).toLocaleString("en") + "." + String(abs % 100).padStart(2, "0");
+}
+
+async function api(path) {
+  const r = await fetch(path, { headers: { Authorization: "Bearer " + apiKey } });
+  if (r.status === 401 || r.status === 403) {
+    showLogin(r.status === 401 ? "unknown API key" : "this key's role may not see the tables");
+    const e = new Error(String(r.status)); e.shown = true; throw e;
+  }
+  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  return r.json();
+}
+
+function cardNode(card) {
+  const suit = card.slice(-1), rank = card.slice(0, -1) === "T" ? "10" : card.slice(0, -1);
+  return el("span", { class: "card" + ("HD".includes(suit) ? " red" : ""), "data-card": card }, rank + SUITS[suit]);
+}
+
+function roadNode(name, cells) {
+  const road = el("div", { class: "road", "data-road": name });
+  for (const c of cells) {
+    road.append(el("span", { class: "cell " + c.value, style: `grid-column:${c.col + 1};grid-row:${c.row + 1}`,
+                              title: c.value + (c.ties ? " +" + c.ties + " tie" : "") }, c.ties ? String(c.ties) : ""));
+  }
+  return road;
+}
+
+async function tableCard(t) {
+  const [rounds, roads] = await Promise.all([
+    api(`/v1/tables/${encodeURIComponent(t.table_id)}/rounds?limit=6`),
+    api(`/v1/tables/${encodeURIComponent(t.table_id)}/roads`),
+  ]);
+  const r = t.report || { coups: 0, bets: 0, handle_minor: 0, win_minor: 0, commission_minor: 0, hold_pct: 0 };
+  const results = el("div", { class: "results" },
+    el("div", {}, "coups", el("b", { "data-field": "coups" }, r.coups)),
+    el("div", {}, "bets", el("b", {}, r.bets)),
+    el("div", {}, "handle", el("b", { "data-field": "handle" }, money(r.handle_minor))),
+    el("div", {}, "win", el("b", { "data-field": "win" }, money(r.win_minor))),
+    el("div", {}, "commission", el("b", {}, money(r.commission_minor))),
+    el("div", {}, "hold", el("b", { "data-field": "hold" }, r.hold_pct.toFixed(2) + " %")));
+  const coups = el("ul", { class: "coups" });
+  for (const c of rounds.rounds) {
+    const hands = el("span", {});
+    for (const [name, h] of Object.entries(c.hands)) {
+      hands.append(el("span", { class: "hand" }, el("span", { class: "name" }, name), ...h.cards.map(cardNode), " " + h.total + "  "));
+    }
+    coups.append(el("li", { class: "coup", "data-coup": c.coup_id },
+      el("span", {}, "#" + c.coup_number), el("span", { class: "outcome " + c.outcome }, c.outcome + (c.natural ? " ★" : "")), hands));
+  }
+  const roadGrid = el("div", { class: "roads" });
+  for (const [name, label] of ROADS) roadGrid.append(el("span", {}, label), roadNode(name, roads[name]));
+  return el("article", { class: "table-card", "data-table": t.table_id },
+    el("h3", {}, t.table_id, el("span", { class: "sub" }, t.variant + " · " + (t.shoe_id || "no shoe"))),
+    results, coups, roadGrid);
+}
+
+async function refresh() {
+  const data = await api("/v1/tables");
+  document.getElementById("day").textContent = data.day ? "gaming day " + data.day : "no play yet";
+  const cards = await Promise.all(data.tables.map(tableCard));
+  document.getElementById("tables").replaceChildren(...cards);
+  const alerts = await api("/v1/alerts?limit=500");
+  const body = document.querySelector("#alerts tbody");
+  const rows = alerts.alerts.slice(-50).reverse().map(a => el("tr", { class: "alert", "data-severity": a.severity },
+    el("td", {}, a.occurred_at), el("td", { class: "sev-" + a.severity }, a.severity), el("td", {}, a.table_id),
+    el("td", {}, a.detector), el("td", {}, a.detail)));
+  body.replaceChildren(...rows);
+  document.getElementById("alert-count").textContent = alerts.alerts.length + (alerts.next_cursor ? "+" : "");
+  document.body.dataset.position = String(data.position);
+}
+
+let pending = null;
+function scheduleRefresh() {
+  if (pending) return;
+  pending = setTimeout(() => { pending = null; refresh().catch(showError); }, 200);
+}
+
+async function follow() {
+  const live = document.getElementById("live");
+  for (;;) {
+    try {
+      const r = await fetch("/v1/stream?max_seconds=600", { headers: { Authorization: "Bearer " + apiKey, Accept: "text/event-stream" } });
+      if (r.status === 401 || r.status === 403) { showLogin(r.status === 401 ? "unknown API key" : "this key's role may not see the tables"); return; }
+      if (!r.ok) throw new Error("stream: HTTP " + r.status);
+      const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+          const data = block.split("\n").filter(l => l.startsWith("data:")).map(l => l.slice(5)).join("\n");
+          if (!data) continue;
+          const { position } = JSON.parse(data);
+          live.textContent = "live · offset " + position; live.className = "live on";
+          scheduleRefresh();
+        }
+      }
+    } catch (e) { live.textContent = "reconnecting"; live.className = "live off"; }
+    if (apiKey === null) return;
+    await new Promise(ok => setTimeout(ok, 2000));
+  }
+}
+
+function showError(e) { if (e.shown) return; const p = document.getElementById("error"); p.textContent = String(e.message || e); p.hidden = false; }
+
+function showLogin(why) {
+  sessionStorage.removeItem("casino-ledger-key");
+  apiKey = null;
+  document.getElementById("main").hidden = true;
+  document.getElementById("login").hidden = false;
+  if (why) showError(why);
+}
+
+function start(key) {
+  apiKey = key;
+  sessionStorage.setItem("casino-ledger-key", key);
+  document.getElementById("login").hidden = true;
+  document.getElementById("error").hidden = true;
+  document.getElementById("main").hidden = false;
+  refresh().catch(showError);
+  follow();
+}
+
+window.addEventListener("DOMContentLoaded", () => {
+  const m = location.hash.match(/key=([^&]+)/);
+  if (m) history.replaceState(null, "", location.pathname);  // the key never stays in the address bar
+  const key = m ? decodeURIComponent(m[1]) : sessionStorage.getItem("casino-ledger-key");
+  document.getElementById("login").addEventListener("submit", ev => {
+    ev.preventDefault();
+    const v = document.getElementById("key").value.trim();
+    if (v) start(v);
+  });
+  if (key) start(key); else showLogin();
+});

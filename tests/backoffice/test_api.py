@@ -1,0 +1,344 @@
+"""``serve``: the HTTP API on a real server on a loopback port, over SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import delete
+
+from services.backoffice import schema as s
+from services.backoffice.api import PERMISSIONS
+from services.backoffice.apikeys import ROLES
+from services.backoffice.projector import dump_rows
+from services.backoffice.schema import default_url, make_engine
+from tests.backoffice.conftest import free_port, make_keyring, pg_schema_url, running_server, wait_until
+from tests.backoffice.folds import fold, records
+
+T = "T01-punto-banco"
+
+# Who may do what (DESIGN §10 roles), written out here rather than read from the code under test.
+EXPECTED_ROLES = {
+    "balance": {"auditor", "cashier", "terminal", "admin"},
+    "statement": {"auditor", "cashier", "admin"},
+    "rounds": {"auditor", "operator", "admin"},
+    "tables": {"auditor", "operator", "admin"},
+    "alerts": {"auditor", "operator", "admin"},
+    "findings": {"auditor", "operator", "admin"},
+    "cashier": {"cashier", "admin"},
+    "bets": {"terminal", "admin"},
+}
+MONEY = {"account_id": "player:001", "amount_minor": 1000, "currency": "EUR"}
+BET = {"account_id": "player:001", "table_id": T, "spot": "banker", "stake_minor": 1000, "currency": "EUR"}
+ROUTES = [
+    ("GET", "/v1/accounts/player:001/balance", "balance", None),
+    ("GET", "/v1/accounts/player:001/statement", "statement", None),
+    ("GET", "/v1/rounds/no-such-coup", "rounds", None),
+    ("GET", "/v1/tables", "tables", None),
+    ("GET", f"/v1/tables/{T}/report", "tables", None),
+    ("GET", f"/v1/tables/{T}/shifts", "tables", None),
+    ("GET", f"/v1/tables/{T}/rounds", "tables", None),
+    ("GET", f"/v1/tables/{T}/roads", "tables", None),
+    ("GET", "/v1/stream?max_seconds=1", "tables", None),
+    ("GET", "/v1/alerts", "alerts", None),
+    ("GET", "/v1/findings", "findings", None),
+    ("POST", "/v1/cashier/deposits", "cashier", MONEY),
+    ("POST", "/v1/cashier/withdrawals", "cashier", MONEY),
+    ("POST", "/v1/bets", "bets", BET),
+]
+
+
+def copy_log(src: Path, dst: Path) -> Path:
+    """A copy of a log (SQLite's backup API: consistent whatever its WAL holds)."""
+    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+        a.backup(b)
+    a.close()
+    b.close()
+    return dst
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory, demo_log: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """One server over a copy of the demo log on SQLite, with a key per role: (base URL, keys)."""
+    tmp = tmp_path_factory.mktemp("shared")
+    log = copy_log(demo_log, tmp / "log.db")
+    keys = make_keyring(tmp / "keyring.json")
+    with running_server(log, f"sqlite:///{tmp / 'read.db'}", tmp / "keyring.json") as url:
+        yield url, keys
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_the_permission_table_is_the_documented_one() -> None:
+    """The routes' role table in the code is the one this suite (and the README) states."""
+    assert {k: set(v) for k, v in PERMISSIONS.items()} == EXPECTED_ROLES
+
+
+ROUTE_IDS = [f"{m} {p}" for m, p, _, _ in ROUTES]
+
+
+@pytest.mark.parametrize(("method", "path", "group", "body"), ROUTES, ids=ROUTE_IDS)
+@pytest.mark.parametrize("role", [None, "bogus", *ROLES])
+def test_every_route_needs_a_key_and_a_role_that_may(
+    shared: tuple[str, dict[str, str]], method: str, path: str, group: str, body: Any, role: str | None
+) -> None:
+    """No key or an unknown key: 401 (problem+json, WWW-Authenticate); a role that may not: 403;
+    a role that may: neither."""
+    url, keys = shared
+    headers = {"Idempotency-Key": f"auth-{role}-{group}-{path}"}
+    if role == "bogus":
+        headers.update(auth("clk_admin-00000000_not-a-key"))
+    elif role is not None:
+        headers.update(auth(keys[role]))
+    r = httpx.request(method, url + path, headers=headers, json=body, timeout=30)
+    if role in (None, "bogus"):
+        assert r.status_code == 401
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert r.headers["www-authenticate"] == "Bearer"
+    elif role in EXPECTED_ROLES[group]:
+        assert r.status_code not in (401, 403), r.text
+    else:
+        assert r.status_code == 403
+        assert r.json()["status"] == 403
+
+
+def serve_process(log: Path, keyring: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "services.cli", "serve", "--db", str(log), "--port", str(port),
+           "--keyring", str(keyring)]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+        try:
+            return httpx.get(url + "/v1/health", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_until(up, 60)
+    return proc, url
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_done_when_api_balances_and_statements_equal_the_fold_of_postings(
+    backend: str, demo_log: Path, tmp_path: Path
+) -> None:
+    """For a seeded demo, `casino-ledger serve` returns for every account the balance and the statement
+    (followed page by page) that the log's postings fold to; a rebuilt read model is identical."""
+    log = copy_log(demo_log, tmp_path / "log.db")
+    keys = make_keyring(tmp_path / "keyring.json")
+    env = {k: v for k, v in os.environ.items() if k != "CASINO_READ_DB"}
+    schemas = pg_schema_url() if backend == "postgresql" else None
+    if schemas is not None:
+        env["CASINO_READ_DB"] = next(schemas)
+    try:
+        proc, url = serve_process(log, tmp_path / "keyring.json", env)
+        try:
+            balances, lines = fold(log)
+            h = auth(keys["auditor"])
+            for account, expected in balances.items():
+                b = httpx.get(f"{url}/v1/accounts/{account}/balance", headers=h, timeout=30)
+                assert b.json() == {"account_id": account, "currency": "EUR", "balance_minor": expected}
+                got: list[tuple[str, int, int]] = []
+                cursor: str | None = None
+                while True:
+                    params = {"limit": "40", **({"cursor": cursor} if cursor else {})}
+                    page = httpx.get(f"{url}/v1/accounts/{account}/statement", params=params, headers=h,
+                                     timeout=30).json()  # fmt: skip
+                    got += [(e["transfer_id"], e["amount_minor"], e["balance_after_minor"])
+                            for e in page["entries"]]  # fmt: skip
+                    cursor = page["next_cursor"]
+                    if cursor is None:
+                        break
+                assert got == lines[account], account
+        finally:
+            proc.terminate()
+            proc.wait(30)
+        read_url = env.get("CASINO_READ_DB") or default_url(log)
+        engine = make_engine(read_url)
+        before = dump_rows(engine)
+        subprocess.run([sys.executable, "-m", "services.cli", "project", "--db", str(log), "--rebuild"],
+                       env=env, check=True, capture_output=True)  # fmt: skip
+        assert dump_rows(engine) == before
+        assert len(before["bo_statement_lines"]) == sum(len(v) for v in lines.values())
+        engine.dispose()
+    finally:
+        if schemas is not None:
+            schemas.close()
+
+
+@pytest.fixture
+def own(
+    fresh_log: Path, read_url: str, keyring: tuple[Path, dict[str, str]]
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """A server of this test's own over a fresh log, on each backend."""
+    with running_server(fresh_log, read_url, keyring[0]) as url:
+        yield url, keyring[1]
+
+
+def balance_of(url: str, key: str, account: str) -> int:
+    r = httpx.get(f"{url}/v1/accounts/{account}/balance", headers=auth(key), timeout=30)
+    return int(r.json()["balance_minor"])
+
+
+def test_deposits_are_idempotent_by_key(own: tuple[str, dict[str, str]], fresh_log: Path) -> None:
+    """Same Idempotency-Key and body: the same answer and one credit; same key, other body: 409;
+    the deposit enters the log once, written by the back office."""
+    url, keys = own
+    h = auth(keys["cashier"])
+    before = balance_of(url, keys["cashier"], "player:002")
+    body = {"account_id": "player:002", "amount_minor": 12_345, "currency": "EUR"}
+    first = httpx.post(f"{url}/v1/cashier/deposits", json=body, headers={**h, "Idempotency-Key": "d-1"})
+    again = httpx.post(f"{url}/v1/cashier/deposits", json=body, headers={**h, "Idempotency-Key": "d-1"})
+    assert first.status_code == again.status_code == 201
+    assert first.json() == again.json()
+    assert first.json()["status"] == "applied" and first.json()["balance_minor"] == before + 12_345
+    other = httpx.post(f"{url}/v1/cashier/deposits", json={**body, "amount_minor": 1},
+                       headers={**h, "Idempotency-Key": "d-1"})  # fmt: skip
+    assert other.status_code == 409 and other.headers["content-type"].startswith("application/problem+json")
+    assert balance_of(url, keys["cashier"], "player:002") == before + 12_345
+    deposits = [r for r in records(fresh_log) if r["type"] == "Deposit" and r["producer"] == "backoffice"]
+    assert len(deposits) == 1 and deposits[0]["payload"]["amount_minor"] == 12_345
+    applied = [r for r in records(fresh_log) if r["type"] == "FundsDeposited"
+               and r["payload"]["transfer_id"] == first.json()["transfer_id"]]  # fmt: skip
+    assert len(applied) == 1
+
+
+def test_a_withdrawal_beyond_the_balance_is_refused(own: tuple[str, dict[str, str]]) -> None:
+    """A withdrawal the wallet cannot cover: 422 problem+json with the wallet's reason; nothing moves;
+    a covered one is applied."""
+    url, keys = own
+    h = {**auth(keys["admin"]), "Idempotency-Key": "w-1"}
+    before = balance_of(url, keys["admin"], "player:003")
+    too_much = {"account_id": "player:003", "amount_minor": before + 1, "currency": "EUR"}
+    r = httpx.post(f"{url}/v1/cashier/withdrawals", headers=h, json=too_much)
+    assert r.status_code == 422
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["outcome"] == "refused" and r.json()["reason"] == "insufficient_funds"
+    assert balance_of(url, keys["admin"], "player:003") == before
+    ok = httpx.post(f"{url}/v1/cashier/withdrawals", headers={**h, "Idempotency-Key": "w-2"},
+                    json={"account_id": "player:003", "amount_minor": 500, "currency": "EUR"})  # fmt: skip
+    assert ok.status_code == 201 and ok.json()["balance_minor"] == before - 500
+
+
+def test_a_bet_without_an_open_coup_is_refused_and_refunded(own: tuple[str, dict[str, str]]) -> None:
+    """A bet at a table whose shoe is closed reaches the dealer, is refused, and its stake comes back."""
+    url, keys = own
+    before = balance_of(url, keys["terminal"], "player:001")
+    r = httpx.post(f"{url}/v1/bets", headers={**auth(keys["terminal"]), "Idempotency-Key": "b-1"},
+                   json={**BET, "table_id": "T01-punto-banco"})  # fmt: skip
+    assert r.status_code == 422 and r.json()["outcome"] == "refused"
+    assert balance_of(url, keys["terminal"], "player:001") == before
+    kinds = [e["kind"] for e in httpx.get(f"{url}/v1/accounts/player:001/statement?limit=500",
+                                          headers=auth(keys["admin"])).json()["entries"]]  # fmt: skip
+    assert kinds[-2:] == ["bet", "refund"]
+
+
+def test_statement_windows_and_csv(own: tuple[str, dict[str, str]], fresh_log: Path) -> None:
+    """since/until select the lines in the window; CSV (by ?format= or Accept) holds the same lines."""
+    url, keys = own
+    h = auth(keys["auditor"])
+    full = httpx.get(f"{url}/v1/accounts/player:004/statement?limit=500", headers=h).json()["entries"]
+    assert len(full) > 4
+    lo, hi = full[1]["occurred_at"], full[-2]["occurred_at"]
+    window = httpx.get(f"{url}/v1/accounts/player:004/statement", headers=h,
+                       params={"since": lo, "until": hi, "limit": 500}).json()["entries"]  # fmt: skip
+    assert window == [e for e in full if lo <= e["occurred_at"] < hi]
+    for extra in ({"params": {"format": "csv"}}, {"headers": {**h, "Accept": "text/csv"}}):
+        r = httpx.get(f"{url}/v1/accounts/player:004/statement", **({"headers": h} | extra))
+        assert r.headers["content-type"].startswith("text/csv")
+        rows = list(csv.DictReader(io.StringIO(r.text)))
+        assert [(x["transfer_id"], int(x["balance_after_minor"])) for x in rows] == [
+            (e["transfer_id"], e["balance_after_minor"]) for e in full
+        ]
+    report = httpx.get(f"{url}/v1/tables/{T}/report?format=csv", headers=h)
+    json_report = httpx.get(f"{url}/v1/tables/{T}/report", headers=h).json()
+    (row,) = csv.DictReader(io.StringIO(report.text))
+    assert int(row["handle_minor"]) == json_report["handle_minor"] > 0
+    assert set(json_report) == {"table_id", "day", "coups", "bets", "handle_minor", "win_minor",
+                                "commission_minor", "hold_pct"}  # fmt: skip
+
+
+def test_errors_are_problem_json(shared: tuple[str, dict[str, str]]) -> None:
+    """Unknown things are 404, malformed parameters 400/422, all as problem+json with their status."""
+    url, keys = shared
+    h = auth(keys["admin"])
+    cases = [
+        ("/v1/accounts/nobody/balance", 404), ("/v1/rounds/nothing", 404), ("/v1/tables/none/report", 404),
+        ("/v1/accounts/player:001/statement?since=yesterday", 422),
+        ("/v1/accounts/player:001/statement?since=2026-02-30", 400),
+        ("/v1/accounts/player:001/statement?cursor=abc", 422), (f"/v1/tables/{T}/report?day=22-11-2026", 422),
+        (f"/v1/tables/{T}/report?day=2026-11-31", 400),
+        ("/v1/alerts?severity=loud", 422), ("/v1/alerts?limit=0", 422),
+    ]  # fmt: skip
+    for path, status in cases:
+        r = httpx.get(url + path, headers=h)
+        assert r.status_code == status, path
+        assert r.headers["content-type"].startswith("application/problem+json"), path
+        assert r.json()["status"] == status
+    r = httpx.post(f"{url}/v1/cashier/deposits", headers=h, json=MONEY)  # no Idempotency-Key
+    assert r.status_code == 422
+
+
+def test_openapi_document_lists_the_design_endpoints(shared: tuple[str, dict[str, str]]) -> None:
+    """/openapi.json is OpenAPI 3.1 and has every endpoint DESIGN §10 names."""
+    doc = httpx.get(shared[0] + "/openapi.json").json()
+    assert doc["openapi"].startswith("3.1")
+    for path in ("/v1/accounts/{account_id}/balance", "/v1/accounts/{account_id}/statement",
+                 "/v1/rounds/{coup_id}", "/v1/tables/{table_id}/report", "/v1/alerts", "/v1/findings",
+                 "/v1/cashier/deposits", "/v1/cashier/withdrawals", "/v1/bets"):  # fmt: skip
+        assert path in doc["paths"], path
+
+
+def test_round_record_over_http(shared: tuple[str, dict[str, str]], demo_log: Path) -> None:
+    """GET /v1/rounds/{coup_id} answers the coup's cards in deal order as the dealer recorded them."""
+    url, keys = shared
+    dealt = [r["payload"] for r in records(demo_log) if r["type"] == "CardDealt"]
+    coup = dealt[0]["coup_id"]
+    got = httpx.get(f"{url}/v1/rounds/{coup}", headers=auth(keys["auditor"])).json()
+    assert [c["card"] for c in got["cards"]] == [d["card"] for d in dealt if d["coup_id"] == coup]
+    assert got["coup_id"] == coup and got["variant"] and got["bets"]
+
+
+def test_the_stream_announces_the_position(shared: tuple[str, dict[str, str]]) -> None:
+    """GET /v1/stream is text/event-stream and starts with the read model's position."""
+    url, keys = shared
+    with httpx.stream("GET", f"{url}/v1/stream?max_seconds=1", headers=auth(keys["operator"])) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        text = "".join(r.iter_text())
+    assert text.startswith("event: position\ndata: {\"position\": ")
+    position = int(text.split('"position": ')[1].split("}")[0])
+    assert position > 0
+
+
+def test_a_key_whose_answer_was_lost_is_a_conflict_not_a_crash(
+    own: tuple[str, dict[str, str]], read_url: str
+) -> None:
+    """When the stored answers are gone (a read model replaced), reusing an Idempotency-Key whose
+    request is already in the log answers 409 problem+json and credits nothing twice."""
+    url, keys = own
+    h = {**auth(keys["cashier"]), "Idempotency-Key": "lost-1"}
+    body = {"account_id": "player:001", "amount_minor": 777, "currency": "EUR"}
+    assert httpx.post(f"{url}/v1/cashier/deposits", headers=h, json=body).status_code == 201
+    after = balance_of(url, keys["cashier"], "player:001")
+    engine = make_engine(read_url)
+    with engine.begin() as c:
+        c.execute(delete(s.idempotency))
+    engine.dispose()
+    again = httpx.post(f"{url}/v1/cashier/deposits", headers=h, json=body)
+    assert again.status_code == 409
+    assert again.headers["content-type"].startswith("application/problem+json")
+    assert balance_of(url, keys["cashier"], "player:001") == after
