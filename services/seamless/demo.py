@@ -83,6 +83,6 @@ def main_seamless(
             export(wallet.ledger, f"{path}.operator.json")
             differences = reconcile(ours_from(read_db(path)), wallet.ledger.transactions())
             console.print(f"reconcile against {path}.operator.json: {len(differences)} differences")
-    report = replay(read_db(path))
+    report = replay(read_db(path), keys=composition.checkpoint_public_keys())
     render(console, summarise(read_db(path)), report, f"{path}  (try: casino-ledger replay --db {path})")
     return 0 if report.clean and not differences else 1

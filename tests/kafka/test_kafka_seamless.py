@@ -17,6 +17,7 @@ from pydantic import SecretStr
 
 from services.core import topics
 from services.runtime import kafka
+from services.runtime.compose import Composition
 from services.runtime.kafka_bus import KafkaBus, Workers, quick_settings, worker_env
 from services.runtime.replay import replay
 from services.runtime.settings import Settings
@@ -94,7 +95,7 @@ def test_seamless_session_through_sigkills_of_the_caller_and_settlement(
         rows, balances = wallet.ledger.transactions(), wallet.ledger.balances()
     assert set(wallet.stats.statuses) - {"ok", "duplicate"}, "no fault was injected"
     check_done(records, rows, balances, accounts)
-    report = replay(records)
+    report = replay(records, keys=Composition.demo().checkpoint_public_keys())
     assert report.clean, report.to_dict()["findings"][:5]
     assert [e for e in records if e.type == "BetPlaced"]
     assert not [e for e in records if e.topic == topics.DEADLETTER]
