@@ -51,6 +51,7 @@ KIND_OF_TRANSFER: Mapping[str, str] = {
     "StakeReserved": "bet",
     "StakeRefunded": "refund",
     "PayoutApplied": "payout",
+    "OperatorBalanceSynced": "operator_balance",  # seamless wallet: the operator's balance taken over
 }
 """A statement line's ``kind`` by transfer event type."""
 

@@ -147,3 +147,24 @@ def test_demo_seamless_plays_against_the_reference_wallet_and_reconciles(tmp_pat
     assert main(["reconcile", "--operator", f"{db}.operator.json", "--db", str(db)]) == 0
     assert main(["demo", "--seamless", "--tables", "1", "--coups", "2", "--db", str(db), "--force"]) == 0
     assert ": 0 differences" in capsys.readouterr().out, "a forced rerun starts a fresh operator ledger"
+
+
+def test_the_back_office_read_model_shows_the_operators_balances(tmp_path: Path) -> None:
+    """Projected from a seamless log, every player's balance in the back office is the operator's."""
+    from services.backoffice import queries  # noqa: PLC0415 (the back office is optional here)
+    from services.backoffice.migrate import upgrade  # noqa: PLC0415
+    from services.backoffice.projector import Projector  # noqa: PLC0415
+    from services.backoffice.schema import make_engine  # noqa: PLC0415
+    from services.runtime.embedded import EmbeddedLog  # noqa: PLC0415
+
+    log, wallet, _ = play(tmp_path, {"error_after": 0.2}, coups=3)
+    engine = make_engine(f"sqlite:///{tmp_path / 'read.db'}")
+    upgrade(engine)
+    with EmbeddedLog(log, readonly=True) as opened:
+        Projector(engine).catch_up(opened, batch=500)
+    players = {r["account_id"] for r in wallet["rows"]}
+    assert players
+    with engine.connect() as c:
+        for account in players:
+            assert queries.balance(c, account)["balance_minor"] == wallet["balances"][account], account
+    engine.dispose()
