@@ -231,3 +231,51 @@ def test_a_debit_success_places_the_bet_after_the_stake_event_with_the_operators
         9_900,
     )
     assert tail[2].topic == topics.TABLE_INBOX
+
+
+HOSTILE = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.sampled_from([10**30, -1, 0, 2**63]),
+    st.text(max_size=20), st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers()),
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(kind=st.sampled_from(["PlaceBet", "PayoutIssued", "BetRefundDue", "SeamlessCallAnswered"]),
+       field=st.integers(0, 20), value=HOSTILE, drop=st.booleans())  # fmt: skip
+def test_a_hostile_record_is_refused_or_dead_lettered_never_an_internal_error(
+    kind: str, field: int, value: Any, drop: bool
+) -> None:
+    """Any field of a request or an answer replaced by a hostile value (or removed): the adapter never
+    fails inside (no internal_error), and a dead letter leaves its state as it was."""
+    h = Harness([])
+    h.send("PlaceBet", "p0", {"bet_id": "b1", "table_id": "T1", "coup_id": "c1", "spot": "banker",
+                              "stake_minor": 100, "currency": "EUR"})  # fmt: skip
+    asked = h.outstanding[0]
+    valid: dict[str, dict[str, Any]] = {
+        "PlaceBet": {"account_id": "p0", "bet_id": "b2", "table_id": "T1", "coup_id": "c1", "spot": "banker",
+                     "stake_minor": 100, "currency": "EUR"},
+        "PayoutIssued": {"account_id": "p0",
+                         **_payout({"bet_id": "b1", "account_id": "p0", "stake_minor": 100}, 200)},
+        "BetRefundDue": {"account_id": "p0", "refund_id": "refund/b1", "bet_id": "b1", "table_id": "T1",
+                         "coup_id": "c1", "stake_minor": 100, "currency": "EUR", "reason": "betting_closed"},
+        "SeamlessCallAnswered": {"transaction_id": "debit/b1", "account_id": "p0", "attempt": 0,
+                                 "status": "ok", "balance_minor": 900, "http_status": 200, "elapsed_ms": 1,
+                                 "detail": None},
+    }  # fmt: skip
+    payload = dict(valid[kind])
+    name = sorted(payload)[field % len(payload)]
+    if drop:
+        payload.pop(name)
+    else:
+        payload[name] = value
+    before = h.state.inner
+    env = request(kind, topics.WALLET_REQUESTS, "p0", payload, event_id="hostile", occurred_at=AT,
+                  producer="t")
+    if kind == "SeamlessCallAnswered":
+        env = env.model_copy(update={"causation_id": asked.event_id})
+    outs = step(h.stage, h.state, env)
+    reasons = [o.payload["reason"] for o in outs if o.type == "DeadLetter"]
+    assert "internal_error" not in reasons, outs
+    if reasons:
+        assert h.state.inner == before
