@@ -171,12 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=None, help="coups per table per run (default 200)")
     ap.add_argument("--honest-coups", type=int, default=None, help="honest coups in total (default 10,500)")
     args = ap.parse_args(argv)
-    runs = args.runs or (1 if args.quick else 20)
-    rounds = args.rounds or (120 if args.quick else 200)
-    honest = args.honest_coups or (300 if args.quick else 10_500)
+    pick = lambda given, quick, full: (quick if args.quick else full) if given is None else given  # noqa: E731
+    runs = pick(args.runs, 1, 20)
+    rounds = pick(args.rounds, 120, 200)
+    honest = pick(args.honest_coups, 300, 10_500)
     for value in (runs, rounds, honest):
         if value < 1:
-            sys.stderr.write("monitor-eval: counts must be positive\n")
+            sys.stderr.write("casino-ledger: error: monitor-eval counts must be positive\n")
             return 2
     honest_runs = max(1, min(honest // (len(TABLES) * 500), 50) or 1)
     honest_rounds = -(-honest // (len(TABLES) * honest_runs))
