@@ -13,9 +13,11 @@ Detectors:
   (:data:`REPORTING_THRESHOLD_MINOR`, within :data:`DEPOSIT_BAND_BPS`), :data:`DEPOSIT_STRUCTURING_AT`
   of them among the account's last :data:`DEPOSIT_WINDOW` deposits. An honest deposit lands in the
   band with probability at most :data:`DEPOSIT_BAND_P0`; the count is derived from the binomial tail.
-* **cross-table hedge** — an even-money stake on one side at one table and a matched stake (within
-  5 %) on the other side at *another* table within :data:`CROSS_WINDOW_MS`: the same account holding
-  both risks across tables. :data:`CROSS_HEDGE_AT` such pairs among its last :data:`CROSS_WINDOW_BETS`
+* **cross-table hedge** — an even-money stake on one side at one table whose account's latest stake at
+  *another* table, within :data:`CROSS_WINDOW_MS`, was a matched stake (within 5 %) on the other side:
+  the same account holding both risks across tables. Only the latest other-table stake is compared (one
+  candidate per bet, so that the per-bet bound :data:`CROSS_P0` holds). :data:`CROSS_HEDGE_AT` such
+  pairs among its last :data:`CROSS_WINDOW_BETS`
   bets raise a warning.
 """
 
@@ -129,9 +131,10 @@ def on_stake(player: Player, rec: Envelope) -> tuple[Player, list[Draft]]:
     if spot not in HEDGE_SIDES:
         return player, []
     stake, at = int(p["amount_minor"]), millis(rec.occurred_at)
-    partner = next((s for s in reversed(player.stakes)
-                    if s[1] != table and s[2] != spot and at - s[4] <= CROSS_WINDOW_MS
-                    and abs(s[3] - stake) * BPS <= max(s[3], stake) * LINK_BAND_BPS), None)  # fmt: skip
+    last = next((s for s in reversed(player.stakes) if s[1] != table), None)  # the one bet it could hedge
+    hedge = (last is not None and last[2] != spot and at - last[4] <= CROSS_WINDOW_MS
+             and abs(last[3] - stake) * BPS <= max(last[3], stake) * LINK_BAND_BPS)  # fmt: skip
+    partner = last if hedge else None
     stakes = (*player.stakes, (rec.event_id, table, spot, stake, at))[-CROSS_WINDOW_BETS:]
     hedges = (*player.hedges, partner is not None)[-CROSS_WINDOW_BETS:]
     n = sum(hedges)

@@ -38,7 +38,8 @@ def test_alerts_json_lists_every_alert_with_its_explanation(
     its account, with what was seen, the threshold, the honest probability and the event ids."""
     assert main(["alerts", "--db", str(structured_log), "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert sorted(a["event_id"] for a in listed) == sorted(e["event_id"] for e in logged_alerts(structured_log))
+    logged = sorted(e["event_id"] for e in logged_alerts(structured_log))
+    assert sorted(a["event_id"] for a in listed) == logged
     deposits = [a for a in listed if a["detector"] == "deposit_structuring"]
     assert deposits and all(a["key"] == "adv:structurer" for a in deposits)
     first = deposits[0]

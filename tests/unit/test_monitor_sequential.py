@@ -33,8 +33,11 @@ def test_run_length_is_the_least_meeting_the_target(q: Fraction, checks: int) ->
     assert k == 1 or checks * q ** (k - 1) > TARGET
 
 
-@pytest.mark.parametrize(("n", "p", "checks"), [(50, Fraction(1, 20), 500), (10, Fraction(1, 10), 10_000),
-                                                (40, Fraction(1, 8), 80_000), (50, Fraction(1, 8), 40_000)])  # fmt: skip
+CASES = [(50, Fraction(1, 20), 500), (10, Fraction(1, 10), 10_000), (40, Fraction(1, 8), 80_000),
+         (50, Fraction(1, 8), 40_000)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("n", "p", "checks"), CASES)
 def test_binomial_threshold_is_the_least_meeting_the_target(n: int, p: Fraction, checks: int) -> None:
     """binomial_threshold gives the least k with checks · P(Bin(n, p) ≥ k) ≤ target."""
     k = binomial_threshold(n, p, checks)
@@ -64,7 +67,7 @@ def test_the_detectors_thresholds_are_the_derived_ones() -> None:
     assert mon.LINK_AT == binomial_threshold(50, Fraction(1, 8), 40_000) == 20
     assert accounts.DEPOSIT_STRUCTURING_AT == binomial_threshold(10, Fraction(1, 10), 10_000) == 7
     assert accounts.CROSS_HEDGE_AT == binomial_threshold(40, Fraction(1, 8), 80_000) == 18
-    assert mon.BIAS_H_MICRO == cusum_threshold(20_000) and mon.EDGE_H_MICRO == cusum_threshold(80_000)
+    assert (cusum_threshold(20_000), cusum_threshold(80_000)) == (mon.BIAS_H_MICRO, mon.EDGE_H_MICRO)
 
 
 def _deposit(account: str, n: int, amount: int):  # type: ignore[no-untyped-def]
