@@ -270,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one table of su
     from services.backoffice.cli import register as register_backoffice  # noqa: PLC0415 (argparse only)
 
     register_backoffice(sub)  # serve, apikey, project, statement, report
+    from services.runtime.alerts_cli import register as register_alerts  # noqa: PLC0415
+
+    register_alerts(sub)  # alerts, monitor-eval
     return p
 
 

@@ -927,6 +927,8 @@ class AnomalyDetected(Payload):
     observed: JsonObject = Field(default_factory=dict)
     threshold: JsonObject = Field(default_factory=dict)
     detail: Text = ""
+    honest_probability: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    """A bound on the chance of what was seen under honest play (a decimal string), where known."""
 
 
 class AlertsDigest(Payload):

@@ -20,7 +20,8 @@ AUDIT_FINDINGS: Final = "casino.audit.findings"
 """Keyed by table_id. Written by audit only (chained)."""
 
 MONITOR_ALERTS: Final = "casino.monitor.alerts"
-"""Keyed by table_id. ``AnomalyDetected``; written by the monitor only (chained)."""
+"""Keyed by table_id (account_id for the per-account stage's alerts). ``AnomalyDetected``; written by the
+monitor only (chained)."""
 
 DEADLETTER: Final = "casino.deadletter"
 """Keyed by source topic. The raw record and the reason."""

@@ -62,6 +62,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from enum import StrEnum
 from fractions import Fraction
 from typing import Any, Final
@@ -75,6 +76,17 @@ from services.core.events import Severity
 from services.core.money import BPS, settle
 from services.core.processor import Processor
 from services.core.trust import PRIMARY_CONSUMER, REFUSALS
+from services.monitor.sequential import (
+    FALSE_ALARMS_PER_10K_TARGET,
+    binomial_tail,
+    binomial_threshold,
+    cusum_step,
+    cusum_threshold,
+    llr_micro,
+    nats,
+    run_length,
+    run_probability,
+)
 
 
 class Detector(StrEnum):
@@ -91,6 +103,14 @@ class Detector(StrEnum):
     UNREADABLE_EVENT = "unreadable_event"
     INTERNAL_ERROR = "internal_error"
     REFUSED_RECORD = "refused_record"
+    LATE_DECISION = "late_decision"
+    SHOE_BIAS = "shoe_bias"
+    EDGE_SORTING = "edge_sorting"
+    BOT_REGULARITY = "bot_regularity"
+    LINKED_HEDGE = "linked_hedge"
+    PAIRED_PLAY = "paired_play"
+    DEPOSIT_STRUCTURING = "deposit_structuring"
+    CROSS_TABLE_HEDGE = "cross_table_hedge"
 
 
 CATEGORY: Final[Mapping[Detector, str]] = {
@@ -105,6 +125,14 @@ CATEGORY: Final[Mapping[Detector, str]] = {
     Detector.UNREADABLE_EVENT: "integrity",
     Detector.INTERNAL_ERROR: "integrity",
     Detector.REFUSED_RECORD: "trust",
+    Detector.LATE_DECISION: "dealer_collusion",
+    Detector.SHOE_BIAS: "shoe_tampering",
+    Detector.EDGE_SORTING: "advantage_play",
+    Detector.BOT_REGULARITY: "automation",
+    Detector.LINKED_HEDGE: "bet_pattern",
+    Detector.PAIRED_PLAY: "chip_dumping",
+    Detector.DEPOSIT_STRUCTURING: "structuring",
+    Detector.CROSS_TABLE_HEDGE: "bet_pattern",
 }
 """The family of each detector, for the back office to group alerts."""
 
@@ -117,10 +145,18 @@ PAST_POSTING_WINDOW_COUPS: Final = 50
 """Late attempts by one account count together when they fall within this many coups of the table
 (about half an 8-deck shoe). One late bet is often terminal latency; several in half a shoe are not."""
 
-PAST_POSTING_WARNING_AT: Final = 2
-"""Late attempts within the window from which an alert is a ``warning`` (the first is ``info``)."""
+PAST_POSTING_HONEST_RATE: Final = Fraction(1, 20)
+"""An upper bound on how often an honest account's bet arrives late, per coup of the table: one coup
+in twenty (terminal latency; the simulator sends a late bet after 5 % of coups, from any account)."""
 
-PAST_POSTING_CRITICAL_AT: Final = 3
+PAST_POSTING_WARNING_AT: Final = binomial_threshold(
+    PAST_POSTING_WINDOW_COUPS, PAST_POSTING_HONEST_RATE, 10_000 // 20
+)
+"""Late attempts within the window from which an alert is a ``warning`` (fewer are ``info``): the
+least ``k`` with ``500 · P(Binomial(50, 1/20) ≥ k) ≤ 1/10`` — one check per late bet, at most 500
+late bets per 10 000 honest coups, a tenth of the false-alarm goal (:mod:`.sequential`): 10."""
+
+PAST_POSTING_CRITICAL_AT: Final = PAST_POSTING_WARNING_AT + 2
 """Late attempts within the window from which an alert is ``critical``: a pattern, not an accident."""
 
 CARD_NOT_DUE_CRITICAL_AT: Final = 2
@@ -203,6 +239,11 @@ class Punter:
     late: tuple[int, ...] = ()
     near_limit: tuple[tuple[int, str], ...] = ()
     seen: int = 0
+    edge_micro: int = 0
+    edge_bets: tuple[str, ...] = ()
+    bot: tuple[tuple[str, int, int], ...] = ()
+    faced: str = ""
+    faced_run: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,12 +260,14 @@ class ShoeWatch:
 
 @dataclass(frozen=True, slots=True)
 class CoupWatch:
-    """The table's open coup: its accepted bets in order, and the accounts already flagged as hedged."""
+    """The table's open coup: its accepted bets in order, the accounts already flagged as hedged, and
+    each account's first bet's delay after the window opened (ms) with its event id."""
 
     coup_id: str
     number: int
     wagers: tuple[Wager, ...] = ()
     hedged: frozenset[str] = frozenset()
+    delays: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +281,11 @@ class TableWatch:
     coup: CoupWatch | None = None
     shoe: ShoeWatch | None = None
     punters: Mapping[str, Punter] = field(default_factory=dict)
+    bias_micro: tuple[int, int] = (0, 0)
+    bias_coups: tuple[int, int] = (0, 0)
+    opened_at: str = ""
+    first_card: str = ""
+    pairs: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def punter(self, account_id: str) -> Punter:
         """The account's record at this table (empty when new)."""
@@ -272,14 +320,20 @@ def alert(
     observed: Mapping[str, Any],
     threshold: Mapping[str, Any],
     detail: str,
+    honest_probability: str | None = None,
+    key: str | None = None,
 ) -> Draft:
-    """An ``AnomalyDetected`` draft on the table's alert stream (``table_id`` is its key)."""
+    """An ``AnomalyDetected`` draft on the table's alert stream (``table_id`` is its key, unless
+    ``key`` names another: the account stage keys its alerts by account). ``honest_probability``: how
+    likely what was seen is under honest play (a bound, as a decimal string), where one is known."""
     payload = {
         "detector": detector.value, "category": CATEGORY[detector], "severity": severity.value,
         "table_id": table_id, "subject": dict(subject), "observed": dict(observed),
         "threshold": dict(threshold), "detail": detail[:DETAIL_MAX_CHARS],
     }  # fmt: skip
-    return Draft("AnomalyDetected", topics.MONITOR_ALERTS, table_id, payload)
+    if honest_probability is not None:
+        payload["honest_probability"] = honest_probability
+    return Draft("AnomalyDetected", topics.MONITOR_ALERTS, key or table_id, payload)
 
 
 Drafts = list[Draft]
@@ -295,7 +349,7 @@ def past_posting(punter: Punter, coup_number: int, rec: Envelope) -> tuple[Punte
     if reason not in LATE_REASONS:
         return punter, []
     since = coup_number - PAST_POSTING_WINDOW_COUPS
-    late = (*(c for c in punter.late if c > since), coup_number)[-PAST_POSTING_CRITICAL_AT:]
+    late = (*(c for c in punter.late if c > since), coup_number)[-PAST_POSTING_WINDOW_COUPS:]
     n = len(late)
     severity = (
         Severity.CRITICAL if n >= PAST_POSTING_CRITICAL_AT
@@ -307,19 +361,31 @@ def past_posting(punter: Punter, coup_number: int, rec: Envelope) -> tuple[Punte
                "coup_id": p.get("coup_id")}  # fmt: skip
     observed = {"reason": reason, "attempts_in_window": n}
     threshold = {"window_coups": PAST_POSTING_WINDOW_COUPS, "warning_at": PAST_POSTING_WARNING_AT,
-                 "critical_at": PAST_POSTING_CRITICAL_AT}  # fmt: skip
+                 "critical_at": PAST_POSTING_CRITICAL_AT,
+                 "honest_late_rate": str(PAST_POSTING_HONEST_RATE)}  # fmt: skip
+    chance = binomial_tail(PAST_POSTING_WINDOW_COUPS, PAST_POSTING_HONEST_RATE, n)
     detail = f"{account} bet after the window ({reason}); {n} late attempt(s) in the window"
     found = alert(
-        Detector.PAST_POSTING, severity, rec.key,
-        subject=subject, observed=observed, threshold=threshold, detail=detail,
+        Detector.PAST_POSTING, severity, rec.key, subject=subject, observed=observed,
+        threshold=threshold, detail=detail, honest_probability=f"{float(chance):.3g}",
     )  # fmt: skip
     return replace(punter, late=late), [found]
+
+
+NOT_DUE: Final[Mapping[str, Detector]] = {
+    Reason.CARD_NOT_DUE.value: Detector.CARD_NOT_DUE,
+    Reason.DECISION_NOT_DUE.value: Detector.LATE_DECISION,
+}
+"""Refused commands that change a coup late: a card nobody asked for (a card slid in), a decision
+sent after the coup moved on (a dealer changing a decision). An honest operator and shoe never send
+either, so the first is a ``warning`` (probability under honest play: none but a slip)."""
 
 
 def card_not_due(shoe: ShoeWatch | None, rec: Envelope) -> tuple[ShoeWatch | None, Drafts]:
     """A card read refused as not due: a card the rules never asked the shoe for."""
     p = rec.payload
-    if str(p["reason"]) != Reason.CARD_NOT_DUE.value:
+    detector = NOT_DUE.get(str(p["reason"]))
+    if detector is None:
         return shoe, []
     count = (shoe.not_due if shoe else 0) + 1
     severity = Severity.CRITICAL if count >= CARD_NOT_DUE_CRITICAL_AT else Severity.WARNING
@@ -327,8 +393,8 @@ def card_not_due(shoe: ShoeWatch | None, rec: Envelope) -> tuple[ShoeWatch | Non
                "shoe_id": shoe.shoe_id if shoe else None}  # fmt: skip
     detail = f"a {p.get('command')} was refused: {p.get('detail')}"
     out = alert(
-        Detector.CARD_NOT_DUE, severity, rec.key, subject=subject, observed={"in_shoe": count},
-        threshold={"critical_at": CARD_NOT_DUE_CRITICAL_AT}, detail=detail,
+        detector, severity, rec.key, subject=subject, observed={"in_shoe": count},
+        threshold={"critical_at": CARD_NOT_DUE_CRITICAL_AT}, detail=detail, honest_probability="0",
     )  # fmt: skip
     return (replace(shoe, not_due=count) if shoe else None), [out]
 
@@ -467,6 +533,217 @@ def structuring(
     return replace(punter, near_limit=()), [found]
 
 
+# --- sequential and pattern detectors (issue #13) ----------------------------------------------------
+
+BIAS_P0: Final = WIN_PROBABILITY_MAX
+"""Honest bound on either side's share of decided coups (see :data:`WIN_PROBABILITY_MAX`: exact
+enumeration gives at most 50.71 % for banker, 49.32 % for player)."""
+
+BIAS_P1: Final = Fraction(3, 4)
+"""The share of decided coups a stacked or biased shoe is tested for (one side winning 3 in 4)."""
+
+BIAS_H_MICRO: Final = cusum_threshold(2 * 10_000)
+"""``shoe_bias`` CUSUM threshold: two one-sided CUSUMs (banker, player), at most one decided coup per
+coup each, so 20 000 observations per 10 000 coups; ``h = ln(20 000 / (1/10)) ≈ 12.21`` nats gives
+at most 1/10 false alarm per 10 000 honest coups (Lorden: ARL₀ ≥ e^h)."""
+
+BIAS_UP: Final = llr_micro(BIAS_P1, BIAS_P0)
+BIAS_DOWN: Final = llr_micro(1 - BIAS_P1, 1 - BIAS_P0)
+
+EDGE_RANKS: Final = frozenset("789")
+"""First cards that favour player (a 7, 8 or 9 to player's first hand): what an edge sorter sees."""
+
+EDGE_P0: Final = Fraction(3, 10)
+"""Honest bound on the chance that a coup's first card is a 7, 8 or 9: 12/52 = 23.1 % in a full
+shoe; rounded up to 30 % so that a depleted shoe stays within it. Bets are placed before the deal,
+so an honest player bet is independent of the first card."""
+
+EDGE_P1: Final = Fraction(9, 10)
+"""The edge sorter's player bets: nine in ten come with a 7, 8 or 9 first card."""
+
+EDGE_H_MICRO: Final = cusum_threshold(8 * 10_000)
+"""``edge_sorting`` CUSUM threshold per account: at most 8 player bets per coup, so 80 000
+observations per 10 000 coups; ``h = ln(800 000) ≈ 13.59`` nats (≤ 1/10 false alarm per 10 000)."""
+
+EDGE_UP: Final = llr_micro(EDGE_P1, EDGE_P0)
+EDGE_DOWN: Final = llr_micro(1 - EDGE_P1, 1 - EDGE_P0)
+
+BOT_JITTER_MS: Final = 50
+"""Delays after the window opened that differ by at most this are "the same timing"."""
+
+BOT_REPEAT_MAX: Final = Fraction(1, 4)
+"""Honest bound on the chance that a player's bet repeats the previous coup's exact stake *and*
+timing to within :data:`BOT_JITTER_MS` (each at most 1/2; a human's reaction time varies by far more
+than 50 ms)."""
+
+BOT_RUN: Final = run_length(BOT_REPEAT_MAX, 8 * 10_000)
+"""Consecutive identical (stake, timing) bets that raise ``bot_regularity``: the least ``k`` with
+``80 000 · (1/4)^k ≤ 1/10`` (one check per bet, at most 8 per coup): 10."""
+
+LINK_BAND_BPS: Final = 500
+"""Two stakes are "matched" when they differ by at most 5 % of the larger."""
+
+LINK_P0: Final = Fraction(1, 8)
+"""Honest bound on the chance that two given accounts at a coup stand on opposite even-money sides
+with matched stakes (each side at most 1/2 for each, a matched stake at most 1/2)."""
+
+LINK_WINDOW_COUPS: Final = 50
+"""Matched opposite stakes by one pair count together within this many coups."""
+
+LINK_AT: Final = binomial_threshold(LINK_WINDOW_COUPS, LINK_P0, 4 * 10_000)
+"""Matched opposite coups of one pair within the window that raise ``linked_hedge``: the least ``k``
+with ``40 000 · P(Binomial(50, 1/8) ≥ k) ≤ 1/10`` (at most 4 matched pairs checked per coup): 20."""
+
+PAIR_REPEAT_MAX: Final = Fraction(1, 2)
+"""Honest bound on the chance that a punter at a player-banked game faces the same banker as at his
+previous coup there (the bank passes from player to player)."""
+
+PAIR_RUN: Final = run_length(PAIR_REPEAT_MAX, 8 * 10_000)
+"""Consecutive coups against the same banker that raise ``paired_play`` (chip dumping): the least
+``k`` with ``80 000 · (1/2)^k ≤ 1/10``: 20."""
+
+
+def shoe_bias(t: TableWatch, winner: str, rec: Envelope) -> tuple[TableWatch, Drafts]:
+    """Two one-sided CUSUMs on the decided coups' winner (banker, player): a stacked or slowly biased
+    shoe makes one side win far more than the exact odds allow. Alerts and restarts at the threshold."""
+    if winner not in EVEN_MONEY_SPOTS:
+        return t, []
+    out: Drafts = []
+    stats, coups = list(t.bias_micro), list(t.bias_coups)
+    for i, side in enumerate(EVEN_MONEY_SPOTS):
+        s = cusum_step(stats[i], BIAS_UP if winner == side else BIAS_DOWN)
+        coups[i] = coups[i] + 1 if s > 0 else 0
+        stats[i] = s
+        if s >= BIAS_H_MICRO:
+            subject = {"event_ids": [rec.event_id], "coup_id": rec.payload.get("coup_id"),
+                       "shoe_id": rec.payload.get("shoe_id")}  # fmt: skip
+            observed = {"side": side, "cusum_nats": nats(s), "coups_in_run": coups[i]}
+            threshold = {"cusum_nats": nats(BIAS_H_MICRO), "p0": str(BIAS_P0), "p1": str(BIAS_P1),
+                         "false_alarms_per_10k": str(FALSE_ALARMS_PER_10K_TARGET)}  # fmt: skip
+            detail = f"{side} wins far more decided coups than the odds allow (CUSUM {nats(s)} nats)"
+            out.append(alert(
+                Detector.SHOE_BIAS, Severity.WARNING, rec.key, subject=subject, observed=observed,
+                threshold=threshold, detail=detail, honest_probability=f"{math.exp(-s / 1e6):.3g}",
+            ))  # fmt: skip
+            stats[i], coups[i] = 0, 0
+    return replace(t, bias_micro=(stats[0], stats[1]), bias_coups=(coups[0], coups[1])), out
+
+
+def edge_sorting(punter: Punter, wager: Wager, first_card: str, rec: Envelope) -> tuple[Punter, Drafts]:
+    """CUSUM over an account's player bets: does the coup's first card (dealt after the bet) favour
+    player far more often than chance? Alerts and restarts at :data:`EDGE_H_MICRO`."""
+    hit = first_card[:1] in EDGE_RANKS
+    s = cusum_step(punter.edge_micro, EDGE_UP if hit else EDGE_DOWN)
+    bets = (*punter.edge_bets, wager.bet_id)[-64:] if s > 0 else ()
+    if s < EDGE_H_MICRO:
+        return replace(punter, edge_micro=s, edge_bets=bets), []
+    subject = {"event_ids": [rec.event_id], "bet_ids": list(bets), "account_id": wager.account_id,
+               "coup_id": rec.payload.get("coup_id")}  # fmt: skip
+    observed = {"cusum_nats": nats(s), "bets_in_run": len(bets), "first_card": first_card}
+    threshold = {"cusum_nats": nats(EDGE_H_MICRO), "p0": str(EDGE_P0), "p1": str(EDGE_P1),
+                 "ranks": sorted(EDGE_RANKS)}  # fmt: skip
+    detail = f"{wager.account_id}'s player bets come with a 7, 8 or 9 first card far too often"
+    found = alert(
+        Detector.EDGE_SORTING, Severity.WARNING, rec.key, subject=subject, observed=observed,
+        threshold=threshold, detail=detail, honest_probability=f"{math.exp(-s / 1e6):.3g}",
+    )  # fmt: skip
+    return replace(punter, edge_micro=0, edge_bets=()), [found]
+
+
+def bot_regularity(
+    punter: Punter, wager: Wager, delay_ms: int, rec: Envelope
+) -> tuple[Punter, Drafts]:
+    """An account's first bet of each coup: the same stake and the same timing after the window opened
+    (within :data:`BOT_JITTER_MS`) :data:`BOT_RUN` coups in a row."""
+    run = punter.bot
+    if run and (run[-1][1] != wager.stake_minor or abs(run[-1][2] - delay_ms) > BOT_JITTER_MS):
+        run = ()
+    run = (*run, (wager.bet_id, wager.stake_minor, delay_ms))[-BOT_RUN:]
+    if len(run) < BOT_RUN:
+        return replace(punter, bot=run), []
+    subject = {"event_ids": [rec.event_id], "bet_ids": [b for b, _, _ in run],
+               "account_id": wager.account_id, "coup_id": rec.payload.get("coup_id")}  # fmt: skip
+    observed = {"bets": len(run), "stake_minor": wager.stake_minor, "delays_ms": [d for _, _, d in run]}
+    threshold = {"run": BOT_RUN, "jitter_ms": BOT_JITTER_MS, "repeat_probability_max": str(BOT_REPEAT_MAX)}
+    detail = (f"{wager.account_id} bet {wager.stake_minor} about {delay_ms} ms after the window opened, "
+              f"{len(run)} coups in a row")
+    found = alert(
+        Detector.BOT_REGULARITY, Severity.WARNING, rec.key, subject=subject, observed=observed,
+        threshold=threshold, detail=detail, honest_probability=run_probability(BOT_REPEAT_MAX, BOT_RUN - 1),
+    )  # fmt: skip
+    return replace(punter, bot=()), [found]
+
+
+def _matched(a: int, b: int) -> bool:
+    return abs(a - b) * BPS <= max(a, b) * LINK_BAND_BPS
+
+
+def linked_hedge(t: TableWatch, coup: CoupWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
+    """At the coup's end: pairs of accounts on opposite even-money sides with matched stakes; a pair
+    matched :data:`LINK_AT` times within :data:`LINK_WINDOW_COUPS` coups is a linked hedge."""
+    sides: dict[str, dict[str, int]] = {}
+    for w in coup.wagers:
+        if w.spot in HEDGE_SIDES:
+            sides.setdefault(w.account_id, {}).setdefault(w.spot, 0)
+            sides[w.account_id][w.spot] += w.stake_minor
+    single = {a: next(iter(s.items())) for a, s in sides.items() if len(s) == 1}
+    if len(single) < 2:
+        return t, []
+    pairs = dict(t.pairs)
+    out: Drafts = []
+    since = coup.number - LINK_WINDOW_COUPS
+    accounts = sorted(single)
+    for i, a in enumerate(accounts):
+        for b in accounts[i + 1:]:
+            (sa, ma), (sb, mb) = single[a], single[b]
+            if sa == sb or not _matched(ma, mb):
+                continue
+            key = f"{a}|{b}"
+            seen = (*(c for c in pairs.get(key, ()) if c > since), coup.number)
+            pairs[key] = seen
+            if len(seen) < LINK_AT:
+                continue
+            del pairs[key]
+            subject = {"event_ids": [rec.event_id], "account_ids": [a, b], "account_id": a,
+                       "coup_id": coup.coup_id}  # fmt: skip
+            observed = {"matched_coups": len(seen), "window_coups": LINK_WINDOW_COUPS}
+            threshold = {"matched_coups": LINK_AT, "p0": str(LINK_P0), "band_bps": LINK_BAND_BPS}
+            chance = binomial_tail(LINK_WINDOW_COUPS, LINK_P0, len(seen))
+            detail = f"{a} and {b} took opposite sides with matched stakes {len(seen)} times"
+            out.append(alert(
+                Detector.LINKED_HEDGE, Severity.WARNING, rec.key, subject=subject, observed=observed,
+                threshold=threshold, detail=detail, honest_probability=f"{float(chance):.3g}",
+            ))  # fmt: skip
+    for key in [k for k, v in pairs.items() if v[-1] <= since]:
+        del pairs[key]
+    return replace(t, pairs=pairs), out
+
+
+def paired_play(punter: Punter, wager: Wager, banker: str, rec: Envelope) -> tuple[Punter, Drafts]:
+    """A punter at a player-banked game facing the same banker :data:`PAIR_RUN` coups in a row: money
+    can be passed from one to the other by losing on purpose (chip dumping)."""
+    run = (*punter.faced_run, wager.bet_id) if punter.faced == banker else (wager.bet_id,)
+    run = run[-PAIR_RUN:]
+    if len(run) < PAIR_RUN:
+        return replace(punter, faced=banker, faced_run=run), []
+    subject = {"event_ids": [rec.event_id], "bet_ids": list(run), "account_id": wager.account_id,
+               "account_ids": [wager.account_id, banker], "coup_id": rec.payload.get("coup_id")}  # fmt: skip
+    threshold = {"run": PAIR_RUN, "repeat_probability_max": str(PAIR_REPEAT_MAX)}
+    detail = f"{wager.account_id} played against banker {banker} {len(run)} coups in a row"
+    found = alert(
+        Detector.PAIRED_PLAY, Severity.WARNING, rec.key, subject=subject,
+        observed={"coups": len(run), "banker": banker}, threshold=threshold, detail=detail,
+        honest_probability=run_probability(PAIR_REPEAT_MAX, PAIR_RUN - 1),
+    )  # fmt: skip
+    return replace(punter, faced=banker, faced_run=()), [found]
+
+
+def millis(timestamp: str) -> int:
+    """An RFC 3339 UTC timestamp in milliseconds since the epoch."""
+    at = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    return round(at.timestamp() * 1000)
+
+
 # --- handlers: fold one event into a table, calling the detectors -----------------------------------
 
 Handler = Callable[[TableWatch, Envelope], tuple[TableWatch, Drafts]]
@@ -496,7 +773,8 @@ def on_shoe_closed(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
 def on_betting_opened(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
     """The next coup: the table's coup clock advances; an unresolved earlier coup is dropped."""
     number = t.coups + 1
-    return replace(t, coups=number, coup=CoupWatch(str(rec.payload["coup_id"]), number)), []
+    coup = CoupWatch(str(rec.payload["coup_id"]), number)
+    return replace(t, coups=number, coup=coup, opened_at=rec.occurred_at, first_card=""), []
 
 
 def _wager(p: Mapping[str, Any]) -> Wager:
@@ -515,6 +793,11 @@ def on_bet_accepted(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
     coup = replace(coup, wagers=(*coup.wagers, wager))
     max_minor = t.max_minor.get(wager.spot)
     punter, more = structuring(t.punter(wager.account_id), wager, max_minor, t.coups, rec)
+    if wager.account_id not in coup.delays and t.opened_at and wager.spot in HEDGE_SIDES:
+        delay = millis(rec.occurred_at) - millis(t.opened_at)
+        coup = replace(coup, delays={**coup.delays, wager.account_id: delay})
+        punter, bot = bot_regularity(punter, wager, delay, rec)
+        more = more + bot
     return replace(t, coup=coup).with_punter(wager.account_id, punter), out + more
 
 
@@ -542,7 +825,8 @@ def on_card_dealt(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
         shoe = ShoeWatch(shoe_id, t.config.decks if t.config else None)
     shoe, out = card_overcount(shoe, card, rec)
     shoe, more = shoe_position(shoe, position, rec)
-    return replace(t, shoe=shoe), out + more
+    first = t.first_card or (card if p.get("hand") == "player" else "")
+    return replace(t, shoe=shoe, first_card=first), out + more
 
 
 def on_coup_resolved(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
@@ -552,12 +836,27 @@ def on_coup_resolved(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
     if coup is None or coup.coup_id != coup_id or t.config is None:
         return t, []
     config = t.config
+    out: Drafts = []
+    banks = [w.account_id for w in coup.wagers if w.spot == "bank"]
+    if banks:
+        for wager in coup.wagers:
+            if wager.account_id != banks[0] and wager.spot not in ("bank", "bank_cover"):
+                punter, found = paired_play(t.punter(wager.account_id), wager, banks[0], rec)
+                t = t.with_punter(wager.account_id, punter)
+                out += found
     if config.variant not in STATISTICAL_VARIANTS:
-        return t, []
+        return t, out
+    t, more = linked_hedge(t, coup, rec)
+    out += more
+    t, more = shoe_bias(t, str(rec.payload.get("outcome")), rec)
+    out += more
     variant = get_variant(config.variant)
     result = result_from_dict(rec.payload, variant.hands(config))
-    out: Drafts = []
     for wager in coup.wagers:
+        if wager.spot == "player" and t.first_card:
+            punter, found = edge_sorting(t.punter(wager.account_id), wager, t.first_card, rec)
+            t = t.with_punter(wager.account_id, punter)
+            out += found
         if wager.spot not in EVEN_MONEY_SPOTS:
             continue
         net = _net_minor(variant, config, result, wager)

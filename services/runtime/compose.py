@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from services.audit.processor import Audit
     from services.core.processor import Processor
     from services.dealer.processor import Dealer
+    from services.monitor.accounts import AccountMonitor
     from services.monitor.processor import Monitor
     from services.seamless.client import SeamlessConfig
     from services.settlement.processor import PayoutStage
@@ -156,11 +157,21 @@ class Composition:
         self._guarded(made)
         return made
 
+    def account_monitor(self) -> AccountMonitor:
+        """The monitor's per-account stage (players followed across tables, on the wallet events)."""
+        from services.monitor.accounts import AccountMonitor  # noqa: PLC0415
+
+        made = AccountMonitor()
+        self._guarded(made)
+        return made
+
     def service(self, name: str) -> list[Processor[Any]]:
         """The processors of one service (one Kafka worker): ``dealer``, ``settlement``, ``audit`` or
         ``monitor``. ``KeyError`` for another name."""
         if name == "settlement":
             return [self.payout_stage(), self.wallet_stage()]
+        if name == "monitor":
+            return [self.monitor(), self.account_monitor()]
         build = {"dealer": self.dealer, "audit": self.audit, "monitor": self.monitor}[name]
         return [build()]
 
@@ -172,6 +183,7 @@ class Composition:
             ("settlement.wallet", self.wallet_stage()),
             ("audit", self.audit()),
             ("monitor", self.monitor()),
+            ("monitor.accounts", self.account_monitor()),
         ]
 
     def processors(self) -> Sequence[Processor[Any]]:

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -128,6 +129,9 @@ def render(console: Console, summaries: dict[str, TableSummary], report: Report,
     console.print(f"audit verdict: [{colour}]{d['verdict']}[/{colour}] — {counts}, {opened}")
     for f in d["findings"][:20]:
         console.print(f"  finding {f.get('reason')}: {json.dumps(f.get('subject'), sort_keys=True)}")
+    by = Counter(str(a.get("severity")) for a in d.get("alerts", []))  # monitor alerts (issue #13)
+    shown = ", ".join(f"{by.get(s, 0)} {s}" for s in ("critical", "warning", "info"))
+    console.print(f"monitor alerts: {shown} (each explained: casino-ledger alerts --db LOG)")
     console.print(f"digest: {report.digest}")
     console.print(f"log: {where}")
 

@@ -775,6 +775,8 @@ class Replayer:
                 "event_id": env.event_id, "occurred_at": env.occurred_at, "table_id": p.get("table_id"),
                 "detector": p.get("detector"), "category": p.get("category"),
                 "severity": p.get("severity"), "subject": p.get("subject"), "detail": p.get("detail"),
+                "observed": p.get("observed"), "threshold": p.get("threshold"),
+                "honest_probability": p.get("honest_probability"),
             })  # fmt: skip
 
     def finding_record(self, env: Envelope) -> None:

@@ -68,7 +68,8 @@ TOPICS: Final[Mapping[str, TopicSpec]] = {
         chained=True,
     ),
     topics.MONITOR_ALERTS: TopicSpec(
-        "table_id", ("monitor",), ("back office", "operators"), FOREVER, chained=True,
+        "table_id (account_id for a per-account alert)", ("monitor",), ("back office", "operators"), FOREVER,
+        chained=True,
     ),
     topics.DEADLETTER: TopicSpec(
         "source topic", ("every processor",), ("monitor", "operators"),

@@ -95,6 +95,8 @@ class Session:
     """The outside principals' keys the session writes with (terminal, cashier, operator, shoe)."""
     rng: random.Random = field(init=False)
     stats: dict[str, int] = field(default_factory=dict)
+    adversaries: list[Any] = field(default_factory=list)
+    """Cheating strategies the session consults (:mod:`services.runtime.adversaries`; hook only)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -133,6 +135,8 @@ class Session:
         for account in self.accounts() if self.deposits else ():
             self.wallet("Deposit", account, {"amount_minor": self.deposit_minor, "currency": CURRENCY})
         plays = [TablePlay(self, spec) for spec in tables]
+        for adversary in self.adversaries:  # hook: adversaries see every table and fund their accounts
+            adversary.start(self, plays)
         for play in plays:
             play.open()
         self.bus.settle()
@@ -180,7 +184,10 @@ class TablePlay:
         self.shoe_no += 1
         tag = hashlib.sha256(str(self.session.seed).encode()).hexdigest()[:8]
         shoe_id = f"{self.spec.table_id}-{tag}-S{self.shoe_no}"
-        self.session.command("OpenShoe", self.spec.table_id, {"shoe_id": shoe_id, "mode": "rng"})
+        payload: dict[str, Any] = {"shoe_id": shoe_id, "mode": "rng"}
+        for adversary in self.session.adversaries:  # hook: a rigged shoe
+            payload = adversary.shoe(self, payload)
+        self.session.command("OpenShoe", self.spec.table_id, payload)
 
     def close_shoe(self) -> None:
         """Close the shoe (the dealer reveals its seed)."""
@@ -199,7 +206,10 @@ class TablePlay:
         # A player-banked game's bets are accepted in turn (the bank first, each against what the bank
         # still covers), so each waits for the one before; a house-banked game's bets are independent.
         in_turn = not self.variant.house_banked
-        for account, spot, stake in self.bets():
+        bets = self.bets()
+        for adversary in s.adversaries:  # hook: cheaters add or change bets
+            bets = adversary.bets(self, bets)
+        for account, spot, stake in bets:
             s.wallet("PlaceBet", account, {
                 "bet_id": s._id(), "table_id": t, "coup_id": self.coup_id, "spot": spot,
                 "stake_minor": stake, "currency": CURRENCY,
@@ -224,9 +234,15 @@ class TablePlay:
                     "currency": CURRENCY,
                 },
             )
+        for adversary in s.adversaries:  # hook: late bets
+            adversary.closed(self)
         s.command("DealCoup", t, {})
         s.bus.settle()
+        for adversary in s.adversaries:  # hook: a smart shoe reads its cards
+            adversary.dealt(self)
         self._play_out()
+        for adversary in s.adversaries:  # hook: late changes after the coup
+            adversary.resolved(self)
 
     def _next(self) -> Envelope | None:
         """The table's next dealer event, strictly in stream order (None when none has come yet).

@@ -323,6 +323,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "observed": {"streak": 12, "probability": "1/4096"},
         "threshold": {"streak": 11},
         "detail": "12 wins",
+        "honest_probability": "0.000244",
     },
     "AuditCheckpoint": {
         "table_id": "T1",

@@ -28,6 +28,8 @@ from services.monitor.processor import (
     OUTLIER_MIN_BETS,
     OUTLIER_WINDOW_BETS,
     OUTLIER_Z,
+    PAST_POSTING_CRITICAL_AT,
+    PAST_POSTING_WARNING_AT,
     PAST_POSTING_WINDOW_COUPS,
     STATISTICAL_VARIANTS,
     STREAK_PROBABILITY_MAX,
@@ -75,7 +77,9 @@ class TableRun:
         env = request(
             type_, topics.TABLE_INBOX, self.table_id, {"table_id": self.table_id, **payload},
             event_id=name_id("monitor-test", self.table_id, str(self.seed), str(self.n)),
-            occurred_at=(EPOCH + timedelta(seconds=self.n)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+            # a human's timing: milliseconds that wander from record to record (not a bot's)
+            occurred_at=(EPOCH + timedelta(seconds=self.n)).strftime("%Y-%m-%dT%H:%M:%S.")
+            + f"{int(sha256_hex(str(self.n).encode())[:6], 16) % 1000:03d}Z",
             producer="operator",
         )  # fmt: skip
         out = step(self.dealer, self.state, env)
@@ -193,8 +197,8 @@ def repeated(severities: list[str], gap_coups: int) -> Callable[[TableRun], Expe
     def script(t: TableRun) -> Expected:
         out: Expected = []
         for i, severity in enumerate(severities):
-            for _ in range(gap_coups if i else 0):
-                t.coup([("B", "player", 5_000)])
+            for j in range(gap_coups if i else 0):  # stakes vary: a human, not a bot
+                t.coup([("B", "player", 5_000 + 100 * (i + j))])
             prev = t.open_betting()
             t.deal()
             t.open_betting()
@@ -203,6 +207,15 @@ def repeated(severities: list[str], gap_coups: int) -> Callable[[TableRun], Expe
         return out
 
     return script
+
+
+def ladder(attempts: int) -> list[str]:
+    """The severities of ``attempts`` late bets in one window: info, then warning and critical from the
+    derived thresholds (:data:`PAST_POSTING_WARNING_AT`, :data:`PAST_POSTING_CRITICAL_AT`)."""
+    return [
+        "critical" if n >= PAST_POSTING_CRITICAL_AT else "warning" if n >= PAST_POSTING_WARNING_AT else "info"
+        for n in range(1, attempts + 1)
+    ]
 
 
 def two_accounts_late(t: TableRun) -> Expected:
@@ -230,9 +243,9 @@ def over_limit(t: TableRun) -> Expected:
     [
         late_after_close,
         aimed_at_earlier_coup,
-        repeated(["info", "warning"], 0),
-        repeated(["info", "warning", "critical"], 0),
-        repeated(["info", "warning", "critical", "critical"], 3),
+        repeated(ladder(PAST_POSTING_WARNING_AT), 0),
+        repeated(ladder(PAST_POSTING_CRITICAL_AT), 0),
+        repeated(ladder(PAST_POSTING_CRITICAL_AT + 1), 1),
         repeated(["info", "info"], PAST_POSTING_WINDOW_COUPS - 1),
         two_accounts_late,
         in_window,

@@ -1,0 +1,374 @@
+"""Cheaters for the simulator (issue #13): named, seeded strategies that play inside the rules.
+
+Each adversary is consulted by :class:`services.runtime.simulator.Session` through a small hook
+(``start``, ``shoe``, ``bets``, ``closed``, ``dealt``, ``resolved``) and writes its records as the
+outside principal that would write them, with the session's keyring: bets as a terminal, deposits
+as the cashier, card reads as the shoe, table commands and decisions as the operator. They are
+cheats, not forgers (a forgery is refused by the trust layer before any detector sees it).
+
+Every adversary draws its choices from its own ``random.Random`` seeded from the session's seed and
+its name, so a run is reproducible and the honest players' choices are unchanged by its presence.
+``accounts`` names the accounts it plays with (empty for a shoe or a dealer: then its ``tables``),
+``detectors`` the monitor detector codes expected to catch it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from services.core import topics
+from services.core.baccarat import apply_card, start
+from services.core.baccarat.engine import Deal, Resolved, next_step
+from services.core.cards import shoe_cards
+from services.core.envelope import request
+from services.core.shoe import play_window, shuffle
+from services.core.trust import Principal, authenticate
+from services.monitor.accounts import REPORTING_THRESHOLD_MINOR
+
+if TYPE_CHECKING:
+    from services.runtime.simulator import Session, TablePlay
+
+Bets = list[tuple[str, str, int]]
+CURRENCY = "EUR"
+STATISTICAL = frozenset({"punto_banco", "super6"})
+"""Tables where the even-money sides follow punto banco's tableau with no decision to make."""
+
+
+@dataclass(slots=True)
+class Adversary:
+    """A no-op strategy: the hook's every method, doing nothing. Subclasses override some."""
+
+    seed: int
+    rng: random.Random = field(init=False)
+    name: ClassVar[str] = "honest"
+    detectors: ClassVar[frozenset[str]] = frozenset()
+    variants: ClassVar[tuple[str, ...]] = ("punto_banco",)
+    """The tables (by variant) a run with this adversary needs."""
+    accounts: tuple[str, ...] = ()
+    tables: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(f"{self.name}/{self.seed}")
+
+    def start(self, session: Session, plays: Sequence[TablePlay]) -> None:
+        """Before the first coup: fund the adversary's accounts (as the cashier)."""
+        for account in self.accounts:
+            session.wallet("Deposit", account, {"amount_minor": 50_000_000, "currency": CURRENCY})
+
+    def shoe(self, play: TablePlay, payload: dict[str, Any]) -> dict[str, Any]:
+        """The ``OpenShoe`` payload (unchanged by default)."""
+        return payload
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        """This coup's bets (unchanged by default)."""
+        return bets
+
+    def closed(self, play: TablePlay) -> None:
+        """After ``CloseBetting``."""
+
+    def dealt(self, play: TablePlay) -> None:
+        """After ``DealCoup``."""
+
+    def resolved(self, play: TablePlay) -> None:
+        """After the coup resolved."""
+
+
+def _bet(play: TablePlay, account: str, spot: str, stake: int, at: str | None = None) -> None:
+    """A ``PlaceBet`` for the open coup, as a terminal (``at``: its own occurred_at)."""
+    s = play.session
+    payload = {"account_id": account, "bet_id": s._id(), "table_id": play.spec.table_id,
+               "coup_id": play.coup_id, "spot": spot, "stake_minor": stake, "currency": CURRENCY}  # fmt: skip
+    env = request("PlaceBet", topics.WALLET_REQUESTS, account, payload, event_id=s._id(),
+                  occurred_at=at or s._now(), producer=Principal.TERMINAL.value)  # fmt: skip
+    s.bus.publish([authenticate(env, s.keyring.key(Principal.TERMINAL))])
+
+
+def _statistical(play: TablePlay) -> bool:
+    return play.spec.variant in STATISTICAL
+
+
+@dataclass(slots=True)
+class PastPoster(Adversary):
+    """Sends a bet after the window closed in half the coups at the first table."""
+
+    name: ClassVar[str] = "past_poster"
+    detectors: ClassVar[frozenset[str]] = frozenset({"past_posting"})
+    accounts: tuple[str, ...] = ("adv:past-poster",)
+
+    def closed(self, play: TablePlay) -> None:
+        """A late bet on player, one time in two."""
+        if self.rng.random() < 0.5:
+            _bet(play, self.accounts[0], "player", play.spec.min_minor * 10)
+
+
+@dataclass(slots=True)
+class Hedger(Adversary):
+    """Holds both even-money sides: one account at one table (``same``), two linked accounts at one
+    table (``linked``), or one account at two tables in the same round (``cross``); the mode is
+    drawn from the seed."""
+
+    name: ClassVar[str] = "hedger"
+    detectors: ClassVar[frozenset[str]] = frozenset({"hedged_bets", "linked_hedge", "cross_table_hedge"})
+    variants: ClassVar[tuple[str, ...]] = ("punto_banco", "punto_banco")
+    accounts: tuple[str, ...] = ("adv:hedger-a", "adv:hedger-b")
+    mode: str = ""
+
+    def __post_init__(self) -> None:
+        Adversary.__post_init__(self)
+        self.mode = self.mode or self.rng.choice(("same", "linked", "cross"))
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        """Add the hedge at the statistical tables."""
+        if not _statistical(play):
+            return bets
+        a, b = self.accounts
+        stake = play.spec.min_minor * self.rng.choice((10, 20, 50))
+        first = play.spec.table_id == self.tables[0] if self.tables else True
+        if self.mode == "same" and first:
+            return [*bets, (a, "player", stake), (a, "banker", stake)]
+        if self.mode == "linked" and first:
+            return [*bets, (a, "player", stake), (b, "banker", stake)]
+        if self.mode == "cross":
+            if first:
+                self.cross_stake = stake
+                return [*bets, (a, "player", stake)]
+            return [*bets, (a, "banker", self.cross_stake or stake)]
+        return bets
+
+    def start(self, session: Session, plays: Sequence[TablePlay]) -> None:
+        """Fund both accounts; remember the statistical tables (the first is where it starts)."""
+        Adversary.start(self, session, plays)
+        self.tables = tuple(p.spec.table_id for p in plays if _statistical(p))
+
+    cross_stake: int = 0
+
+
+@dataclass(slots=True)
+class Structurer(Adversary):
+    """Deposits just under the reporting threshold every third coup and stakes just under the table
+    maximum one coup in two, at the first table."""
+
+    name: ClassVar[str] = "structurer"
+    detectors: ClassVar[frozenset[str]] = frozenset({"structuring", "deposit_structuring"})
+    accounts: tuple[str, ...] = ("adv:structurer",)
+    coups: int = 0
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        """A deposit under the threshold now and then; a stake under the maximum one time in two."""
+        if not _statistical(play):
+            return bets
+        self.coups += 1
+        account = self.accounts[0]
+        if self.coups % 3 == 0:
+            amount = REPORTING_THRESHOLD_MINOR - self.rng.randint(1, 60) * 500
+            play.session.wallet("Deposit", account, {"amount_minor": amount, "currency": CURRENCY})
+        if self.rng.random() < 0.5:
+            stake = play.spec.max_minor - self.rng.randint(1, 40) * 500
+            return [*bets, (account, self.rng.choice(("player", "banker")), stake)]
+        return bets
+
+
+@dataclass(slots=True)
+class ChipDumper(Adversary):
+    """At a player-banked game, one account (the dumper) always punts against its partner's bank,
+    passing money to it coup after coup."""
+
+    name: ClassVar[str] = "chip_dumper"
+    detectors: ClassVar[frozenset[str]] = frozenset({"paired_play"})
+    variants: ClassVar[tuple[str, ...]] = ("chemin_de_fer",)
+    accounts: tuple[str, ...] = ("adv:dumper", "adv:receiver")
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        """The receiver holds the bank; the dumper takes the first punter's seat with a big stake."""
+        bank = [b for b in bets if b[1] == "bank"]
+        if not bank:
+            return bets
+        dumper, receiver = self.accounts
+        amount = bank[0][2]
+        out: Bets = [(receiver, "bank", amount)]
+        out += [(receiver, x, m) for _, x, m in bets if x == "bank_cover"]
+        spots = [x for x in play.variant.spots(play.config) if x not in ("bank", "bank_cover")]
+        spot = next((x for x in spots if x.startswith(("punter", "ponte", "player"))), spots[0])
+        stake = max(play.spec.min_minor, amount // 2)
+        if play._coverable(out, dumper, spot, stake):
+            out.append((dumper, spot, stake))
+        taken = {x for _, x, _ in out}
+        for b in bets:
+            free = b[1] not in ("bank", "bank_cover") and b[0] not in self.accounts and b[1] not in taken
+            if free and play._coverable(out, b[0], b[1], b[2]):
+                out.append(b)
+        return out
+
+
+def _coup_cards(config: Any, cards: Sequence[str]) -> tuple[int, str] | None:
+    """How many of ``cards`` a coup takes and its outcome (None if it needs a decision)."""
+    state = start(config)
+    used = 0
+    while True:
+        step = next_step(state)
+        if isinstance(step, Resolved):
+            return used, step.result.outcome
+        if not isinstance(step, Deal) or used >= len(cards):
+            return None
+        state = apply_card(state, cards[used])
+        used += 1
+
+
+@dataclass(slots=True)
+class PresetShoe(Adversary):
+    """A smart shoe reading a stacked deck at the first statistical table: the cards of each coup are
+    arranged (from what is left of a real 8-deck shoe) so that banker wins, with probability
+    :meth:`rigged` per coup (always, for the preset shoe)."""
+
+    name: ClassVar[str] = "preset_shoe"
+    detectors: ClassVar[frozenset[str]] = frozenset({"shoe_bias"})
+    accounts: tuple[str, ...] = ()
+    left: list[str] = field(default_factory=list)
+    coups: int = 0
+
+    def start(self, session: Session, plays: Sequence[TablePlay]) -> None:
+        """Rig the first statistical table."""
+        self.tables = tuple(p.spec.table_id for p in plays if _statistical(p))[:1]
+
+    def shoe(self, play: TablePlay, payload: dict[str, Any]) -> dict[str, Any]:
+        """A smart shoe (cards read one by one) over a fresh deck."""
+        if play.spec.table_id not in self.tables:
+            return payload
+        self.left = list(shoe_cards(play.config.decks))
+        self.rng.shuffle(self.left)
+        return {**payload, "mode": "smart"}
+
+    def rigged(self) -> float:
+        """The chance that this coup's cards are arranged."""
+        return 1.0
+
+    def dealt(self, play: TablePlay) -> None:
+        """Read the coup's cards: arranged for banker, or the next ones of the deck."""
+        if play.spec.table_id not in self.tables:
+            return
+        self.coups += 1
+        cards: list[str] = []
+        if self.rng.random() < self.rigged():
+            for _ in range(200):
+                idx = self.rng.sample(range(len(self.left)), 6)
+                pick = [self.left[i] for i in idx]
+                done = _coup_cards(play.config, pick)
+                if done is not None and done[1] == "banker":
+                    cards = pick[: done[0]]
+                    break
+        if not cards:
+            done = _coup_cards(play.config, self.left[:6])
+            cards = self.left[: done[0] if done else 6]
+        for card in cards:
+            self.left.remove(card)
+            play.session.command("CardRead", play.spec.table_id, {"card": card})
+        play.session.bus.settle()
+
+
+@dataclass(slots=True)
+class BiasedShoe(PresetShoe):
+    """A slowly biased smart shoe: the chance that a coup is arranged for banker grows by 1 % a coup
+    up to 60 %."""
+
+    name: ClassVar[str] = "biased_shoe"
+
+    def rigged(self) -> float:
+        """Grows slowly with the coups played."""
+        return min(0.6, self.coups / 100)
+
+
+@dataclass(slots=True)
+class CollusiveDealer(Adversary):
+    """After a coup resolved, one time in four, slides in a late card (as the shoe) or sends a late
+    decision change (as the operator) at the first table."""
+
+    name: ClassVar[str] = "colluding_dealer"
+    detectors: ClassVar[frozenset[str]] = frozenset({"card_not_due", "late_decision"})
+    accounts: tuple[str, ...] = ()
+
+    def start(self, session: Session, plays: Sequence[TablePlay]) -> None:
+        """Work the first table."""
+        self.tables = (plays[0].spec.table_id,)
+
+    def resolved(self, play: TablePlay) -> None:
+        """A late card or decision now and then."""
+        if play.spec.table_id not in self.tables or self.rng.random() >= 0.25:
+            return
+        if self.rng.random() < 0.5:
+            card = self.rng.choice(shoe_cards(1))
+            play.session.command("CardRead", play.spec.table_id, {"card": card})
+        else:
+            play.session.command("Decision", play.spec.table_id, {
+                "coup_id": play.coup_id, "hand": "player", "choice": self.rng.choice(("draw", "stand")),
+                "decided_by": "operator",
+            })  # fmt: skip
+        play.session.bus.settle()
+
+
+@dataclass(slots=True)
+class EdgeSorter(Adversary):
+    """Knows each coup's first card (it reads the backs of sorted cards; simulated by knowing the
+    shoe's order) and bets player on a 7, 8 or 9, banker otherwise, at the statistical tables."""
+
+    name: ClassVar[str] = "edge_sorter"
+    detectors: ClassVar[frozenset[str]] = frozenset({"edge_sorting"})
+    accounts: tuple[str, ...] = ("adv:edge-sorter",)
+    order: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    pos: dict[str, int] = field(default_factory=dict)
+
+    def shoe(self, play: TablePlay, payload: dict[str, Any]) -> dict[str, Any]:
+        """Learn the shoe's order (a demo-mode seed stands for the sorted backs)."""
+        if not _statistical(play):
+            return payload
+        seed = self.rng.randbytes(32)
+        order = shuffle(seed, shoe_cards(play.config.decks))
+        first, _ = play_window(order, play.variant.shoe_rules_for(play.config))
+        t = play.spec.table_id
+        self.order[t], self.pos[t] = order, first
+        return {**payload, "seed_hex": seed.hex()}
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        """Bet on the side the first card favours."""
+        t = play.spec.table_id
+        if t not in self.order:
+            return bets
+        first = self.order[t][self.pos[t]]
+        spot = "player" if first[0] in "789" else "banker"
+        return [*bets, (self.accounts[0], spot, play.spec.min_minor * 10)]
+
+    def resolved(self, play: TablePlay) -> None:
+        """Move past the coup's cards."""
+        t = play.spec.table_id
+        if t in self.order:
+            done = _coup_cards(play.config, self.order[t][self.pos[t]:self.pos[t] + 6])
+            self.pos[t] += done[0] if done else 6
+
+
+@dataclass(slots=True)
+class Bot(Adversary):
+    """Bets the same stake on banker 800 ms after every window opens, at every statistical table."""
+
+    name: ClassVar[str] = "bot"
+    detectors: ClassVar[frozenset[str]] = frozenset({"bot_regularity"})
+    accounts: tuple[str, ...] = ("adv:bot",)
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        """Its own bet, timed to the millisecond (the window opened at the session's last second)."""
+        if _statistical(play):
+            from services.runtime.simulator import EPOCH  # noqa: PLC0415 (the simulator imports us)
+
+            at = EPOCH + timedelta(seconds=play.session.clock, milliseconds=800)
+            _bet(play, self.accounts[0], "banker", play.spec.min_minor * 7,
+                 at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z")  # fmt: skip
+        return bets
+
+
+ADVERSARIES: dict[str, type[Adversary]] = {
+    a.name: a for a in (PastPoster, Hedger, Structurer, ChipDumper, PresetShoe, BiasedShoe,
+                        CollusiveDealer, EdgeSorter, Bot)
+}  # fmt: skip
+"""Every adversary by name."""

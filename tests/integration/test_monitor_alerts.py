@@ -1,0 +1,81 @@
+"""Adversaries on the real embedded log, and the alerts an analyst works from it (issue #13)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from services.cli import main
+from services.runtime.adversaries import Structurer
+from services.runtime.compose import Composition
+from services.runtime.embedded import EmbeddedBus
+from services.runtime.simulator import Session, TableSpec
+
+
+@pytest.fixture(scope="module")
+def structured_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real SQLite log: one punto banco table, 40 coups, a structurer among honest players."""
+    path = tmp_path_factory.mktemp("alerts") / "log.db"
+    bus = EmbeddedBus(path, Composition.demo().pipeline())
+    Session(bus, seed=11, adversaries=[Structurer(seed=11)]).run([TableSpec("T01", "punto_banco")], 40)
+    return path
+
+
+def logged_alerts(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    """The AnomalyDetected records of the log, straight from SQLite."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT body FROM records WHERE topic = 'casino.monitor.alerts'").fetchall()
+    return [json.loads(bytes(b)) for (b,) in rows]
+
+
+def test_alerts_json_lists_every_alert_with_its_explanation(
+    structured_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`alerts --json` lists every alert of the log; the structurer's deposits raise an alert keyed by
+    its account, with what was seen, the threshold, the honest probability and the event ids."""
+    assert main(["alerts", "--db", str(structured_log), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    logged = sorted(e["event_id"] for e in logged_alerts(structured_log))
+    assert sorted(a["event_id"] for a in listed) == logged
+    deposits = [a for a in listed if a["detector"] == "deposit_structuring"]
+    assert deposits and all(a["key"] == "adv:structurer" for a in deposits)
+    first = deposits[0]
+    assert first["observed"]["deposits_in_band"] >= first["threshold"]["in_band_at"]
+    assert float(first["honest_probability"]) < 1e-5 and len(first["subject"]["event_ids"]) >= 1
+    assert {"structuring", "deposit_structuring"} <= {a["detector"] for a in listed}
+
+
+def test_alerts_filters(structured_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--account keeps only alerts naming the account; --severity warning drops info; the text ends with
+    the count by severity."""
+    assert main(["alerts", "--db", str(structured_log), "--json", "--account", "adv:structurer"]) == 0
+    mine = json.loads(capsys.readouterr().out)
+    assert mine and all("adv:structurer" in json.dumps(a) for a in mine)
+    assert main(["alerts", "--db", str(structured_log), "--json", "--severity", "warning"]) == 0
+    serious = json.loads(capsys.readouterr().out)
+    assert serious and all(a["severity"] in ("warning", "critical") for a in serious)
+    assert main(["alerts", "--db", str(structured_log), "--since", "2100-01-01"]) == 0
+    assert capsys.readouterr().out.strip() == "0 alert(s): 0 info, 0 warning, 0 critical"
+    assert main(["alerts", "--db", str(structured_log), "--table", "T01"]) == 0
+    text = capsys.readouterr().out
+    total = sum(1 for a in logged_alerts(structured_log) if a["payload"]["table_id"] == "T01")
+    assert text.splitlines()[-1].startswith(f"{total} alert(s):") and "probability under honest play" in text
+
+
+def test_monitor_eval_quick_detects_every_adversary(capsys: pytest.CaptureFixture[str]) -> None:
+    """`monitor-eval --quick` prints one row per adversary, each detected at least once, and honest play
+    raising no warning-or-worse alert."""
+    from services.runtime.adversaries import ADVERSARIES  # noqa: PLC0415
+
+    assert main(["monitor-eval", "--quick"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "| adversary | detectors | runs | detection rate | median coups to detection |"
+    rows = [line.split("|")[1:-1] for line in out[2:] if line.startswith("| ")]
+    assert [r[0].strip() for r in rows] == list(ADVERSARIES)
+    for r in rows:
+        assert r[3].strip() != "0 %" and r[4].strip() != "-", r
+    honest = next(line for line in out if line.startswith("honest play:"))
+    assert " 0 warning-or-worse alerts = 0.00 false alarms" in honest

@@ -1,0 +1,104 @@
+"""The monitor's sequential thresholds (issue #13): each is the least value meeting its false-alarm target."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.core import topics
+from services.core.envelope import request
+from services.monitor import accounts
+from services.monitor import processor as mon
+from services.monitor.sequential import (
+    FALSE_ALARMS_PER_10K_TARGET,
+    MICRO,
+    binomial_tail,
+    binomial_threshold,
+    cusum_threshold,
+    run_length,
+)
+
+TARGET = FALSE_ALARMS_PER_10K_TARGET
+
+
+@given(st.fractions(min_value=Fraction(1, 100), max_value=Fraction(99, 100)), st.integers(1, 10**6))
+def test_run_length_is_the_least_meeting_the_target(q: Fraction, checks: int) -> None:
+    """run_length gives the least k with checks · q^k ≤ target (k - 1 misses it)."""
+    k = run_length(q, checks)
+    assert checks * q**k <= TARGET
+    assert k == 1 or checks * q ** (k - 1) > TARGET
+
+
+CASES = [(50, Fraction(1, 20), 500), (10, Fraction(1, 10), 10_000), (40, Fraction(1, 8), 80_000),
+         (50, Fraction(1, 8), 40_000)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("n", "p", "checks"), CASES)
+def test_binomial_threshold_is_the_least_meeting_the_target(n: int, p: Fraction, checks: int) -> None:
+    """binomial_threshold gives the least k with checks · P(Bin(n, p) ≥ k) ≤ target."""
+    k = binomial_threshold(n, p, checks)
+    assert checks * binomial_tail(n, p, k) <= TARGET < checks * binomial_tail(n, p, k - 1)
+
+
+def test_binomial_tail_is_exact() -> None:
+    """P(Bin(n, p) ≥ 0) is 1 and P(Bin(2, 1/2) ≥ 1) is 3/4, exactly."""
+    assert binomial_tail(7, Fraction(1, 3), 0) == 1
+    assert binomial_tail(2, Fraction(1, 2), 1) == Fraction(3, 4)
+
+
+@pytest.mark.parametrize("observations", [20_000, 80_000])
+def test_cusum_threshold_bounds_false_alarms(observations: int) -> None:
+    """With h from cusum_threshold, observations / e^h (Lorden's bound) is within the target, and
+    one micro-nat less would not be much lower (h is not inflated)."""
+    h = cusum_threshold(observations) / MICRO
+    assert observations / math.exp(h) <= TARGET
+    assert observations / math.exp(h - 1e-3) > TARGET * Fraction(99, 100)
+
+
+def test_the_detectors_thresholds_are_the_derived_ones() -> None:
+    """The constants the detectors use are the derivations stated in their docstrings."""
+    assert mon.PAST_POSTING_WARNING_AT == binomial_threshold(50, Fraction(1, 20), 500) == 10
+    assert mon.BOT_RUN == run_length(Fraction(1, 4), 80_000) == 10
+    assert mon.PAIR_RUN == run_length(Fraction(1, 2), 80_000) == 20
+    assert mon.LINK_AT == binomial_threshold(50, Fraction(1, 8), 40_000) == 20
+    assert accounts.DEPOSIT_STRUCTURING_AT == binomial_threshold(10, Fraction(1, 10), 10_000) == 7
+    assert accounts.CROSS_HEDGE_AT == binomial_threshold(40, Fraction(1, 8), 80_000) == 18
+    assert (cusum_threshold(20_000), cusum_threshold(80_000)) == (mon.BIAS_H_MICRO, mon.EDGE_H_MICRO)
+
+
+def _deposit(account: str, n: int, amount: int):  # type: ignore[no-untyped-def]
+    payload = {"transfer_id": f"t{n}", "account_id": account, "amount_minor": amount, "currency": "EUR",
+               "postings": [], "balance_before_minor": 0, "balance_after_minor": amount}  # fmt: skip
+    return request("FundsDeposited", topics.WALLET_EVENTS, account, payload, event_id=f"e-{account}-{n}",
+                   occurred_at="2026-11-22T20:00:00.000Z", producer="settlement")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("amounts", "alerts"),
+    [
+        ([990_000] * accounts.DEPOSIT_STRUCTURING_AT, 1),
+        ([990_000] * (accounts.DEPOSIT_STRUCTURING_AT - 1), 0),
+        ([1_000_000] * 10, 0),
+        ([890_000] * 10, 0),
+        ([990_000, 5_000] * accounts.DEPOSIT_STRUCTURING_AT, 0),
+    ],
+    ids=["at_the_count", "one_short", "at_the_threshold_is_reported_anyway", "below_the_band", "spread_out"],
+)
+def test_deposit_structuring(amounts: list[int], alerts: int) -> None:
+    """Deposits just under the reporting threshold raise one alert, keyed by the account, once enough of
+    the last ten are in the band; deposits at or well under the threshold raise nothing."""
+    stage = accounts.AccountMonitor()
+    state = stage.initial()
+    out = []
+    for n, amount in enumerate(amounts):
+        state, drafts = stage.handle(state, _deposit("acc:1", n, amount))
+        out += drafts
+    assert len(out) == alerts
+    for d in out:
+        assert d.key == "acc:1" and d.payload["detector"] == "deposit_structuring"
+        assert len(d.payload["subject"]["event_ids"]) == accounts.DEPOSIT_STRUCTURING_AT
+        assert float(d.payload["honest_probability"]) < 1e-5
