@@ -362,13 +362,25 @@ class EmbeddedLog:
         row = self._conn.execute('SELECT "offset" FROM consumers WHERE name = ?', (name,)).fetchone()
         return int(row[0]) if row else 0
 
-    def commit_offset(self, name: str, offset: int) -> None:
-        """Set consumer ``name``'s committed offset (call inside the transaction that applied the records)."""
-        self._conn.execute(
+    def commit_offset(self, name: str, offset: int, *, expected: int | None = None) -> bool:
+        """Set consumer ``name``'s committed offset (call inside the transaction that applied the records).
+
+        With ``expected``, only when the committed offset still is ``expected`` (or none was committed
+        and ``expected`` is 0 or more): returns whether it was set, in one statement.
+        """
+        if expected is None:
+            self._conn.execute(
+                'INSERT INTO consumers (name, "offset") VALUES (?, ?) '
+                'ON CONFLICT(name) DO UPDATE SET "offset" = excluded."offset"',
+                (name, offset),
+            )
+            return True
+        cur = self._conn.execute(
             'INSERT INTO consumers (name, "offset") VALUES (?, ?) '
-            'ON CONFLICT(name) DO UPDATE SET "offset" = excluded."offset"',
-            (name, offset),
+            'ON CONFLICT(name) DO UPDATE SET "offset" = excluded."offset" WHERE consumers."offset" = ?',
+            (name, offset, expected),
         )
+        return cur.rowcount == 1
 
     def save_snapshot(self, name: str, offset: int, kind: str, blob: bytes) -> None:
         """Keep ``blob`` as consumer ``name``'s state after ``offset`` (replacing the previous one)."""
@@ -594,10 +606,10 @@ class Runner(Generic[S]):
         return result
 
     def _apply_batch(self, limit: int) -> BatchResult:
-        if self.log.committed(self.name) != self.committed:
-            raise ConsumerMoved(f"consumer {self.name!r} was advanced by another runner")
         rows = self.log.read(self.processor.inputs, self.position, limit)
         if not rows:
+            if self.log.committed(self.name) != self.committed:
+                raise ConsumerMoved(f"consumer {self.name!r} was advanced by another runner")
             return BatchResult(0, 0, self.position)
         outputs: list[Envelope] = []
         for offset, topic, _key, raw in rows:
@@ -615,8 +627,10 @@ class Runner(Generic[S]):
         self.ids.flush()
         self.log.append(outputs, internal=True)
         self.position = rows[-1][0]
-        self.committed = max(self.committed, self.position)
-        self.log.commit_offset(self.name, self.committed)
+        before, self.committed = self.committed, max(self.committed, self.position)
+        # one statement checks that no other runner moved this consumer and commits the offset
+        if not self.log.commit_offset(self.name, self.committed, expected=before):
+            raise ConsumerMoved(f"consumer {self.name!r} was advanced by another runner")
         self._since_snapshot += len(rows)
         if self._since_snapshot >= self.snapshot_every:
             self._snapshot()
@@ -679,10 +693,19 @@ def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None) -> 
     so the same log and the same runners give the same output log.
     """
     total = 0
+    seen: dict[int, int] = {}  # runner index -> a head it has read everything up to
     while True:
         head = runners[0].log.head() if runners else 0
-        # a runner already past the head has nothing to read: skip its (empty) transaction
-        moved = sum(runner.step_batch(limit).records for runner in runners if runner.position < head)
+        moved = 0
+        for i, runner in enumerate(runners):
+            # a runner that has read all its topics up to the head has nothing to read: skip its
+            # (empty) transaction; records appended since have offsets above that head
+            if runner.position >= head or seen.get(i, -1) >= head:
+                continue
+            done = runner.step_batch(limit).records
+            if done < (limit or runner.batch_limit):
+                seen[i] = head  # the read came back short: nothing left up to (at least) this head
+            moved += done
         if not moved:
             return total
         total += moved
