@@ -22,11 +22,13 @@ from rich.progress import Progress
 from rich.table import Table
 
 from services.core import topics
+from services.core.baccarat.variants.french_club import COVER_SPOT
 from services.core.envelope import Envelope, parse_record
+from services.core.signing import public_keyring
 from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, NotALog
 from services.runtime.keyring import KeyringError, load_keyring, new_keyring, save_keyring
-from services.runtime.replay import Report, read_db, replay
+from services.runtime.replay import PUBLIC_KEYRING_SUFFIX, Report, read_db, replay
 from services.runtime.settings import Settings
 from services.runtime.simulator import Session, TableSpec, demo_tables
 
@@ -78,7 +80,7 @@ def summarise(records: Iterable[bytes | Envelope]) -> dict[str, TableSummary]:
         p = env.payload
         if env.type == "TableOpened":
             of(env.key).variant = str(p["variant"])
-        elif env.type == "BetAccepted":
+        elif env.type == "BetAccepted" and p.get("spot") != COVER_SPOT:  # a bank's cover is no wager
             s = of(env.key)
             s.bets += 1
             s.handle_minor += int(p["stake_minor"])
@@ -86,7 +88,7 @@ def summarise(records: Iterable[bytes | Envelope]) -> dict[str, TableSummary]:
             of(env.key).refused += 1
         elif env.type == "CoupResolved":
             of(env.key).coups += 1
-        elif env.type == "PayoutIssued" and env.topic == topics.WALLET_REQUESTS:
+        elif env.type == "PayoutIssued" and env.topic == topics.WALLET_REQUESTS and p["spot"] != COVER_SPOT:
             s = of(str(p["table_id"]))
             s.paid_minor += int(p["credit_minor"])
             s.commission_minor += int(p["commission_minor"])
@@ -193,6 +195,7 @@ def main(args: argparse.Namespace) -> int:
     except KeyringError as exc:
         print(f"casino-ledger: error: {exc}", file=sys.stderr)
         return 2
+    _write_public_keyring(Path(f"{path}{PUBLIC_KEYRING_SUFFIX}"), composition)
     bus = EmbeddedBus(path, composition.pipeline())
     try:
         bus.log.set_meta(META_KEY, json.dumps(options, sort_keys=True))
@@ -233,7 +236,8 @@ def _prepare(db: Path | None, args: argparse.Namespace) -> dict[str, int] | None
     if args.force or (db is None and stored is not None):
         # --force starts afresh, keys included; the default scratch file keeps its keyring, so that
         # `make demo` twice plays the same shoes
-        for suffix in ("", "-wal", "-shm", *((".keyring.json",) if args.force else ())):
+        keys = (".keyring.json",) if args.force else ()
+        for suffix in ("", "-wal", "-shm", PUBLIC_KEYRING_SUFFIX, *keys):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         return None
     raise BadInput(f"{path} exists: --resume continues its session, --force replaces it")
@@ -253,6 +257,12 @@ def _stored_options(path: Path) -> dict[str, int] | None:
         return None
     ok = isinstance(data, dict) and set(data) == {"seed", "tables", "coups"}
     return {k: int(v) for k, v in data.items()} if ok and all(type(v) is int for v in data.values()) else None
+def _write_public_keyring(path: Path, composition: Composition) -> None:
+    """The public half of the demo's checkpoint key beside its log, where ``replay --db`` finds it."""
+    doc = public_keyring(composition.checkpoint_public_keys())
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def demo_composition(beside: Path) -> Composition:
     """The demo's processors: on ``CASINO_KEYRING`` when set, else on the keyring file ``beside`` (the
     db's ``<db>.keyring.json``: loaded when it exists, so a rerun replays the same shoes; else made

@@ -70,9 +70,11 @@ from pydantic import ValidationError
 from services.audit.processor import CHECKPOINT_EVERY, Audit, AuditState, digest_of, open_items
 from services.core import topics
 from services.core.baccarat import TableConfig, resolve
+from services.core.baccarat.variants.french_club import COVER_SPOT
 from services.core.envelope import Draft, Envelope, sha256_hex
 from services.core.errors import DomainError
 from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring, verify
+from services.runtime.failures import BadInput
 from services.runtime.settings import int_from_env
 
 DEDUP_WINDOW = 1 << 16
@@ -104,7 +106,7 @@ ENV_CHECKPOINT_EVERY = "CASINO_AUDIT_CHECKPOINT_EVERY"
 # --- configuration -------------------------------------------------------------------------------
 
 
-class SourceError(Exception):
+class SourceError(BadInput):
     """A replay source or option that cannot be used (one line for the CLI, exit 2)."""
 
 
@@ -118,11 +120,21 @@ def load_public_keyring(path: Path) -> dict[str, str]:
         raise SourceError(f"{path}: {exc}") from None
 
 
-def public_keys_from(path: str | None, env: Mapping[str, str] | None = None) -> tuple[dict[str, str], str]:
+PUBLIC_KEYRING_SUFFIX = ".public-keyring.json"
+"""A log file's own public keyring, written beside it (``<db>.public-keyring.json``) by ``demo``."""
+
+
+def public_keys_from(
+    path: str | None, env: Mapping[str, str] | None = None, *, log: Path | None = None
+) -> tuple[dict[str, str], str]:
     """The checkpoint verification keys and where they come from: ``--keys PATH``, else
-    ``CASINO_PUBLIC_KEYRING``, else (demo and tests only) the public demo key, said so in the report."""
+    ``CASINO_PUBLIC_KEYRING``, else the public keyring beside the ``log`` file (``<db>``
+    :data:`PUBLIC_KEYRING_SUFFIX`, which ``demo`` writes), else (demo and tests only) the public demo
+    key, said so in the report."""
     env = os.environ if env is None else env
     chosen = path or env.get(ENV_PUBLIC_KEYRING, "").strip()
+    if not chosen and log is not None and Path(f"{log}{PUBLIC_KEYRING_SUFFIX}").is_file():
+        chosen = f"{log}{PUBLIC_KEYRING_SUFFIX}"
     if chosen:
         return load_public_keyring(Path(chosen)), str(chosen)
     return dict(DEMO_PUBLIC_KEYS), "public demo key (demo and tests only: proves nothing)"
@@ -422,7 +434,7 @@ class Summaries:
             self._meta(kind, table_id, env)
         if not self.scope.at(env.occurred_at):
             return
-        if kind == "BetAccepted":
+        if kind == "BetAccepted" and p.get("spot") != COVER_SPOT:  # a bank's cover is a reserve, no wager
             row = self.table(table_id)
             row["bets"] += 1
             row["handle_minor"] += int(p["stake_minor"])
@@ -433,7 +445,7 @@ class Summaries:
         elif kind == "CoupResolved":
             self.table(table_id)["coups"] += 1
             self.shoe(str(p["shoe_id"]), table_id)["coups"] += 1
-        elif kind == "PayoutIssued" and env.topic == topics.WALLET_REQUESTS:
+        elif kind == "PayoutIssued" and env.topic == topics.WALLET_REQUESTS and p.get("spot") != COVER_SPOT:
             row = self.table(table_id)
             row["paid_minor"] += int(p["credit_minor"])
             row["commission_minor"] += int(p["commission_minor"])
@@ -1086,8 +1098,10 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         raise SourceError(f"{path} cannot be read as SQLite: {exc}") from None
     if not columns >= _LOG_COLUMNS:
+        names = sorted(str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
         conn.close()
-        raise SourceError(f"{path} is not a casino-ledger log (no records table)")
+        shown = f"an SQLite database of something else (tables: {', '.join(names[:5])})" if names else "empty"
+        raise SourceError(f"{path} is not a casino-ledger log: {shown}")
     return conn
 
 
@@ -1167,7 +1181,7 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
         scope = _scope_of(args)
     except ValueError as exc:
         raise SourceError(f"--since/--until must be ISO 8601: {exc}") from None
-    keys, key_source = public_keys_from(getattr(args, "keys", None))
+    keys, key_source = public_keys_from(getattr(args, "keys", None), log=Path(args.db) if args.db else None)
     source = Path(args.db or args.jsonl) if (args.db or args.jsonl) else None
     if source is not None and not source.exists():
         raise SourceError(f"no {'log' if args.db else 'file'} at {source}")

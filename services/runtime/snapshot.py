@@ -2,7 +2,7 @@
 
 A snapshot is read back by the *types in the code*, never by names in the data: :func:`decode` walks
 the state's type annotations (dataclasses, named tuples, ``dict``/``Mapping``, ``tuple``, ``list``,
-``set``/``frozenset``, ``Literal``, enums, unions, ``int``/``str``/``bool``/``None``, ``Any`` for
+``set``/``frozenset``, ``deque``, ``Literal``, enums, unions, ``int``/``str``/``bool``/``None``, ``Any`` for
 plain JSON) and builds exactly those objects, refusing anything that does not fit (an unknown or
 missing field, a string where an int belongs, a bool for an int, a value outside a ``Literal``).
 Nothing in a snapshot can choose a class to instantiate or code to run, so a crafted snapshot is at
@@ -22,6 +22,7 @@ import json
 import sys
 import types
 import typing
+from collections import deque
 from collections.abc import Mapping, MutableMapping, Sequence
 from collections.abc import Set as AbstractSet
 from functools import cache
@@ -98,9 +99,9 @@ def encode(value: Any, tp: Any) -> Any:
         return {f.name: encode(getattr(value, f.name), hints[f.name]) for f in dataclasses.fields(tp)}
     if origin is tuple or tp is tuple:
         return _encode_tuple(value, args)
-    if origin in (list, Sequence) or tp is list:
+    if origin in (list, Sequence, deque) or tp in (list, deque):
         item = args[0] if args else Any
-        if not isinstance(value, (list, tuple)):
+        if not isinstance(value, (list, tuple, deque)):
             raise SnapshotError(f"expected a sequence, got {type(value).__name__}")
         return [encode(v, item) for v in value]
     if origin in (set, frozenset, AbstractSet):
@@ -218,6 +219,9 @@ def decode(data: Any, tp: Any) -> Any:
         return _decode_dataclass(data, tp)
     if origin is tuple or tp is tuple:
         return _decode_tuple(data, args)
+    if origin is deque or tp is deque:  # an ordered window (audit's recently settled bets)
+        item = args[0] if args else Any
+        return deque(decode(v, item) for v in _array(data))
     if origin in (list, Sequence) or tp is list:
         item = args[0] if args else Any
         values = [decode(v, item) for v in _array(data)]

@@ -90,11 +90,11 @@ SURVEY: dict[str, Bad] = {
                                     program=(sys.executable, "-m", "services.runtime.kafka")),
     "replay --kafka no port": Bad(("replay", "--kafka", "127.0.0.1:abc"), "host:port"),
     # malformed settings and keys (a password is in the environment: it must not be printed)
-    "bad hex audit key": Bad(("replay", "--db", "{good}"), "CASINO_AUDIT_HMAC_KEY",
-                             env={"CASINO_AUDIT_HMAC_KEY": "zz" + SECRET}),
-    "short audit key": Bad(("replay", "--db", "{good}"), "too short", env={"CASINO_AUDIT_HMAC_KEY": "abcd"}),
-    "bad hex retired key": Bad(("replay", "--db", "{good}"), "CASINO_AUDIT_VERIFY_KEYS",
-                               env={"CASINO_AUDIT_VERIFY_KEYS": f"old={SECRET}"}),
+    "public keyring not JSON": Bad(("replay", "--db", "{good}"), "foreign.db",
+                                   env={"CASINO_PUBLIC_KEYRING": "{d}/foreign.db"}),
+    "public keyring missing": Bad(("replay", "--db", "{good}", "--keys", "{d}/nowhere.json"), "nowhere.json"),
+    "keyring not JSON": Bad(("ingest", "--db", "{d}/new.db", "--as", "cashier", "{d}/foreign.db"), "keyring",
+                            env={"CASINO_KEYRING": "{d}/random.db"}),
     "bad checkpoint cadence": Bad(("replay", "--db", "{good}"), "CASINO_AUDIT_CHECKPOINT_EVERY",
                                   env={"CASINO_AUDIT_CHECKPOINT_EVERY": "often"}),
     "partitions not a number": Bad(("worker", "dealer"), "CASINO_PARTITIONS", env={"CASINO_PARTITIONS": "many"}),
@@ -165,7 +165,8 @@ def test_bad_invocation_is_one_line_and_status_2(case: str, tmp_path: Path, good
     stdout = open(bad.stdout_to, "wb") if bad.stdout_to else subprocess.PIPE  # noqa: SIM115
     try:
         done = subprocess.run([*bad.program, *argv], input=bad.stdin, stdout=stdout, stderr=subprocess.PIPE,
-                              env={**BASE_ENV, **bad.env}, timeout=120, check=False,
+                              env={**BASE_ENV, **{k: v.format(d=tmp_path) for k, v in bad.env.items()}},
+                              timeout=120, check=False,
                               preexec_fn=_limit(bad.file_size_limit))  # fmt: skip
     finally:
         if bad.stdout_to:

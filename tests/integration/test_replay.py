@@ -73,7 +73,8 @@ def test_clean_log_exits_0_with_identical_reports_from_db_and_jsonl(demo_db: Pat
         _run("replay", "--db", str(demo_db), "--json"),
         _run("replay", "--db", str(demo_db), "--json"),
     )
-    from_jsonl = _run("replay", "--jsonl", str(export), "--json")
+    # a JSONL export travels without the log's files: its public keyring is named (the db's is found)
+    from_jsonl = _run("replay", "--jsonl", str(export), "--json", "--keys", f"{demo_db}.public-keyring.json")
     assert first.returncode == second.returncode == from_jsonl.returncode == 0, first.stderr.decode()
     assert first.stdout == second.stdout == from_jsonl.stdout
     report = json.loads(first.stdout)
@@ -162,9 +163,9 @@ def test_bad_time_is_an_input_error(demo_db: Path) -> None:
 
 
 def test_checkpoints_verify_with_the_public_keyring_only(demo_db: Path, tmp_path: Path) -> None:
-    """With a public keyring that lacks the demo key the demo's checkpoints fail (exit 1); a public
-    keyring holding the demo's public key (no secret in it) makes the replay clean again."""
-    from services.core.signing import DEMO_PUBLIC_KEYS, SigningKey, public_keyring  # noqa: PLC0415
+    """With a public keyring that lacks the demo's audit key the demo's checkpoints fail (exit 1); the
+    public keyring a regulator gets from ``keys public`` (no secret in it) makes the replay clean again."""
+    from services.core.signing import SigningKey, public_keyring  # noqa: PLC0415
 
     other = tmp_path / "other.json"
     other.write_text(json.dumps(public_keyring({"audit-0badc0de": SigningKey("x", bytes(32)).public_hex()})))
@@ -173,5 +174,6 @@ def test_checkpoints_verify_with_the_public_keyring_only(demo_db: Path, tmp_path
     reasons = {f["reason"] for f in json.loads(failing.stdout)["findings"]}
     assert reasons == {"checkpoint_signature_invalid"}
     demo = tmp_path / "demo-public.json"
-    demo.write_text(json.dumps(public_keyring(DEMO_PUBLIC_KEYS)))
+    assert _run("keys", "public", "--in", f"{demo_db}.keyring.json", "--out", str(demo)).returncode == 0
+    assert "secret" not in demo.read_text()
     assert _run("replay", "--db", str(demo_db), "--json", CASINO_PUBLIC_KEYRING=str(demo)).returncode == 0

@@ -25,6 +25,7 @@ from services.core.processor import initial_state
 from services.core.signing import signing_key_from_secret
 from services.runtime.replay import read_db
 from services.runtime.simulator import DEFAULT_TABLES, Session
+from tests.helpers.keys import demo_keyring_file
 from tests.helpers.membus import MemBus
 
 CLI = [sys.executable, "-m", "services.cli"]
@@ -56,6 +57,7 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real demo log: 3 tables, 12 coups each (the demo's monitor raises a few alerts)."""
     db = tmp_path_factory.mktemp("verdicts") / "demo.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CASINO_")} | {"CI": "1"}
+    env["CASINO_KEYRING"] = str(demo_keyring_file(db.parent))  # replays below use the demo public key
     done = subprocess.run([*CLI, "demo", "--db", str(db), "--coups", "12", "--tables", "3", "--quiet"],
                           env=env, capture_output=True, timeout=180, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()[-2000:]

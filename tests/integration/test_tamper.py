@@ -20,6 +20,7 @@ from services.core.cards import CARD_POINTS
 from services.core.envelope import canonical, sha256_hex
 from services.core.signing import DEMO_KEY_ID, DEMO_PUBLIC_KEYS
 from services.runtime.replay import Report, read_db, replay
+from tests.helpers.keys import demo_keyring_file
 
 Rec = dict[str, Any]
 CLI = [sys.executable, "-m", "services.cli"]
@@ -36,7 +37,8 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real demo log: 3 tables, 14 coups each, through the CLI on the embedded SQLite runtime."""
     db = tmp_path_factory.mktemp("tamper") / "demo.db"
     cmd = [*CLI, "demo", "--db", str(db), "--coups", "14", "--tables", "3", "--quiet"]
-    done = subprocess.run(cmd, env=_env(), capture_output=True, timeout=120, check=False)
+    env = _env() | {"CASINO_KEYRING": str(demo_keyring_file(db.parent))}  # checkpoints on the demo key
+    done = subprocess.run(cmd, env=env, capture_output=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     return db
 
@@ -79,6 +81,18 @@ def _with_payload(rec: Rec, **changes: Any) -> Rec:
     return {**rec, "payload": {**rec["payload"], **changes}}
 
 
+def _banker_third_card(recs: list[Rec]) -> int:
+    """The index of the first ``CardDealt`` that is the third card of a banker's hand."""
+    banker_cards: dict[str, int] = {}
+    for i, r in enumerate(recs):
+        if r["type"] == "CardDealt" and r["payload"]["hand"] == "banker":
+            coup = r["payload"]["coup_id"]
+            banker_cards[coup] = banker_cards.get(coup, 0) + 1
+            if banker_cards[coup] == 3:
+                return i
+    raise AssertionError("no banker drew a third card in the demo log")
+
+
 def _other_card(card: str) -> str:
     """A card of another point value (so the hand's total changes too)."""
     return next(c for c in ("9S", "5H", "2D") if CARD_POINTS[c] != CARD_POINTS[card])
@@ -107,8 +121,9 @@ def card_changed(recs: list[Rec]) -> tuple[list[Rec], dict[str, set[str]]]:
 
 def card_changed_chain_rehashed(recs: list[Rec]) -> tuple[list[Rec], dict[str, set[str]]]:
     """A dealt card changed and the whole table chain re-hashed: the shoe, the engine and the
-    checkpoint each catch it."""
-    i = _find(recs, lambda r: r["type"] == "CardDealt")
+    checkpoint each catch it. The card is a banker's third card (the last a coup deals, so the changed
+    coup still has the cards the tableau asks for and the engine recomputes other hands)."""
+    i = _banker_third_card(recs)
     p = recs[i]["payload"]
     out = list(recs)
     out[i] = _with_payload(recs[i], card=_other_card(p["card"]))
