@@ -711,36 +711,14 @@ def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None) -> 
         total += moved
 
 
-LAGGING = frozenset({"audit", "monitor"})
-"""Consumers whose outputs no other stage of the bus reads back, but audit: :meth:`EmbeddedBus.advance`
-lets them lag and catch up in large batches."""
-
-
 class EmbeddedBus:
-    """The simulator's bus over the embedded log: dealer, settlement (payout, wallet), audit and monitor.
+    """The simulator's bus over the embedded log: dealer, settlement (payout, wallet) and audit runners."""
 
-    :meth:`settle` runs every runner until idle. :meth:`advance` is what the simulator calls while it
-    plays: it runs the stages whose events a table waits for (dealer, settlement) until idle, and lets
-    the observers (:data:`LAGGING`: audit, monitor) catch up only once ``lag_records`` records have
-    piled up, in large batches. The dealer and settlement never read an observer's output, so their
-    records and their order are the same either way; monitor reads only dealer events and dead
-    letters (same order too), and audit's outputs are per-stream the same (a test checks it).
-    """
-
-    def __init__(
-        self,
-        path: str | Path,
-        runners: Sequence[tuple[str, Processor[Any]]] | None = None,
-        *,
-        lag_records: int = 2000,
-    ) -> None:
+    def __init__(self, path: str | Path, runners: Sequence[tuple[str, Processor[Any]]] | None = None) -> None:
         self.log = EmbeddedLog(path)
         self.runners: list[Runner[Any]] = [
             Runner(self.log, proc, name) for name, proc in (runners or default_pipeline())
         ]
-        self._interactive = [r for r in self.runners if r.name not in LAGGING]
-        self._lagging = [r for r in self.runners if r.name in LAGGING]
-        self.lag_records = lag_records
         self._cursors: dict[tuple[str, str], int] = {}
 
     def publish(self, envelopes: list[Envelope]) -> None:
@@ -750,12 +728,6 @@ class EmbeddedBus:
     def settle(self) -> None:
         """Run every processor until nothing is left to do."""
         run_until_idle(self.runners)
-
-    def advance(self) -> None:
-        """Run the dealer and settlement until idle; the observers only once they lag by ``lag_records``."""
-        run_until_idle(self._interactive)
-        if self._lagging and self.log.head() - min(r.position for r in self._lagging) >= self.lag_records:
-            run_until_idle(self.runners)
 
     def read(self, topic: str, key: str) -> list[Envelope]:
         """The records on ``topic`` under ``key`` not yet returned by an earlier call."""

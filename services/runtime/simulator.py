@@ -38,9 +38,7 @@ class Bus(Protocol):
         """Append outside records (requests, commands)."""
 
     def settle(self) -> None:
-        """Let every processor run until nothing is left to do (a bus may also offer ``advance()``: let
-        the processors a table waits for run, the observers possibly later; the simulator uses it
-        between the steps of a coup)."""
+        """Let every processor run until nothing is left to do."""
 
     def read(self, topic: str, key: str) -> list[Envelope]:
         """The records on ``topic`` under ``key`` not yet returned by an earlier call."""
@@ -123,10 +121,6 @@ class Session:
                       event_id=self._id(), occurred_at=self._now(), producer=who.value)  # fmt: skip
         self.bus.publish([authenticate(env, self.keyring.key(who))])
 
-    def advance(self) -> None:
-        """Let the table's next events come: the bus's ``advance()`` where it has one, else ``settle()``."""
-        getattr(self.bus, "advance", self.bus.settle)()
-
     # -- the session -------------------------------------------------------------------------
     def accounts(self) -> list[str]:
         """The players' wallet account ids."""
@@ -198,7 +192,7 @@ class TablePlay:
             self.open_shoe()
             self.stop_reached = False
         s.command("OpenBetting", t, {})
-        s.advance()
+        s.bus.settle()
         self.coup_id = self._opened_coup()
         # A player-banked game's bets are accepted in turn (the bank first, each against what the bank
         # still covers), so each waits for the one before; a house-banked game's bets are independent.
@@ -209,9 +203,9 @@ class TablePlay:
                 "stake_minor": stake, "currency": CURRENCY,
             })  # fmt: skip
             if in_turn:
-                s.advance()
+                s.bus.settle()
         if not in_turn:
-            s.advance()
+            s.bus.settle()
         s.command("CloseBetting", t, {})
         if s.rng.random() < 0.05:  # a late bet: the dealer refuses it and settlement refunds it
             account = s.rng.choice(s.accounts())
@@ -229,7 +223,7 @@ class TablePlay:
                 },
             )
         s.command("DealCoup", t, {})
-        s.advance()
+        s.bus.settle()
         self._play_out()
 
     def _next(self) -> Envelope | None:
@@ -313,7 +307,7 @@ class TablePlay:
                     "coup_id": self.coup_id, "hand": asked.hand, "choice": choice,
                     "decided_by": f"strategy:{name}",
                 })  # fmt: skip
-                s.advance()
+                s.bus.settle()
             elif env.type == "CoupResolved":
                 self.stop_reached = bool(p.get("stop_card_reached"))
                 s.stats["coups"] = s.stats.get("coups", 0) + 1
