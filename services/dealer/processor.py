@@ -18,6 +18,7 @@ import hashlib
 import hmac
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any
 
 from services.core import topics
@@ -52,6 +53,9 @@ class Refusal(Exception):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+
+
+_BET_ID = attrgetter("bet_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +291,7 @@ def on_bet_placed(table: Table | None, rec: Envelope) -> tuple[Table, Out]:
         raise Refusal(Reason.BETTING_CLOSED, "no betting window is open")
     if p.get("coup_id") not in (None, coup.coup_id):
         raise Refusal(Reason.WRONG_COUP, f"bet for {p.get('coup_id')}, open coup is {coup.coup_id}")
-    if any(w.bet_id == wager.bet_id for w in coup.wagers):
+    if wager.bet_id in map(_BET_ID, coup.wagers):  # C-speed scan: 5,000 bets a coup at speed tables
         raise Refusal(Reason.DUPLICATE_BET, f"bet {wager.bet_id} is already in the coup")
     if str(p["currency"]) != t.currency:
         raise Refusal(Reason.CURRENCY_MISMATCH, f"table plays {t.currency}, bet is {p['currency']}")

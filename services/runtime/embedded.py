@@ -13,12 +13,15 @@ refused by its consumer (DESIGN §9) and the real output still goes in, instead 
 :class:`LogConflict` that would stop the pipeline on every restart. Dead letters are
 ``casino.deadletter`` records, also seen through the ``deadletter`` view.
 
-**Durability.** WAL journal, ``synchronous=FULL`` by default: every commit is fsynced before it
-returns, so a record acknowledged to an outside writer (a deposit at the cashier) survives a power
-loss, not just a process crash. ``NORMAL`` would survive any process crash too (which is all the
-SIGKILL test can check) and stay consistent after a power loss, but could forget the last commits —
-and an acknowledged deposit must not be forgotten. The cost is one fsync per transaction, which the
-runner amortises by committing once per batch. ``synchronous="NORMAL"`` is accepted for benchmarks.
+**Durability.** WAL journal, ``synchronous=NORMAL`` by default (``CASINO_SQLITE_SYNCHRONOUS``):
+a commit survives any process crash (SIGKILL, which the crash tests check at seeded moments), and a
+power loss or an OS crash may lose the last committed batches but never corrupts the file or
+half-applies a batch: a batch's outputs, committed offset and applied ids are one transaction, and
+WAL replays whole transactions or none. The WAL is fsynced at each checkpoint instead of each commit.
+What such a loss forgets is a suffix of the log: the processors re-derive it from the inputs still
+there, but an outside writer's record acknowledged in that suffix (a deposit at the cashier) is gone.
+Where that matters, set ``CASINO_SQLITE_SYNCHRONOUS=FULL``: every commit is fsynced before it
+returns, at the cost of one fsync per transaction (the runner commits once per batch).
 
 **The runner.** :meth:`Runner.step_batch` is one ``BEGIN IMMEDIATE`` transaction: read the next input
 records after the consumer's committed offset, decode each (undecodable bytes become a dead letter),
@@ -46,6 +49,7 @@ skip even the attempt.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -60,13 +64,33 @@ from services.core.envelope import RECORD_MAX_BYTES, ChainHead, Envelope, derive
 from services.core.errors import Reason
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
 from services.runtime import snapshot
-from services.runtime.failures import NotALog
+from services.runtime.failures import ConfigError, NotALog
 from services.runtime.logging import get_logger
 
 if TYPE_CHECKING:
     from services.runtime.compose import Composition
 
 S = TypeVar("S")
+
+Synchronous = Literal["FULL", "NORMAL"]
+
+DEFAULT_SYNCHRONOUS: Synchronous = "NORMAL"
+"""The log's ``PRAGMA synchronous`` unless ``CASINO_SQLITE_SYNCHRONOUS`` (or the caller) says otherwise."""
+
+
+def synchronous_setting() -> Synchronous:
+    """``CASINO_SQLITE_SYNCHRONOUS`` (``NORMAL`` or ``FULL``, any case; unset or empty: the default).
+
+    Raises :class:`~services.runtime.failures.ConfigError` naming the variable for another value.
+    """
+    text = os.environ.get("CASINO_SQLITE_SYNCHRONOUS", "").strip().upper()
+    if not text:
+        return DEFAULT_SYNCHRONOUS
+    if text == "FULL":
+        return "FULL"
+    if text == "NORMAL":
+        return "NORMAL"
+    raise ConfigError(f"CASINO_SQLITE_SYNCHRONOUS must be NORMAL or FULL, not {text[:20]!r}")
 
 Row = tuple[int, str, str, bytes]
 """One record as read from the log: (offset, topic, key, raw bytes)."""
@@ -145,9 +169,11 @@ class EmbeddedLog:
     """The SQLite log: records of every topic under one global offset, consumer offsets, snapshots."""
 
     def __init__(
-        self, path: str | Path, *, synchronous: Literal["FULL", "NORMAL"] = "FULL", readonly: bool = False
+        self, path: str | Path, *, synchronous: Synchronous | None = None, readonly: bool = False
     ) -> None:
         """Open (creating when missing, unless ``readonly``) the log at ``path``.
+
+        ``synchronous``: the fsync policy (module docstring); ``None`` reads :func:`synchronous_setting`.
 
         ``readonly`` opens an existing file without ever writing to it (replays of a copied log).
         Raises :class:`~services.runtime.failures.NotALog` for a path that is a directory, missing
@@ -156,6 +182,7 @@ class EmbeddedLog:
         """
         self.path = Path(path)
         self.readonly = readonly
+        self.synchronous: Synchronous = synchronous or synchronous_setting()
         if self.path.is_dir():
             raise NotALog(f"{self.path}: is a directory, not a log file")
         if readonly and not self.path.is_file():
@@ -172,7 +199,7 @@ class EmbeddedLog:
             self._check_is_a_log()
             if not readonly:
                 self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute(f"PRAGMA synchronous={synchronous}")
+                self._conn.execute(f"PRAGMA synchronous={self.synchronous}")
                 self._migrate()
                 self._conn.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
@@ -335,13 +362,25 @@ class EmbeddedLog:
         row = self._conn.execute('SELECT "offset" FROM consumers WHERE name = ?', (name,)).fetchone()
         return int(row[0]) if row else 0
 
-    def commit_offset(self, name: str, offset: int) -> None:
-        """Set consumer ``name``'s committed offset (call inside the transaction that applied the records)."""
-        self._conn.execute(
+    def commit_offset(self, name: str, offset: int, *, expected: int | None = None) -> bool:
+        """Set consumer ``name``'s committed offset (call inside the transaction that applied the records).
+
+        With ``expected``, only when the committed offset still is ``expected`` (or none was committed
+        and ``expected`` is 0 or more): returns whether it was set, in one statement.
+        """
+        if expected is None:
+            self._conn.execute(
+                'INSERT INTO consumers (name, "offset") VALUES (?, ?) '
+                'ON CONFLICT(name) DO UPDATE SET "offset" = excluded."offset"',
+                (name, offset),
+            )
+            return True
+        cur = self._conn.execute(
             'INSERT INTO consumers (name, "offset") VALUES (?, ?) '
-            'ON CONFLICT(name) DO UPDATE SET "offset" = excluded."offset"',
-            (name, offset),
+            'ON CONFLICT(name) DO UPDATE SET "offset" = excluded."offset" WHERE consumers."offset" = ?',
+            (name, offset, expected),
         )
+        return cur.rowcount == 1
 
     def save_snapshot(self, name: str, offset: int, kind: str, blob: bytes) -> None:
         """Keep ``blob`` as consumer ``name``'s state after ``offset`` (replacing the previous one)."""
@@ -368,8 +407,17 @@ class EmbeddedLog:
     def mark_applied(self, consumer: str, event_id: str, offset: int) -> None:
         """Remember that ``consumer`` applied ``event_id``, read at ``offset`` (inside the transaction
         that applied it)."""
+        self.mark_applied_many(consumer, [(event_id, offset)])
+
+    def mark_applied_many(self, consumer: str, ids: Sequence[tuple[str, int]]) -> None:
+        """:meth:`mark_applied` for several (event id, offset) pairs at once."""
         insert = 'INSERT OR IGNORE INTO applied (consumer, event_id, "offset") VALUES (?, ?, ?)'
-        self._conn.execute(insert, (consumer, event_id, offset))
+        self._conn.executemany(insert, [(consumer, e, o) for e, o in ids])
+
+    def applied_ids(self, consumer: str) -> set[str]:
+        """Every event id ``consumer`` has applied (what :class:`LoggedIds` keeps in memory)."""
+        cur = self._conn.execute("SELECT event_id FROM applied WHERE consumer = ?", (consumer,))
+        return {str(r[0]) for r in cur}
 
     def forget_applied(self, consumer: str, after: int) -> None:
         """Forget what ``consumer`` applied from records after ``after``: it is about to apply them again
@@ -438,9 +486,13 @@ def _why_undecodable(exc: Exception) -> str:
 
 
 class LoggedIds:
-    """A consumer's applied ids, kept in the log's ``applied`` table: written in the transaction that
-    applies the record (so a rolled-back batch forgets them too) and never part of a snapshot, whose
-    size then stays that of the processor's own state however long the log grows.
+    """A consumer's applied ids, kept in the log's ``applied`` table and mirrored in memory: written in
+    the transaction that applies the records (so a rolled-back batch forgets them too: the runner
+    then rebuilds this object from the table) and never part of a snapshot, whose size then stays that
+    of the processor's own state however long the log grows.
+
+    Lookups hit the in-memory set only (no SQLite query per record); the ids a batch adds are written
+    to the table at once by :meth:`flush`, inside the batch's transaction.
 
     Each id is stored with the offset it was read at (``offset``, set by the runner before each step),
     so that a restart from a snapshot forgets the ids of the records it re-applies: the table always
@@ -449,12 +501,22 @@ class LoggedIds:
 
     def __init__(self, log: EmbeddedLog, consumer: str) -> None:
         self.log, self.consumer, self.offset = log, consumer, 0
+        self._ids = log.applied_ids(consumer)
+        self._pending: list[tuple[str, int]] = []
 
     def __contains__(self, event_id: object, /) -> bool:
-        return isinstance(event_id, str) and self.log.was_applied(self.consumer, event_id)
+        return event_id in self._ids
 
     def add(self, event_id: str, /) -> None:
-        self.log.mark_applied(self.consumer, event_id, self.offset)
+        if event_id not in self._ids:
+            self._ids.add(event_id)
+            self._pending.append((event_id, self.offset))
+
+    def flush(self) -> None:
+        """Write the ids added since the last flush (inside the applying transaction)."""
+        if self._pending:
+            self.log.mark_applied_many(self.consumer, self._pending)
+            self._pending = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,6 +557,8 @@ class Runner(Generic[S]):
         self.committed = 0
         self.restored_from: int | None = None
         self._since_snapshot = 0
+        self.batches = 0
+        """Transactions that applied records (a benchmark's count)."""
         self.restore()
 
     def restore(self) -> None:
@@ -512,10 +576,11 @@ class Runner(Generic[S]):
                 self.position, self.restored_from = snap[0], snap[0]
         elif snap is not None:
             self._logger.info("snapshot of another kind ignored", processor=self.name, offset=snap[0])
-        self.ids = LoggedIds(self.log, self.name)
         if not self.log.readonly:
             with self.log.transaction():
                 self.log.forget_applied(self.name, self.position)
+        with self.log.transaction(write=False):
+            self.ids = LoggedIds(self.log, self.name)
         self.state.applied = self.ids
         self._since_snapshot = 0
 
@@ -529,6 +594,7 @@ class Runner(Generic[S]):
             self.restore()  # the in-memory state may hold half a batch that was rolled back
             raise
         if result.records:
+            self.batches += 1
             self._logger.info(
                 "batch",
                 processor=self.name,
@@ -540,10 +606,10 @@ class Runner(Generic[S]):
         return result
 
     def _apply_batch(self, limit: int) -> BatchResult:
-        if self.log.committed(self.name) != self.committed:
-            raise ConsumerMoved(f"consumer {self.name!r} was advanced by another runner")
         rows = self.log.read(self.processor.inputs, self.position, limit)
         if not rows:
+            if self.log.committed(self.name) != self.committed:
+                raise ConsumerMoved(f"consumer {self.name!r} was advanced by another runner")
             return BatchResult(0, 0, self.position)
         outputs: list[Envelope] = []
         for offset, topic, _key, raw in rows:
@@ -558,10 +624,13 @@ class Runner(Generic[S]):
                 continue
             self.ids.offset = offset
             outputs.extend(step(self.processor, self.state, record, raw))
+        self.ids.flush()
         self.log.append(outputs, internal=True)
         self.position = rows[-1][0]
-        self.committed = max(self.committed, self.position)
-        self.log.commit_offset(self.name, self.committed)
+        before, self.committed = self.committed, max(self.committed, self.position)
+        # one statement checks that no other runner moved this consumer and commits the offset
+        if not self.log.commit_offset(self.name, self.committed, expected=before):
+            raise ConsumerMoved(f"consumer {self.name!r} was advanced by another runner")
         self._since_snapshot += len(rows)
         if self._since_snapshot >= self.snapshot_every:
             self._snapshot()
@@ -624,10 +693,19 @@ def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None) -> 
     so the same log and the same runners give the same output log.
     """
     total = 0
+    seen: dict[int, int] = {}  # runner index -> a head it has read everything up to
     while True:
         head = runners[0].log.head() if runners else 0
-        # a runner already past the head has nothing to read: skip its (empty) transaction
-        moved = sum(runner.step_batch(limit).records for runner in runners if runner.position < head)
+        moved = 0
+        for i, runner in enumerate(runners):
+            # a runner that has read all its topics up to the head has nothing to read: skip its
+            # (empty) transaction; records appended since have offsets above that head
+            if runner.position >= head or seen.get(i, -1) >= head:
+                continue
+            done = runner.step_batch(limit).records
+            if done < (limit or runner.batch_limit):
+                seen[i] = head  # the read came back short: nothing left up to (at least) this head
+            moved += done
         if not moved:
             return total
         total += moved

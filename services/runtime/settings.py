@@ -54,6 +54,11 @@ class Settings(BaseSettings):
     processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
     data_dir: Path = Field(default=Path("var/faust"), description="faust's working data (writable)")
     db_path: Path = Field(default=Path("var/casino.db"), description="the embedded runtime's SQLite log")
+    sqlite_synchronous: Literal["NORMAL", "FULL"] = Field(
+        default="NORMAL",
+        description="the embedded log's fsync policy (WAL): NORMAL may lose the last batches on a power "
+        "loss, never corrupt or half-apply one; FULL fsyncs every commit",
+    )
     log_format: Literal["", "json", "console"] = Field(
         default="", description="empty: JSON unless on a terminal"
     )

@@ -38,6 +38,7 @@ from services.runtime.embedded import (
     Runner,
     run_until_idle,
 )
+from services.runtime.failures import ConfigError
 from services.runtime.logging import bound, configure, get_logger
 from services.runtime.replay import read_db, replay
 from services.runtime.simulator import DEFAULT_TABLES, Session
@@ -381,11 +382,65 @@ def test_a_readonly_log_reads_and_refuses_writes(tmp_path: Path) -> None:
             log.append([ping(99)])
 
 
-def test_the_log_file_is_in_wal_mode(tmp_path: Path) -> None:
-    """The log uses the WAL journal and synchronous=FULL (2) by default."""
+def test_the_log_file_is_in_wal_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log uses the WAL journal and synchronous=NORMAL (1) by default."""
+    monkeypatch.delenv("CASINO_SQLITE_SYNCHRONOUS", raising=False)
     with EmbeddedLog(tmp_path / "log.db") as log:
         assert log._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert log._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+        assert log._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize(("value", "pragma"), [("FULL", 2), ("full", 2), ("NORMAL", 1), ("", 1)])
+def test_the_synchronous_setting_picks_the_fsync_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, pragma: int
+) -> None:
+    """CASINO_SQLITE_SYNCHRONOUS sets the log's PRAGMA synchronous (empty: the NORMAL default)."""
+    monkeypatch.setenv("CASINO_SQLITE_SYNCHRONOUS", value)
+    with EmbeddedLog(tmp_path / "log.db") as log:
+        assert log._conn.execute("PRAGMA synchronous").fetchone()[0] == pragma
+
+
+def test_a_bad_synchronous_setting_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another value than NORMAL or FULL is refused with the variable's name, and no file is made."""
+    monkeypatch.setenv("CASINO_SQLITE_SYNCHRONOUS", "OFF")
+    with pytest.raises(ConfigError, match="CASINO_SQLITE_SYNCHRONOUS"):
+        EmbeddedLog(tmp_path / "log.db")
+    assert not (tmp_path / "log.db").exists()
+
+
+def test_applied_ids_survive_a_rolled_back_batch_and_a_reopen(tmp_path: Path) -> None:
+    """The in-memory applied ids agree with the table: after a batch that fails the runner restarts
+    from its snapshot with the ids of the failed batch forgotten in both, and a runner reopened on
+    a snapshot knows every id applied before it."""
+    db = tmp_path / "log.db"
+    with EmbeddedLog(db) as log:
+        write_inputs(log, 4)
+        runner = Runner(log, Echo(), snapshot_every=1)
+        runner.step_batch(2)
+        assert log.applied_ids(runner.name) == set(runner.ids._ids)
+        assert len(log.applied_ids(runner.name)) == 2
+
+        def broken(*_: object, **__: object) -> int:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        append, log.append = log.append, broken  # type: ignore[method-assign]
+        with pytest.raises(sqlite3.OperationalError):
+            runner.step_batch(2)
+        log.append = append  # type: ignore[method-assign]
+        assert set(runner.ids._ids) == log.applied_ids(runner.name)
+        assert len(runner.ids._ids) == 2
+        run_until_idle([runner])
+        expected = rows(log)
+        assert len(log.applied_ids(runner.name)) == 4
+    with EmbeddedLog(db) as log:
+        again = Runner(log, Echo(), snapshot_every=1)
+        assert again.restored_from == again.position > 0
+        assert set(again.ids._ids) == log.applied_ids(again.name)
+        assert len(again.ids._ids) == 4
+        assert next(iter(again.ids._ids)) in again.state.applied
+        log.append([ping(0)])  # re-delivered: a no-op, and the runner has nothing new to apply
+        run_until_idle([again])
+        assert rows(log) == expected
 
 
 @settings(max_examples=15, deadline=None)
