@@ -71,7 +71,7 @@ from services.audit.processor import CHECKPOINT_EVERY, Audit, AuditState, digest
 from services.core import topics
 from services.core.baccarat import TableConfig, resolve
 from services.core.baccarat.variants.french_club import COVER_SPOT
-from services.core.envelope import Draft, Envelope, sha256_hex
+from services.core.envelope import Draft, Envelope, hash_of_bytes
 from services.core.errors import DomainError
 from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring, verify
 from services.runtime.failures import BadInput
@@ -647,19 +647,17 @@ def decode(raw: bytes | str | Envelope) -> tuple[Envelope, str]:
     """One record and the hash its content calls for.
 
     Raises ``ValueError`` (JSON) or ``ValidationError`` (shape). Fast path: a record as the log writes
-    it is canonical JSON, so its bytes without the top-level ``"hash":"…",`` member are exactly what
-    the hash covers; when SHA-256 of those bytes equals the recorded hash, the content is proven
-    unchanged (a false match would be a SHA-256 collision). Otherwise the body is re-serialised
-    canonically from the decoded dict, as :meth:`Envelope.expected_hash` does.
+    it is canonical JSON, so its bytes without the top-level ``auth`` and ``hash`` members are exactly
+    what the hash covers (:func:`~services.core.envelope.hash_of_bytes`); when SHA-256 of those bytes
+    equals the recorded hash, the content is proven unchanged (a false match would be a SHA-256
+    collision). Otherwise the body is re-serialised canonically from the decoded dict, as
+    :meth:`Envelope.expected_hash` does.
     """
     if isinstance(raw, Envelope):
         return raw, raw.expected_hash()
     env = Envelope.model_validate_json(raw)
-    if isinstance(raw, bytes):
-        member = b',"hash":"' + env.hash.encode("utf-8") + b'"'
-        cut = raw.find(member)
-        if cut > 0 and sha256_hex(raw[:cut] + raw[cut + len(member) :]) == env.hash:
-            return env, env.hash
+    if isinstance(raw, bytes) and hash_of_bytes(raw, env) == env.hash:  # ``auth`` and ``hash`` cut out
+        return env, env.hash
     return env, env.expected_hash()
 
 

@@ -54,7 +54,9 @@ def _replay(recs: list[Rec]) -> Report:
 
 
 def _reseal(rec: Rec) -> Rec:
-    body = {k: v for k, v in rec.items() if k != "hash"}
+    """The hash a careful forger computes: over the envelope without ``hash`` and ``auth`` (the MAC
+    over it cannot be redone without the writer's secret; a replay holds no secrets to check it)."""
+    body = {k: v for k, v in rec.items() if k not in ("hash", "auth")}
     return {**rec, "hash": sha256_hex(canonical(body))}
 
 
