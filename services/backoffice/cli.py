@@ -195,12 +195,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_hint(db: str | Path) -> str:
-    """The demo's last line: how to open the page and the API over the log at ``db``."""
+def serve_hint(db: str | Path, prog: str = "casino-ledger") -> str:
+    """The demo's last line: how to open the page and the API over the log at ``db`` (``prog``: how the
+    command is run from the user's shell)."""
     ring = Path(f"{db}.keyring.json")  # the demo's own keyring, beside its log
     return (
-        f"back office: casino-ledger apikey new --role admin --keyring {ring}  then  "
-        f"casino-ledger serve --db {db} --keyring {ring}  ->  page http://127.0.0.1:8000/ (paste the key), "
+        f"back office: {prog} apikey new --role admin --keyring {ring}  then  "
+        f"{prog} serve --db {db} --keyring {ring}  ->  page http://127.0.0.1:8000/ (paste the key), "
         "API http://127.0.0.1:8000/docs"
     )
 
