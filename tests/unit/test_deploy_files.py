@@ -19,7 +19,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from services.cli import build_parser
+from services.cli import parse
 from services.core import topics
 from services.runtime.kafka import PROCESSORS, load_topic_specs
 from services.runtime.settings import Settings
@@ -99,7 +99,8 @@ def check_command(command: list[str]) -> None:
         if command[0] == "casino-ledger" and command[1:2] == ["worker"]:
             assert command[2] in PROCESSORS
         if "--help" not in command:
-            build_parser().parse_args(command[1:])
+            parsed = parse(command[1:])
+            assert not isinstance(parsed, int), (command, parsed)  # an int: the CLI refused it
         return
     assert command[:2] == ["python", "-m"], command
     assert importlib.util.find_spec(command[2]) is not None, command
