@@ -299,8 +299,9 @@ def keys_public(**o: Any) -> argparse.Namespace:
 @click.option("--broker", default=None, metavar="HOST:PORT", help="The broker.  [default: "
               "$CASINO_BOOTSTRAP_SERVERS]")  # fmt: skip
 def worker(**o: Any) -> argparse.Namespace:
-    """One service's processor on Kafka, configured by CASINO_* (docs/operations.md); exit 70 when a
-    record fails (the orchestrator restarts it), 0 after SIGTERM."""
+    """One service's processor on Kafka (NAME: dealer, settlement, audit or monitor), configured by
+    CASINO_* (docs/operations.md); exit 70 when a record fails (the orchestrator restarts it), 0 after
+    SIGTERM."""
     return _done("worker", _cli("cmd_worker"), **o)
 
 
@@ -324,8 +325,8 @@ def topics_create(**o: Any) -> argparse.Namespace:
 
 
 def _periods(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = click.option("--shift-hours", type=Choice([1, 2, 3, 4, 6, 8, 12, 24]), default=8, show_default=True,
-                     callback=lambda _c, _p, v: int(v), help="Length of a shift, hours.")(f)  # fmt: skip
+    f = click.option("--shift-hours", cls=ChoiceOption, type=Choice([1, 2, 3, 4, 6, 8, 12, 24]), default=8,
+                     show_default=True, metavar="H", help="Length of a shift, hours.")(f)  # fmt: skip
     return click.option("--day-cutoff", type=click.IntRange(0, 23), default=6, show_default=True,
                         metavar="HOUR", help="Hour (UTC) at which a gaming day starts.")(f)  # fmt: skip
 
@@ -352,8 +353,8 @@ def apikey() -> None:
 
 
 @apikey.command("new", short_help="Create an API key: printed once, only its hash is kept.")
-@click.option("--role", required=True, type=Choice(["auditor", "cashier", "operator", "terminal", "admin"]),
-              help="What the key may do.")  # fmt: skip
+@click.option("--role", cls=ChoiceOption, required=True, metavar="ROLE",
+              type=Choice(["auditor", "cashier", "operator", "terminal", "admin"]), help="What the key may do.")  # fmt: skip
 @click.option("--keyring", default=None, metavar="FILE", help="Keyring (created if missing).  [default: "
               "$CASINO_KEYRING]")  # fmt: skip
 def apikey_new(**o: Any) -> argparse.Namespace:
@@ -378,8 +379,8 @@ def project(ctx: click.Context, **o: Any) -> argparse.Namespace:
 def _tabular(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--out", default="-", show_default=True, metavar="FILE", help="File to write ('-': "
                      "stdout).")(f)  # fmt: skip
-    return click.option("--format", type=Choice(["json", "csv"]), default="json", show_default=True,
-                        help="Output format.")(f)  # fmt: skip
+    return click.option("--format", cls=ChoiceOption, type=Choice(["json", "csv"]), default="json",
+                        show_default=True, metavar="FORMAT", help="Output format.")(f)  # fmt: skip
 
 
 @cli.command(short_help="An account's statement as JSON or CSV.")
@@ -412,7 +413,7 @@ def report(**o: Any) -> argparse.Namespace:
 @cli.command(short_help="Print the shell completion script (bash, zsh or fish).")
 @click.argument("shell", metavar="SHELL", type=Choice(SHELLS))
 def completion(**o: Any) -> argparse.Namespace:
-    """Print the completion script of SHELL; e.g. in ~/.bashrc:
+    """Print the completion script of SHELL (bash, zsh or fish); e.g. in ~/.bashrc:
     eval "$(casino-ledger completion bash)"."""
     return _done("completion", print_completion, **o)
 

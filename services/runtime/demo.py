@@ -191,9 +191,9 @@ def render_tables(console: Console, summaries: dict[str, TableSummary]) -> None:
             break
     else:  # narrower than the money itself: one figure per line, never cut
         for i, s in enumerate(rows):
-            console.print(f"[bold]{s.table_id}[/bold] ({s.variant}){amounts}", soft_wrap=True)
+            console.print(f"[bold]{s.table_id}[/bold] ({s.variant}){amounts}")
             for h, c in counts + money:
-                console.print(f"  {h}: {c[i]}", soft_wrap=True)
+                console.print(f"  {h}: {c[i]}")  # a line too long breaks before the figure, never in it
     console.print("\n".join(f"[dim]{h}[/dim]: {what}" for h, what in COLUMNS), highlight=False)
 
 
