@@ -62,6 +62,14 @@ def _write(out: str, text: str) -> None:
         sys.stdout.write(text)
     else:
         Path(out).write_text(text, encoding="utf-8")
+        print(f"casino-ledger: wrote {out}", file=sys.stderr)
+
+
+def _shown(url: str) -> str:
+    """A database URL to print: its password hidden."""
+    from sqlalchemy.engine import make_url  # noqa: PLC0415
+
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -142,8 +150,10 @@ def cmd_project(args: argparse.Namespace) -> int:
         return _project_kafka(args)
     if (err := _check_db(args.db)) is not None:
         return _fail(err)
+    from services.backoffice.schema import default_url  # noqa: PLC0415
+
     _engine, projector = _read_model(args)
-    print(f"read model at offset {projector.position()}", file=sys.stderr)
+    print(f"read model {_shown(default_url(args.db))} at offset {projector.position()}", file=sys.stderr)
     return 0
 
 

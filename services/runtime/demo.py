@@ -429,7 +429,7 @@ def _main_kafka(
         return 2
     ring_path = settings.keyring or log_dir / "keyring.json"
     settings = settings.model_copy(update={"keyring": ring_path, "demo_mode": True})
-    console.print(f"topics {settings.topic_prefix}*, worker logs in {log_dir}")
+    console.print(f"topics {settings.topic_prefix}*, worker logs and keyring in {log_dir}")
     with running(settings, log_dir) as bus:
         _play(console, Session(bus, seed=seed, keyring=composition.keyring), tables, coups)
         records = bus.consume_all()

@@ -255,3 +255,12 @@ def test_demo_at_80_columns_in_a_fresh_shell(tmp_path: Path) -> None:
                            check=False, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert "verdict" in again.stdout
+
+
+def test_report_to_a_file_says_where(small_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``report --out FILE`` writes the file and names it on stderr; ``--out -`` writes JSON to stdout."""
+    out = tmp_path / "r.json"
+    assert main(["report", "--db", str(small_log), "--out", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().err
+    assert main(["report", "--db", str(small_log)]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(out.read_text(encoding="utf-8"))
