@@ -88,7 +88,8 @@ def cmd_odds(args: argparse.Namespace) -> int:
 
 
 def cmd_settle(args: argparse.Namespace) -> int:
-    """The dispute calculator: one coup and its bets in, acceptance, result and payouts out (§10)."""
+    """The dispute calculator: one coup and its bets in, acceptance, result and payouts out
+    (docs/integration.md)."""
     from services.runtime import settle  # noqa: PLC0415
 
     return settle.main(args)
@@ -151,7 +152,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_new(args: argparse.Namespace) -> int:
-    """A keyring with a fresh secret per principal (DESIGN §9), mode 0600."""
+    """A keyring with a fresh secret per principal (docs/trust.md), mode 0600."""
     from services.runtime.keyring import KeyringError, new_keyring, save_keyring  # noqa: PLC0415
 
     try:
@@ -165,7 +166,7 @@ def cmd_keys_new(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    """Outside writers' records into the embedded log, then the pipeline until idle (DESIGN §10)."""
+    """Outside writers' records into the embedded log, then the pipeline until idle (docs/integration.md)."""
     from services.runtime import ingest  # noqa: PLC0415
 
     return ingest.main(args)

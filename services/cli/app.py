@@ -305,6 +305,14 @@ def worker(**o: Any) -> argparse.Namespace:
     return _done("worker", _cli("cmd_worker"), **o)
 
 
+@cli.command("seamless-caller", short_help="Run the seamless wallet's HTTP caller on Kafka (one replica).")
+def seamless_caller(**o: Any) -> argparse.Namespace:
+    """Make the operator wallet calls that settlement's seamless adapter requests
+    (casino.wallet.events) and record the answers (casino.wallet.requests); configured by CASINO_*
+    (CASINO_SEAMLESS_URL and CASINO_SEAMLESS_SECRET at least). Run exactly one (docs/integration.md)."""
+    return _done("seamless-caller", _handler("services.seamless.kafka_caller", "main_args"), **o)
+
+
 @cli.group(no_args_is_help=False, short_help="Kafka topic administration.")
 def topics() -> None:
     """Kafka topics of the contract (schemas/topics.yaml)."""

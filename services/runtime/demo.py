@@ -408,7 +408,8 @@ def _play(console: Console, session: Session, tables: list[TableSpec], coups: in
 def _main_kafka(
     args: argparse.Namespace, console: Console, tables: list[TableSpec], coups: int, seed: int
 ) -> int:
-    """The same seeded session through Kafka: each service a separate worker process (DESIGN §5).
+    """The same seeded session through Kafka: each service a separate worker process
+    (docs/architecture.md#runtimes).
 
     Topics get a prefix of their own (``CASINO_TOPIC_PREFIX``, else ``demo-<seed>-<time>.``) so that a
     second run never mixes with the first; the workers log under ``var/kafka/<prefix>``.

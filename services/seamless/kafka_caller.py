@@ -125,5 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def main_args(args: object) -> int:
+    """``casino-ledger seamless-caller`` (it has no options: everything is a ``CASINO_*`` setting)."""
+    del args
+    return main()
+
+
 if __name__ == "__main__":
     sys.exit(main())
