@@ -149,7 +149,8 @@ def render(console: Console, summaries: dict[str, TableSummary], report: Report,
         console.print(f"  finding {f.get('reason')}: {json.dumps(f.get('subject'), sort_keys=True)}")
     by = Counter(str(a.get("severity")) for a in d.get("alerts", []))  # monitor alerts (issue #13)
     shown = ", ".join(f"{by.get(s, 0)} {s}" for s in ("critical", "warning", "info"))
-    console.print(f"monitor alerts: {shown} (each explained: {invoked_as()} alerts --db LOG)")
+    console.print(f"monitor alerts: {shown}")
+    console.print(f"  each explained by: {invoked_as()} alerts --db LOG", soft_wrap=True)  # one line to copy
     console.print(f"digest: {report.digest}")
     console.print(f"log: {where}")
 
@@ -319,10 +320,11 @@ def invoked_as() -> str:
     return f"{shlex.quote(sys.executable)} -m services.cli"
 
 
-def say_written(console: Console, path: Path) -> None:
-    """Name every file the demo wrote beside its log."""
+def say_written(console: Console, path: Path, more: Iterable[tuple[Path, str]] = ()) -> None:
+    """Name every file the demo wrote beside its log (and ``more``: (path, what it is))."""
     files = [(path, "the log"), (Path(f"{path}.keyring.json"), "its keyring: secrets, mode 0600"),
-             (Path(f"{path}{PUBLIC_KEYRING_SUFFIX}"), "the public keys a replay checks with")]  # fmt: skip
+             (Path(f"{path}{PUBLIC_KEYRING_SUFFIX}"), "the public keys a replay checks with"),
+             *more]  # fmt: skip
     if os.environ.get("CASINO_KEYRING"):
         files.pop(1)
     console.print("wrote: " + "; ".join(f"{p} ({what})" for p, what in files if p.exists()), soft_wrap=True)
