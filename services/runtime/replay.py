@@ -1237,7 +1237,9 @@ def _coup_main(args: argparse.Namespace, collector: RoundCollector) -> int:
     elif args.json:
         print(json.dumps(view, indent=2, ensure_ascii=False))
     else:
-        print(render_coup_text(view))
+        from services.runtime.textfit import fit  # noqa: PLC0415
+
+        print(fit(render_coup_text(view)))  # at the terminal's width: a money figure is never cut
     return 1 if collector.findings else 0
 
 

@@ -264,3 +264,22 @@ def test_report_to_a_file_says_where(small_log: Path, tmp_path: Path, capsys: py
     assert f"wrote {out}" in capsys.readouterr().err
     assert main(["report", "--db", str(small_log)]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_a_coup_printed_at_80_columns_wraps_between_words(small_log: Path) -> None:
+    """``replay --coup ID`` at 80 columns: no line wider, and the same words as at 1,000 columns (a
+    money figure or an id is moved to the next line whole, never cut)."""
+    records = [json.loads(line) for line in subprocess.run(
+        [*CLI, "export", "--db", str(small_log), "--out", "-"], capture_output=True, env=ENV, timeout=60,
+        check=True).stdout.splitlines()]  # fmt: skip
+    coup = next(r["payload"]["coup_id"] for r in records if r["type"] == "CoupResolved")
+
+    def view(columns: int) -> str:
+        return subprocess.run([*CLI, "replay", "--db", str(small_log), "--coup", coup], capture_output=True,
+                              text=True, env={**ENV, "COLUMNS": str(columns)}, timeout=120, check=True).stdout  # fmt: skip
+
+    narrow, wide = view(80), view(1000)
+    assert max(map(len, narrow.splitlines())) <= 80, narrow
+    assert max(map(len, wide.splitlines())) > 80, "the coup view has long lines to wrap"
+    assert narrow.split() == wide.split()
+    assert re.search(r"stake \d+\.\d\d", narrow)
