@@ -283,3 +283,40 @@ def test_a_coup_printed_at_80_columns_wraps_between_words(small_log: Path) -> No
     assert max(map(len, wide.splitlines())) > 80, "the coup view has long lines to wrap"
     assert narrow.split() == wide.split()
     assert re.search(r"stake \d+\.\d\d", narrow)
+
+
+def test_demo_in_a_terminal_80_columns_wide(tmp_path: Path) -> None:
+    """The demo on a real pseudo-terminal of 80 columns (no ``COLUMNS``: rich asks the terminal) prints
+    no table line wider than 80 and every money figure whole, colours and all."""
+    import fcntl  # noqa: PLC0415
+    import pty  # noqa: PLC0415
+    import struct  # noqa: PLC0415
+    import termios  # noqa: PLC0415
+
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = {k: v for k, v in ENV.items() if k not in ("COLUMNS", "LINES")} | {"TERM": "xterm-256color"}
+    proc = subprocess.Popen([*CLI, "demo", "--seed", "6", "--tables", "7", "--coups", "3", "--db", "d.db"],
+                            stdin=terminal, stdout=terminal, stderr=terminal, cwd=tmp_path, env=env)  # fmt: skip
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal closed: the demo is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(controller)
+    assert proc.wait(120) == 0
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", b"".join(chunks).decode("utf-8", "replace"))
+    lines = [line.rstrip("\r") for line in screen.replace("\r\n", "\n").split("\n")]
+    table = lines[: next(i for i, line in enumerate(lines) if line.startswith("coups:"))]
+    assert max(len(line) for line in table if "T0" in line or "handle" in line) <= 80, "\n".join(table)
+    money = [line for line in table if re.match(r"\s*T0\d-\S+\s+-?[\d,]+\.\d\d", line)]
+    assert len(money) == 7, "\n".join(table)
+    for line in money:
+        figures = line.split()[1:]
+        assert all(re.fullmatch(r"-?\d{1,3}(,\d{3})*\.\d\d", f) for f in figures[:4]), line
+    assert "(amounts in EUR)" in screen
