@@ -1070,8 +1070,9 @@ def read_jsonl(path: Path, progress: Callable[[int], None] | None = None) -> Ite
         for line in fh:
             if progress is not None:
                 progress(len(line))
-            if line.strip():
-                yield line.rstrip(b"\r\n")
+            record = line.rstrip(b"\r\n")
+            if record and not record.isspace():  # a blank line is no record
+                yield record
 
 
 _LOG_COLUMNS = frozenset({"offset", "topic", "key", "body"})
