@@ -47,7 +47,10 @@ def run_pipeline(db: Path, coups: int) -> tuple[float, list[bytes], int, str]:
     elapsed = time.perf_counter() - started
     with EmbeddedLog(db, readonly=True) as log:
         raws = [raw for *_, raw in log.iter_all()]
-    return elapsed, raws, publishes + sum(getattr(r, "batches", 0) for r in bus.runners), sync
+    commits = getattr(bus.log, "commits", None)  # group commits; before them: one per publish and batch
+    if commits is None:
+        commits = publishes + sum(getattr(r, "batches", 0) for r in bus.runners)
+    return elapsed, raws, commits, sync
 
 
 def run_raw(db: Path, raws: list[bytes], batch: int, sync: str = "FULL") -> float:

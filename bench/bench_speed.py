@@ -95,7 +95,7 @@ def play_coup(session: Session, play: TablePlay, bus: EmbeddedBus) -> dict[str, 
         play.open_shoe()
         play.stop_reached = False
     session.command("OpenBetting", t, {})
-    bus.settle()
+    session.settle()
     play.coup_id = play._opened_coup()
     for n, account in enumerate(session.accounts()):
         spot = ("player", "banker", "tie")[session.rng.randrange(3) if n % 7 else 2]
@@ -104,9 +104,11 @@ def play_coup(session: Session, play: TablePlay, bus: EmbeddedBus) -> dict[str, 
             "stake_minor": 100 * session.rng.choice((1, 2, 5, 10)), "currency": CURRENCY,
         })  # fmt: skip
     watch = Watch(bus)
+    session.flush()
     settle(bus, watch)
     session.command("CloseBetting", t, {})
     session.command("DealCoup", t, {})
+    session.flush()
     settle(bus, watch)
     play._play_out()
     started = time.perf_counter()
@@ -160,7 +162,7 @@ def main() -> dict[str, float]:
                 session.wallet("Deposit", account, {"amount_minor": session.deposit_minor, "currency": CURRENCY})
             play = TablePlay(session, TABLE)
             play.open()
-            bus.settle()
+            session.settle()
             print(f"{PLAYERS} players funded, table open: {time.perf_counter() - started:.1f} s")
             for coup in range(COUPS):
                 fig = play_coup(session, play, bus)

@@ -182,6 +182,8 @@ class EmbeddedLog:
         """
         self.path = Path(path)
         self.readonly = readonly
+        self.commits = 0
+        """Write transactions committed through this object (a benchmark's count)."""
         self.synchronous: Synchronous = synchronous or synchronous_setting()
         if self.path.is_dir():
             raise NotALog(f"{self.path}: is a directory, not a log file")
@@ -250,6 +252,7 @@ class EmbeddedLog:
             self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
+        self.commits += write
 
     # -- writing -------------------------------------------------------------------------------------
 
@@ -691,24 +694,42 @@ def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None) -> 
 
     Returns the number of input records applied. The interleaving is a function of the log alone,
     so the same log and the same runners give the same output log.
+
+    A round is one transaction (group commit): every runner's batch in it (outputs, offset, applied
+    ids) commits together or not at all; on an error every runner reloads its state from what the log
+    committed before the round, then the error goes on.
     """
     total = 0
     seen: dict[int, int] = {}  # runner index -> a head it has read everything up to
     while True:
-        head = runners[0].log.head() if runners else 0
-        moved = 0
-        for i, runner in enumerate(runners):
-            # a runner that has read all its topics up to the head has nothing to read: skip its
-            # (empty) transaction; records appended since have offsets above that head
-            if runner.position >= head or seen.get(i, -1) >= head:
-                continue
-            done = runner.step_batch(limit).records
-            if done < (limit or runner.batch_limit):
-                seen[i] = head  # the read came back short: nothing left up to (at least) this head
-            moved += done
+        moved = _round(runners, limit, seen)
         if not moved:
             return total
         total += moved
+
+
+def _round(runners: Sequence[Runner[Any]], limit: int | None, seen: dict[int, int]) -> int:
+    if not runners:
+        return 0
+    log = runners[0].log
+    moved = 0
+    try:
+        with log.transaction():
+            head = log.head()
+            for i, runner in enumerate(runners):
+                # a runner that has read all its topics up to the head has nothing to read: skip its
+                # (empty) batch; records appended since have offsets above that head
+                if runner.position >= head or seen.get(i, -1) >= head:
+                    continue
+                done = runner.step_batch(limit).records
+                if done < (limit or runner.batch_limit):
+                    seen[i] = head  # the read came back short: nothing left up to (at least) this head
+                moved += done
+    except BaseException:
+        for runner in runners:  # the round was rolled back: what each holds in memory is ahead of it
+            runner.restore()
+        raise
+    return moved
 
 
 LAGGING = frozenset({"audit"})
