@@ -775,8 +775,16 @@ class EmbeddedBus:
         """Run every processor until nothing is left to do."""
         run_until_idle(self.runners)
 
-    def advance(self) -> None:
-        """Run every stage but the lagging ones until idle; those once they lag by ``lag_records``."""
+    ordered = True
+    """Records published in one call reach every consumer in that order, whatever their keys (one log)."""
+
+    def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
+        """Append ``envelopes`` and run every stage but the lagging ones until idle, in the same first
+        transaction; the lagging ones once they lag by ``lag_records``."""
+        if envelopes:
+            with self.log.transaction():
+                self.log.append(envelopes)
+                _round(self._interactive, None, {})
         run_until_idle(self._interactive)
         if self._lagging and self.log.head() - min(r.position for r in self._lagging) >= self.lag_records:
             run_until_idle(self._lagging, self.lag_records)

@@ -45,6 +45,9 @@ class Bus(Protocol):
     def read(self, topic: str, key: str) -> list[Envelope]:
         """The records on ``topic`` under ``key`` not yet returned by an earlier call."""
 
+    # Optional: ``ordered`` (True when records published in one call reach every consumer in the order
+    # published, whatever their keys: one log) and ``advance(envelopes)`` (see Session.advance).
+
 
 @dataclass(frozen=True, slots=True)
 class TableSpec:
@@ -137,10 +140,15 @@ class Session:
             self.bus.publish(out)
 
     def advance(self) -> None:
-        """Publish what was written, then let the table's next events come: the bus's ``advance()``
-        where it has one (the stages a table waits for run; observers may lag), else ``settle()``."""
-        self.flush()
-        getattr(self.bus, "advance", self.bus.settle)()
+        """Publish what was written, then let the table's next events come: the bus's
+        ``advance(envelopes)`` where it has one (it publishes them and runs the stages a table waits
+        for; observers may lag), else ``publish()`` and ``settle()``."""
+        advance = getattr(self.bus, "advance", None)
+        if advance is None:
+            self.settle()
+            return
+        out, self.outbox = self.outbox, []
+        advance(out)
 
     def settle(self) -> None:
         """Publish what was written and let every processor run until nothing is left to do."""
@@ -226,8 +234,9 @@ class TablePlay:
         s.advance()
         self.coup_id = self._opened_coup()
         # A player-banked game's bets are accepted in turn (the bank first, each against what the bank
-        # still covers), so each waits for the one before; a house-banked game's bets are independent.
-        in_turn = not self.variant.house_banked
+        # still covers), so each waits for the one before, unless the bus keeps the order of what is
+        # published in one call across keys (one log); a house-banked game's bets are independent.
+        in_turn = not self.variant.house_banked and not getattr(s.bus, "ordered", False)
         bets = self.bets()
         for adversary in s.adversaries:  # hook: cheaters add or change bets
             bets = adversary.bets(self, bets)
