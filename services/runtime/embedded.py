@@ -111,6 +111,9 @@ _Heads = list[tuple[str, str, int, str]]
 
 _PAGE = 1000
 
+DECODED_KEPT = 20_000
+"""How many decoded records a log keeps for the other runners that read them (each decoded once)."""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
     "offset" INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -182,6 +185,8 @@ class EmbeddedLog:
         """
         self.path = Path(path)
         self.readonly = readonly
+        self.decoded: dict[int, Envelope] = {}
+        """Records decoded by one runner, by offset, for the others reading them (bounded: the oldest go)."""
         self.commits = 0
         """Write transactions committed through this object (a benchmark's count)."""
         self.synchronous: Synchronous = synchronous or synchronous_setting()
@@ -250,6 +255,7 @@ class EmbeddedLog:
             yield
         except BaseException:
             self._conn.execute("ROLLBACK")
+            self.decoded.clear()  # offsets of rolled-back rows may be given to other records
             raise
         self._conn.execute("COMMIT")
         self.commits += write
@@ -262,11 +268,35 @@ class EmbeddedLog:
         ``internal``: the records are a processor's outputs (a runner's appends), whose ids are unique
         among outputs; outside writers' records (the default) are unique among themselves.
         """
+        rows = [(env.topic, env.key, env.event_id, env.type, env.to_json(), int(internal)) for env in envelopes]
+        added, i = 0, 0
         with self.transaction():
-            return sum(
-                self._insert(env.topic, env.key, env.event_id, env.type, env.to_json(), internal)
-                for env in envelopes
-            )
+            while i < len(rows):  # one statement for the rows; past an id already there, on from the next
+                before = self._conn.total_changes
+                try:
+                    self._conn.executemany(
+                        "INSERT INTO records (topic, key, event_id, type, body, internal) VALUES (?, ?, ?, ?, ?, ?)",
+                        rows[i:],
+                    )
+                except sqlite3.IntegrityError:
+                    done = self._conn.total_changes - before
+                    added, i = added + done, i + done
+                    self._check_same(rows[i])
+                    i += 1
+                else:
+                    return added + self._conn.total_changes - before
+        return added
+
+    def _check_same(self, row: tuple[str, str, str, str, bytes, int]) -> None:
+        """``row`` was refused for its id: the log holds the same bytes under it, else :class:`LogConflict`."""
+        topic, _key, event_id, _type, body, internal = row
+        found = self._conn.execute(
+            "SELECT body FROM records WHERE internal = ? AND event_id = ?", (internal, event_id)
+        ).fetchone()
+        if found is None:
+            raise sqlite3.IntegrityError(f"a record of {topic} was not appended (event_id {event_id})")
+        if bytes(found[0]) != body:
+            raise LogConflict(str(event_id), topic) from None
 
     def append_raw(self, topic: str, key: str, raw: bytes) -> bool:
         """Append bytes from an outside writer as they are (malformed ones too: they reach the dead letter).
@@ -615,12 +645,18 @@ class Runner(Generic[S]):
                 raise ConsumerMoved(f"consumer {self.name!r} was advanced by another runner")
             return BatchResult(0, 0, self.position)
         outputs: list[Envelope] = []
+        decoded = self.log.decoded
         for offset, topic, _key, raw in rows:
-            try:
-                record = parse_record(raw)
-            except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
-                outputs.append(self._dead(offset, topic, raw, _why_undecodable(exc), Reason.UNDECODABLE))
-                continue
+            record = decoded.get(offset)
+            if record is None:
+                try:
+                    record = parse_record(raw)
+                except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
+                    outputs.append(self._dead(offset, topic, raw, _why_undecodable(exc), Reason.UNDECODABLE))
+                    continue
+                decoded[offset] = record
+                if len(decoded) > DECODED_KEPT:
+                    del decoded[next(iter(decoded))]
             if record.topic != topic:
                 detail = f"envelope says topic {record.topic!r} but was written to {topic!r}"
                 outputs.append(self._dead(offset, topic, raw, detail, Reason.INVALID_PAYLOAD))
