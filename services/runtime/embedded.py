@@ -111,6 +111,8 @@ _Heads = list[tuple[str, str, int, str]]
 
 _PAGE = 1000
 
+_INSERT = "INSERT INTO records (topic, key, event_id, type, body, internal) VALUES (?, ?, ?, ?, ?, ?)"
+
 DECODED_KEPT = 20_000
 """How many decoded records a log keeps for the other runners that read them (each decoded once)."""
 
@@ -268,16 +270,14 @@ class EmbeddedLog:
         ``internal``: the records are a processor's outputs (a runner's appends), whose ids are unique
         among outputs; outside writers' records (the default) are unique among themselves.
         """
-        rows = [(env.topic, env.key, env.event_id, env.type, env.to_json(), int(internal)) for env in envelopes]
+        flag = int(internal)
+        rows = [(env.topic, env.key, env.event_id, env.type, env.to_json(), flag) for env in envelopes]
         added, i = 0, 0
         with self.transaction():
             while i < len(rows):  # one statement for the rows; past an id already there, on from the next
                 before = self._conn.total_changes
                 try:
-                    self._conn.executemany(
-                        "INSERT INTO records (topic, key, event_id, type, body, internal) VALUES (?, ?, ?, ?, ?, ?)",
-                        rows[i:],
-                    )
+                    self._conn.executemany(_INSERT, rows[i:])
                 except sqlite3.IntegrityError:
                     done = self._conn.total_changes - before
                     added, i = added + done, i + done
@@ -288,7 +288,8 @@ class EmbeddedLog:
         return added
 
     def _check_same(self, row: tuple[str, str, str, str, bytes, int]) -> None:
-        """``row`` was refused for its id: the log holds the same bytes under it, else :class:`LogConflict`."""
+        """``row`` was refused for its id: the log holds the same bytes under it, else
+        :class:`LogConflict`."""
         topic, _key, event_id, _type, body, internal = row
         found = self._conn.execute(
             "SELECT body FROM records WHERE internal = ? AND event_id = ?", (internal, event_id)
