@@ -26,7 +26,9 @@ returns, at the cost of one fsync per transaction (the runner commits once per b
 **The runner.** :meth:`Runner.step_batch` is one ``BEGIN IMMEDIATE`` transaction: read the next input
 records after the consumer's committed offset, decode each (undecodable bytes become a dead letter),
 apply it with :func:`services.core.processor.step`, append the outputs, advance the committed offset,
-commit. A crash before the commit leaves the file as it was; after it, everything is there: nothing is
+commit. :func:`run_until_idle` groups the batches of one round of its runners in one transaction (group
+commit: all of the round or none of it), and a record is decoded once for every runner of the process
+that reads it (:attr:`EmbeddedLog.decoded`). A crash before the commit leaves the file as it was; after it, everything is there: nothing is
 lost and nothing is repeated. The :class:`~services.core.processor.ProcessorState` lives in memory and
 is snapshotted every ``snapshot_every`` records in the same transaction as the offset. A restart loads
 the snapshot and re-applies the records after it: the core is deterministic, so it re-derives the very
