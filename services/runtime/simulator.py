@@ -233,10 +233,13 @@ class TablePlay:
         s.command("OpenBetting", t, {})
         s.advance()
         self.coup_id = self._opened_coup()
-        # A player-banked game's bets are accepted in turn (the bank first, each against what the bank
-        # still covers), so each waits for the one before, unless the bus keeps the order of what is
-        # published in one call across keys (one log); a house-banked game's bets are independent.
-        in_turn = not self.variant.house_banked and not getattr(s.bus, "ordered", False)
+        # The bets reach the table in the order written only on a bus that keeps one order across keys
+        # (one log). Elsewhere (Kafka: wallet requests are partitioned by account) each bet waits for
+        # the one before: a player-banked game's bank must be accepted first and each punter against
+        # what it still covers, and in any game the order of acceptance is the table's event chain
+        # (and so every later hash, and the alerts that hang on it): the same session, the same log.
+        ordered = bool(getattr(s.bus, "ordered", False))
+        in_turn = not ordered
         bets = self.bets()
         for adversary in s.adversaries:  # hook: cheaters add or change bets
             bets = adversary.bets(self, bets)
@@ -265,6 +268,8 @@ class TablePlay:
                     "currency": CURRENCY,
                 },
             )
+            if not ordered:  # refused before the deal, not somewhere among its cards
+                s.advance()
         for adversary in s.adversaries:  # hook: late bets
             adversary.closed(self)
         s.command("DealCoup", t, {})
