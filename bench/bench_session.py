@@ -90,7 +90,7 @@ def main() -> dict[str, float]:
         adv_s, adv_digest = on_kafka(broker, Path(tmp) / "advance", lockstep=False)
     same = "same digest" if step_digest == adv_digest else f"DIGESTS DIFFER: {step_digest} {adv_digest}"
     what = f"{TABLES} tables x {COUPS} coups"
-    print(f"embedded session ({what}): {base_s:.2f} s")
+    print(f"embedded session ({what}): {base_s:.2f} s (digest {digest})")
     print(f"kafka session, lockstep (settle after every step): {step_s:.1f} s = {step_s / base_s:.0f}x embedded")
     print(f"kafka session, advance (dealer and settlement only): {adv_s:.1f} s = {adv_s / base_s:.0f}x embedded ({same})")
     return {"embedded s": base_s, "lockstep s": step_s, "advance s": adv_s}

@@ -28,14 +28,15 @@ records after the consumer's committed offset, decode each (undecodable bytes be
 apply it with :func:`services.core.processor.step`, append the outputs, advance the committed offset,
 commit. :func:`run_until_idle` groups the batches of one round of its runners in one transaction (group
 commit: all of the round or none of it), and a record is decoded once for every runner of the process
-that reads it (:attr:`EmbeddedLog.decoded`). A crash before the commit leaves the file as it was; after it, everything is there: nothing is
-lost and nothing is repeated. The :class:`~services.core.processor.ProcessorState` lives in memory and
-is snapshotted every ``snapshot_every`` records in the same transaction as the offset. A restart loads
-the snapshot and re-applies the records after it: the core is deterministic, so it re-derives the very
-outputs already in the log, whose appends are no-ops (and a :class:`LogConflict` there would expose a
-non-deterministic processor instead of hiding it). The ids a consumer has applied are rows of the
-``applied`` table (:class:`LoggedIds`), written in the same transaction, not part of the snapshot: a
-snapshot stays the size of the processor's own state however many years the log holds.
+that reads it (:attr:`EmbeddedLog.decoded`). A crash before the commit leaves the file as it was; after
+it, everything is there: nothing is lost and nothing is repeated. The
+:class:`~services.core.processor.ProcessorState` lives in memory and is snapshotted every
+``snapshot_every`` records in the same transaction as the offset. A restart loads the snapshot and re-
+applies the records after it: the core is deterministic, so it re-derives the very outputs already in
+the log, whose appends are no-ops (and a :class:`LogConflict` there would expose a non-deterministic
+processor instead of hiding it). The ids a consumer has applied are rows of the ``applied`` table
+(:class:`LoggedIds`), written in the same transaction, not part of the snapshot: a snapshot stays the
+size of the processor's own state however many years the log holds.
 
 Snapshots are data, never pickles (DESIGN §9): JSON written and read by :mod:`services.runtime.snapshot`,
 a codec driven by the state's type annotations — the code decides what classes a snapshot becomes,
