@@ -31,8 +31,8 @@ commit: all of the round or none of it), and a record is decoded once for every 
 that reads it (:attr:`EmbeddedLog.decoded`). A crash before the commit leaves the file as it was; after
 it, everything is there: nothing is lost and nothing is repeated. The
 :class:`~services.core.processor.ProcessorState` lives in memory and is snapshotted every
-``snapshot_every`` records in the same transaction as the offset. A restart loads the snapshot and re-
-applies the records after it: the core is deterministic, so it re-derives the very outputs already in
+``snapshot_every`` records in the same transaction as the offset. A restart loads the snapshot and
+re-applies the records after it: the core is deterministic, so it re-derives the very outputs already in
 the log, whose appends are no-ops (and a :class:`LogConflict` there would expose a non-deterministic
 processor instead of hiding it). The ids a consumer has applied are rows of the ``applied`` table
 (:class:`LoggedIds`), written in the same transaction, not part of the snapshot: a snapshot stays the
