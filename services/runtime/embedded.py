@@ -797,8 +797,9 @@ class EmbeddedBus:
         runners: Sequence[tuple[str, Processor[Any]]] | None = None,
         *,
         lag_records: int = 5000,
+        synchronous: Synchronous | None = None,
     ) -> None:
-        self.log = EmbeddedLog(path)
+        self.log = EmbeddedLog(path, synchronous=synchronous)
         self.runners: list[Runner[Any]] = [
             Runner(self.log, proc, name) for name, proc in (runners or default_pipeline())
         ]

@@ -20,6 +20,8 @@ COUPS = 14
 class Lockstep:
     """The bus without ``advance()``: the session settles every processor between its steps."""
 
+    ordered = True  # one log, as the wrapped bus
+
     def __init__(self, bus: EmbeddedBus) -> None:
         self.bus = bus
 
