@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from services.runtime.embedded import EmbeddedBus, EmbeddedLog, Runner, default_pipeline
+from services.runtime.embedded import EmbeddedBus, default_pipeline
 from services.runtime.logging import configure
 from services.runtime.replay import read_db, read_jsonl, replay
 from services.runtime.simulator import DEFAULT_TABLES, Session
@@ -39,9 +39,7 @@ class _FastBus(EmbeddedBus):
     """The demo bus with ``synchronous=NORMAL`` (generation speed; durability is not measured here)."""
 
     def __init__(self, path: Path) -> None:
-        self.log = EmbeddedLog(path, synchronous="NORMAL")
-        self.runners = [Runner(self.log, proc, name) for name, proc in default_pipeline()]
-        self._cursors = {}
+        super().__init__(path, default_pipeline(), synchronous="NORMAL")
 
 
 def build_log(events: int = EVENTS, seed: int = SEED) -> Path:

@@ -9,9 +9,8 @@ log (the bench steps the runners itself and looks at what each batch appended):
 - **credits**: from the ``CoupResolved`` to the last ``PayoutApplied`` of the coup (goal: < 1 s).
 
 While a coup is timed the bench steps only the stages on the credit path (dealer, settlement's two
-stages); the observers (audit, monitor), which no credit waits for, catch up after each coup and the
-time they take is printed beside the figures. (The embedded bus itself steps them all round-robin:
-its credits come later by the observers' share of the work.)
+stages); the observers (audit, monitor and its account stage), which no credit waits for, catch up
+after each coup and the time they take is printed beside the figures.
 
 Baseline, same run: raw ``sqlite3`` (same WAL and ``synchronous``) inserting the coup's record bytes
 in one transaction per runner batch and reading them back: how long the disk alone takes for the
@@ -23,12 +22,12 @@ Run: ``.venv/bin/python -m bench speed`` (``BENCH_SPEED_PLAYERS``, ``BENCH_SPEED
 from __future__ import annotations
 
 import os
-import sqlite3
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.bench_pipeline import run_raw
 from services.core import topics
 from services.runtime.compose import Composition
 from services.runtime.embedded import EmbeddedBus, Runner
@@ -38,7 +37,7 @@ from services.runtime.simulator import CURRENCY, Session, TablePlay, TableSpec
 PLAYERS = int(os.environ.get("BENCH_SPEED_PLAYERS", "5000"))
 COUPS = int(os.environ.get("BENCH_SPEED_COUPS", "3"))
 TABLE = TableSpec("S01-speed", "punto_banco", min_minor=100, max_minor=100_000)
-OBSERVERS = frozenset({"audit", "monitor"})
+OBSERVERS = frozenset({"audit", "monitor", "monitor.accounts"})
 """Consumers no wallet credit waits for."""
 WATCHED = (topics.TABLE_EVENTS, topics.WALLET_EVENTS)
 
@@ -95,7 +94,7 @@ def play_coup(session: Session, play: TablePlay, bus: EmbeddedBus) -> dict[str, 
         play.open_shoe()
         play.stop_reached = False
     session.command("OpenBetting", t, {})
-    bus.settle()
+    session.settle()
     play.coup_id = play._opened_coup()
     for n, account in enumerate(session.accounts()):
         spot = ("player", "banker", "tie")[session.rng.randrange(3) if n % 7 else 2]
@@ -104,9 +103,11 @@ def play_coup(session: Session, play: TablePlay, bus: EmbeddedBus) -> dict[str, 
             "stake_minor": 100 * session.rng.choice((1, 2, 5, 10)), "currency": CURRENCY,
         })  # fmt: skip
     watch = Watch(bus)
+    session.flush()
     settle(bus, watch)
     session.command("CloseBetting", t, {})
     session.command("DealCoup", t, {})
+    session.flush()
     settle(bus, watch)
     play._play_out()
     started = time.perf_counter()
@@ -124,22 +125,9 @@ def play_coup(session: Session, play: TablePlay, bus: EmbeddedBus) -> dict[str, 
 
 def raw_baseline(raws: list[bytes], db: Path, sync: str, batch: int = 500) -> float:
     """Seconds for raw sqlite3 to insert ``raws`` (batches of ``batch``, same WAL/synchronous as the
-    log) and read them back."""
+    log) and read them back (:func:`bench.bench_pipeline.run_raw` on a fresh file)."""
     db.unlink(missing_ok=True)
-    con = sqlite3.connect(db, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute(f"PRAGMA synchronous={sync}")
-    con.execute("CREATE TABLE r (o INTEGER PRIMARY KEY, body BLOB)")
-    started = time.perf_counter()
-    for i in range(0, len(raws), batch):
-        con.execute("BEGIN")
-        con.executemany("INSERT INTO r (body) VALUES (?)", ((r,) for r in raws[i : i + batch]))
-        con.execute("COMMIT")
-    n = sum(1 for _ in con.execute("SELECT body FROM r ORDER BY o"))
-    elapsed = time.perf_counter() - started
-    con.close()
-    assert n == len(raws)
-    return elapsed
+    return run_raw(db, raws, batch, sync)
 
 
 def _synchronous(bus: EmbeddedBus) -> str:
@@ -160,7 +148,7 @@ def main() -> dict[str, float]:
                 session.wallet("Deposit", account, {"amount_minor": session.deposit_minor, "currency": CURRENCY})
             play = TablePlay(session, TABLE)
             play.open()
-            bus.settle()
+            session.settle()
             print(f"{PLAYERS} players funded, table open: {time.perf_counter() - started:.1f} s")
             for coup in range(COUPS):
                 fig = play_coup(session, play, bus)

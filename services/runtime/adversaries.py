@@ -84,7 +84,7 @@ def _bet(play: TablePlay, account: str, spot: str, stake: int, at: str | None = 
                "coup_id": play.coup_id, "spot": spot, "stake_minor": stake, "currency": CURRENCY}  # fmt: skip
     env = request("PlaceBet", topics.WALLET_REQUESTS, account, payload, event_id=s._id(),
                   occurred_at=at or s._now(), producer=Principal.TERMINAL.value)  # fmt: skip
-    s.bus.publish([authenticate(env, s.keyring.key(Principal.TERMINAL))])
+    s.outbox.append(authenticate(env, s.keyring.key(Principal.TERMINAL)))
 
 
 def _statistical(play: TablePlay) -> bool:
@@ -266,7 +266,7 @@ class PresetShoe(Adversary):
         for card in cards:
             self.left.remove(card)
             play.session.command("CardRead", play.spec.table_id, {"card": card})
-        play.session.bus.settle()
+        play.session.advance()
 
 
 @dataclass(slots=True)
@@ -306,7 +306,7 @@ class CollusiveDealer(Adversary):
                 "coup_id": play.coup_id, "hand": "player", "choice": self.rng.choice(("draw", "stand")),
                 "decided_by": "operator",
             })  # fmt: skip
-        play.session.bus.settle()
+        play.session.advance()
 
 
 @dataclass(slots=True)

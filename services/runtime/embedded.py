@@ -26,14 +26,17 @@ returns, at the cost of one fsync per transaction (the runner commits once per b
 **The runner.** :meth:`Runner.step_batch` is one ``BEGIN IMMEDIATE`` transaction: read the next input
 records after the consumer's committed offset, decode each (undecodable bytes become a dead letter),
 apply it with :func:`services.core.processor.step`, append the outputs, advance the committed offset,
-commit. A crash before the commit leaves the file as it was; after it, everything is there: nothing is
-lost and nothing is repeated. The :class:`~services.core.processor.ProcessorState` lives in memory and
-is snapshotted every ``snapshot_every`` records in the same transaction as the offset. A restart loads
-the snapshot and re-applies the records after it: the core is deterministic, so it re-derives the very
-outputs already in the log, whose appends are no-ops (and a :class:`LogConflict` there would expose a
-non-deterministic processor instead of hiding it). The ids a consumer has applied are rows of the
-``applied`` table (:class:`LoggedIds`), written in the same transaction, not part of the snapshot: a
-snapshot stays the size of the processor's own state however many years the log holds.
+commit. :func:`run_until_idle` groups the batches of one round of its runners in one transaction (group
+commit: all of the round or none of it), and a record is decoded once for every runner of the process
+that reads it (:attr:`EmbeddedLog.decoded`). A crash before the commit leaves the file as it was; after
+it, everything is there: nothing is lost and nothing is repeated. The
+:class:`~services.core.processor.ProcessorState` lives in memory and is snapshotted every
+``snapshot_every`` records in the same transaction as the offset. A restart loads the snapshot and
+re-applies the records after it: the core is deterministic, so it re-derives the very outputs already in
+the log, whose appends are no-ops (and a :class:`LogConflict` there would expose a non-deterministic
+processor instead of hiding it). The ids a consumer has applied are rows of the ``applied`` table
+(:class:`LoggedIds`), written in the same transaction, not part of the snapshot: a snapshot stays the
+size of the processor's own state however many years the log holds.
 
 Snapshots are data, never pickles (DESIGN §9): JSON written and read by :mod:`services.runtime.snapshot`,
 a codec driven by the state's type annotations — the code decides what classes a snapshot becomes,
@@ -111,6 +114,11 @@ _Heads = list[tuple[str, str, int, str]]
 
 _PAGE = 1000
 
+_INSERT = "INSERT INTO records (topic, key, event_id, type, body, internal) VALUES (?, ?, ?, ?, ?, ?)"
+
+DECODED_KEPT = 20_000
+"""How many decoded records a log keeps for the other runners that read them (each decoded once)."""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
     "offset" INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -182,6 +190,10 @@ class EmbeddedLog:
         """
         self.path = Path(path)
         self.readonly = readonly
+        self.decoded: dict[int, Envelope] = {}
+        """Records decoded by one runner, by offset, for the others reading them (bounded: the oldest go)."""
+        self.commits = 0
+        """Write transactions committed through this object (a benchmark's count)."""
         self.synchronous: Synchronous = synchronous or synchronous_setting()
         if self.path.is_dir():
             raise NotALog(f"{self.path}: is a directory, not a log file")
@@ -248,8 +260,10 @@ class EmbeddedLog:
             yield
         except BaseException:
             self._conn.execute("ROLLBACK")
+            self.decoded.clear()  # offsets of rolled-back rows may be given to other records
             raise
         self._conn.execute("COMMIT")
+        self.commits += write
 
     # -- writing -------------------------------------------------------------------------------------
 
@@ -259,11 +273,34 @@ class EmbeddedLog:
         ``internal``: the records are a processor's outputs (a runner's appends), whose ids are unique
         among outputs; outside writers' records (the default) are unique among themselves.
         """
+        flag = int(internal)
+        rows = [(env.topic, env.key, env.event_id, env.type, env.to_json(), flag) for env in envelopes]
+        added, i = 0, 0
         with self.transaction():
-            return sum(
-                self._insert(env.topic, env.key, env.event_id, env.type, env.to_json(), internal)
-                for env in envelopes
-            )
+            while i < len(rows):  # one statement for the rows; past an id already there, on from the next
+                before = self._conn.total_changes
+                try:
+                    self._conn.executemany(_INSERT, rows[i:])
+                except sqlite3.IntegrityError:
+                    done = self._conn.total_changes - before
+                    added, i = added + done, i + done
+                    self._check_same(rows[i])
+                    i += 1
+                else:
+                    return added + self._conn.total_changes - before
+        return added
+
+    def _check_same(self, row: tuple[str, str, str, str, bytes, int]) -> None:
+        """``row`` was refused for its id: the log holds the same bytes under it, else
+        :class:`LogConflict`."""
+        topic, _key, event_id, _type, body, internal = row
+        found = self._conn.execute(
+            "SELECT body FROM records WHERE internal = ? AND event_id = ?", (internal, event_id)
+        ).fetchone()
+        if found is None:
+            raise sqlite3.IntegrityError(f"a record of {topic} was not appended (event_id {event_id})")
+        if bytes(found[0]) != body:
+            raise LogConflict(str(event_id), topic) from None
 
     def append_raw(self, topic: str, key: str, raw: bytes) -> bool:
         """Append bytes from an outside writer as they are (malformed ones too: they reach the dead letter).
@@ -612,12 +649,18 @@ class Runner(Generic[S]):
                 raise ConsumerMoved(f"consumer {self.name!r} was advanced by another runner")
             return BatchResult(0, 0, self.position)
         outputs: list[Envelope] = []
+        decoded = self.log.decoded
         for offset, topic, _key, raw in rows:
-            try:
-                record = parse_record(raw)
-            except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
-                outputs.append(self._dead(offset, topic, raw, _why_undecodable(exc), Reason.UNDECODABLE))
-                continue
+            record = decoded.get(offset)
+            if record is None:
+                try:
+                    record = parse_record(raw)
+                except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
+                    outputs.append(self._dead(offset, topic, raw, _why_undecodable(exc), Reason.UNDECODABLE))
+                    continue
+                decoded[offset] = record
+                if len(decoded) > DECODED_KEPT:
+                    del decoded[next(iter(decoded))]
             if record.topic != topic:
                 detail = f"envelope says topic {record.topic!r} but was written to {topic!r}"
                 outputs.append(self._dead(offset, topic, raw, detail, Reason.INVALID_PAYLOAD))
@@ -691,34 +734,78 @@ def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None) -> 
 
     Returns the number of input records applied. The interleaving is a function of the log alone,
     so the same log and the same runners give the same output log.
+
+    A round is one transaction (group commit): every runner's batch in it (outputs, offset, applied
+    ids) commits together or not at all; on an error every runner reloads its state from what the log
+    committed before the round, then the error goes on.
     """
     total = 0
     seen: dict[int, int] = {}  # runner index -> a head it has read everything up to
     while True:
-        head = runners[0].log.head() if runners else 0
-        moved = 0
-        for i, runner in enumerate(runners):
-            # a runner that has read all its topics up to the head has nothing to read: skip its
-            # (empty) transaction; records appended since have offsets above that head
-            if runner.position >= head or seen.get(i, -1) >= head:
-                continue
-            done = runner.step_batch(limit).records
-            if done < (limit or runner.batch_limit):
-                seen[i] = head  # the read came back short: nothing left up to (at least) this head
-            moved += done
+        moved = _round(runners, limit, seen)
         if not moved:
             return total
         total += moved
 
 
-class EmbeddedBus:
-    """The simulator's bus over the embedded log: dealer, settlement (payout, wallet) and audit runners."""
+def _round(runners: Sequence[Runner[Any]], limit: int | None, seen: dict[int, int]) -> int:
+    if not runners:
+        return 0
+    log = runners[0].log
+    moved = 0
+    try:
+        with log.transaction():
+            head = log.head()
+            for i, runner in enumerate(runners):
+                # a runner that has read all its topics up to the head has nothing to read: skip its
+                # (empty) batch; records appended since have offsets above that head
+                if runner.position >= head or seen.get(i, -1) >= head:
+                    continue
+                done = runner.step_batch(limit).records
+                if done < (limit or runner.batch_limit):
+                    seen[i] = head  # the read came back short: nothing left up to (at least) this head
+                moved += done
+    except BaseException:
+        for runner in runners:  # the round was rolled back: what each holds in memory is ahead of it
+            runner.restore()
+        raise
+    return moved
 
-    def __init__(self, path: str | Path, runners: Sequence[tuple[str, Processor[Any]]] | None = None) -> None:
-        self.log = EmbeddedLog(path)
+
+LAGGING = frozenset({"audit"})
+"""Consumers :meth:`EmbeddedBus.advance` lets lag: what they write no other stage reads back."""
+
+
+class EmbeddedBus:
+    """The simulator's bus over the embedded log: dealer, settlement (payout, wallet), audit, monitor.
+
+    :meth:`settle` runs every runner until idle. :meth:`advance` is what the simulator calls between
+    the steps of a coup: the stages a table waits for and the monitor run until idle, while audit
+    (:data:`LAGGING`) catches up only once ``lag_records`` records have piled up, in large batches.
+
+    Why audit only, and why that changes no record: no stage reads audit's outputs back (findings and
+    checkpoints; its dead letters raise no alert, the monitor alerts on the primary consumer's only),
+    so every other stage appends the same records in the same order as if audit ran in lockstep. Audit
+    reads its inputs in log order, which is then the same too, so it derives the very same records:
+    only their offsets move (later in the log). The monitor does not lag: audit's checkpoints count the
+    alerts audit has read so far, so alerts written later would change what a checkpoint claims.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        runners: Sequence[tuple[str, Processor[Any]]] | None = None,
+        *,
+        lag_records: int = 5000,
+        synchronous: Synchronous | None = None,
+    ) -> None:
+        self.log = EmbeddedLog(path, synchronous=synchronous)
         self.runners: list[Runner[Any]] = [
             Runner(self.log, proc, name) for name, proc in (runners or default_pipeline())
         ]
+        self._interactive = [r for r in self.runners if r.name not in LAGGING]
+        self._lagging = [r for r in self.runners if r.name in LAGGING]
+        self.lag_records = lag_records
         self._cursors: dict[tuple[str, str], int] = {}
 
     def publish(self, envelopes: list[Envelope]) -> None:
@@ -728,6 +815,20 @@ class EmbeddedBus:
     def settle(self) -> None:
         """Run every processor until nothing is left to do."""
         run_until_idle(self.runners)
+
+    ordered = True
+    """Records published in one call reach every consumer in that order, whatever their keys (one log)."""
+
+    def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
+        """Append ``envelopes`` and run every stage but the lagging ones until idle, in the same first
+        transaction; the lagging ones once they lag by ``lag_records``."""
+        if envelopes:
+            with self.log.transaction():
+                self.log.append(envelopes)
+                _round(self._interactive, None, {})
+        run_until_idle(self._interactive)
+        if self._lagging and self.log.head() - min(r.position for r in self._lagging) >= self.lag_records:
+            run_until_idle(self._lagging, self.lag_records)
 
     def read(self, topic: str, key: str) -> list[Envelope]:
         """The records on ``topic`` under ``key`` not yet returned by an earlier call."""

@@ -42,8 +42,10 @@ verdicts, not the interleaving of its outputs, are guaranteed equal after a rest
 With ``processing_guarantee=exactly_once`` faust wraps the sends in transactions on brokers that have
 them; correctness does not depend on it.
 
-Plain aiokafka helpers (:func:`produce`, :func:`consume_all` and their async forms) serve the CLI,
-the replay and the tests; :func:`ensure_topics` and :func:`load_topic_specs` create the topology.
+Plain aiokafka helpers (:func:`produce`, :func:`consume_all`, :func:`iter_raw` and their async forms)
+serve the CLI, the replay and the tests; they live in :mod:`services.runtime.kafka_io` (a reader of
+the topics imports no processor) and are re-exported here; :func:`ensure_topics` and
+:func:`load_topic_specs` create the topology.
 The shell tallies what each batch did for :mod:`services.runtime.metrics` (``/metrics``, ``/healthz``,
 ``/readyz`` on faust's web server where ``CASINO_WEB_*`` say; docs/operations.md).
 """
@@ -56,20 +58,18 @@ import importlib
 import logging
 import os
 import re
-import socket
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 import faust
 import yaml  # type: ignore[import-untyped]
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
+from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from aiokafka.errors import KafkaError  # type: ignore[import-untyped]
-from aiokafka.structs import ConsumerRecord  # type: ignore[import-untyped]
 
 from services.core import topics
 from services.core.envelope import Envelope, derive_id, seal
@@ -77,10 +77,32 @@ from services.core.processor import Processor, ProcessorState, dead_letter, init
 from services.core.trust import PrincipalKey, Refusal, verify
 from services.runtime import codec, metrics
 from services.runtime.compose import SERVICES, Composition
-from services.runtime.failures import BrokerUnreachable, one_line
+from services.runtime.failures import one_line
+from services.runtime.kafka_io import (
+    RawRecord,
+    _settings_for,
+    aconsume_all,
+    aconsume_raw,
+    aproduce,
+    aproduce_raw,
+    consume_all,
+    iter_raw,
+    new_consumer,
+    partitions_of,
+    probe,
+    produce,
+    read_range,
+)
 from services.runtime.keyring import KeyringError
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
+
+REEXPORTED = (
+    RawRecord, aconsume_all, aconsume_raw, aproduce, aproduce_raw, consume_all, iter_raw, new_consumer,
+    partitions_of, probe, produce, read_range,
+)  # fmt: skip
+"""The plain readers and writers of :mod:`services.runtime.kafka_io`, still reachable from here (the CLI,
+the bus, the benchmarks and the tests import them as ``kafka.NAME``)."""
 
 EXIT_CRASH = 70
 """Exit status of a worker that stopped on an error while handling a record (EX_SOFTWARE)."""
@@ -105,236 +127,6 @@ by the composition root (:mod:`services.runtime.compose`) from ``CASINO_KEYRING`
 
 def _log() -> Any:
     return get_logger("casino_ledger.kafka")  # looked up per use: configure() may run after import
-
-
-# -- plain aiokafka helpers --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RawRecord:
-    """One record as read from Kafka: logical topic, partition, offset, key and value bytes."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-
-
-def _settings_for(bootstrap: str | None, settings: Settings | None) -> Settings:
-    base = settings if settings is not None else Settings()
-    return base.model_copy(update={"bootstrap_servers": bootstrap}) if bootstrap else base
-
-
-def probe(settings: Settings) -> None:
-    """Fail fast, in one line, when no bootstrap server accepts a TCP connection within
-    ``connect_timeout_s`` (:class:`BrokerUnreachable`); aiokafka alone would log and retry, or wait for
-    its 40 s request timeout on a black-holed address."""
-    reasons = []
-    for server in settings.bootstrap_list:
-        host, _, port = server.rpartition(":")
-        try:
-            address = (host.strip("[]") or "localhost", int(port))
-            with socket.create_connection(address, settings.connect_timeout_s):
-                return
-        except ValueError:
-            reasons.append(f"{server}: not host:port")
-        except OSError as exc:
-            reasons.append(f"{server}: {exc.strerror or type(exc).__name__}")
-    raise BrokerUnreachable(f"no Kafka broker answers at {'; '.join(reasons) or 'no bootstrap servers'}")
-
-
-def new_consumer(settings: Settings) -> AIOKafkaConsumer:
-    return AIOKafkaConsumer(
-        bootstrap_servers=settings.bootstrap_list,
-        enable_auto_commit=False,
-        fetch_max_wait_ms=100,  # an empty fetch at a partition's end answers quickly
-        auto_offset_reset="earliest",
-        **settings.aiokafka_auth(),
-    )
-
-
-async def aproduce_raw(settings: Settings, records: Iterable[tuple[str, bytes | None, bytes | None]]) -> int:
-    """Send ``(logical topic, key, value)`` records in order and wait for every acknowledgement."""
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap_list, acks="all", **settings.aiokafka_auth()
-    )
-    await producer.start()
-    try:
-        futures = [await producer.send(settings.topic(t), value, key=key) for t, key, value in records]
-        for fut in futures:
-            await fut
-    finally:
-        await producer.stop()
-    return len(futures)
-
-
-async def aproduce(settings: Settings, envelopes: Iterable[Envelope]) -> int:
-    """Send envelopes to their topics, keyed by ``Envelope.key``; returns how many were sent."""
-    return await aproduce_raw(settings, ((e.topic, codec.encode_key(e), codec.encode(e)) for e in envelopes))
-
-
-async def partitions_of(consumer: AIOKafkaConsumer, physical: Sequence[str]) -> list[TopicPartition]:
-    """The partitions of the named topics. Call it before ``assign``: once a consumer is assigned, its
-    metadata covers only the assigned topics and any other topic shows no partition."""
-    await consumer.topics()  # refreshes the metadata
-    tps: list[TopicPartition] = []
-    for name in physical:
-        for p in sorted(consumer.partitions_for_topic(name) or ()):
-            tps.append(TopicPartition(name, p))
-    return tps
-
-
-async def read_range(
-    consumer: AIOKafkaConsumer,
-    starts: Mapping[TopicPartition, int],
-    ends: Mapping[TopicPartition, int],
-    *,
-    to_end: bool = False,
-) -> tuple[dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]], dict[TopicPartition, int]]:
-    """Records of each partition from its start offset up to (not including) its end offset.
-
-    ``to_end``: ``ends`` come from ``end_offsets`` (ListOffsets) and are only a lower bound: Tansu
-    answers ListOffsets with the base offset of the last record batch plus one, hiding the rest of
-    a multi-record batch. Each partition is then read up to the larger of that and the high
-    watermark of the first fetch response (which is right). Returns the records and the next
-    offset to read per partition.
-    """
-    first = await consumer.beginning_offsets(list(ends)) if ends else {}
-    begin = {tp: max(starts.get(tp, 0), first[tp]) for tp in ends}
-    target = dict(ends)
-    live = [tp for tp in ends if to_end or target[tp] > begin[tp]]
-    out: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = {tp: [] for tp in live}
-    reached = dict(begin)
-    if not live:
-        return out, reached
-    consumer.assign(live)
-    for tp in live:
-        consumer.seek(tp, begin[tp])
-    pending, unconfirmed = set(live), set(live) if to_end else set()
-    while pending:
-        batch = await consumer.getmany(*pending, timeout_ms=200)
-        for tp, msgs in batch.items():
-            kept = [m for m in msgs if m.offset < target[tp] or tp in unconfirmed]
-            out[tp].extend(kept)
-        for tp in list(pending):
-            highwater = consumer.highwater(tp)
-            if tp in unconfirmed and highwater is not None:
-                target[tp] = max(target[tp], highwater)
-                unconfirmed.discard(tp)
-            reached[tp] = await consumer.position(tp)
-            if tp not in unconfirmed and reached[tp] >= target[tp]:
-                pending.discard(tp)
-    for tp in live:  # a fetch may have returned records past the target
-        out[tp] = [m for m in out[tp] if m.offset < target[tp]]
-        reached[tp] = max(begin[tp], out[tp][-1].offset + 1 if out[tp] else begin[tp])
-    return out, reached
-
-
-async def aconsume_raw(settings: Settings, logical_topics: Sequence[str]) -> list[RawRecord]:
-    """Every record of the topics up to their end offsets now: topic by topic, partition, offset."""
-    consumer = new_consumer(settings)
-    await consumer.start()
-    try:
-        tps = await partitions_of(consumer, [settings.topic(t) for t in logical_topics])
-        ends = await consumer.end_offsets(tps) if tps else {}
-        read, _ = await read_range(consumer, {}, ends, to_end=True)
-    finally:
-        await consumer.stop()
-    return [
-        RawRecord(settings.logical(tp.topic), tp.partition, m.offset, m.key, m.value)
-        for tp in tps
-        for m in read.get(tp, [])
-    ]
-
-
-def iter_raw(
-    bootstrap: str | None, logical_topics: Sequence[str], settings: Settings | None = None, chunk: int = 2_000
-) -> Iterator[RawRecord]:
-    """Every record of the topics as of the call, streamed in the order of :func:`aconsume_raw` (topic
-    by topic, partition, offset) with at most ``chunk`` records in memory: a replay of years of topics.
-
-    Blocking (its own event loop); must not be called from inside a running loop.
-    """
-    settings = _settings_for(bootstrap, settings)
-    probe(settings)
-    loop = asyncio.new_event_loop()
-
-    async def started() -> AIOKafkaConsumer:  # aiokafka builds its clients inside a running loop
-        made = new_consumer(settings)
-        try:
-            await made.start()
-        except BaseException:
-            await made.stop()
-            raise
-        return made
-
-    consumer = loop.run_until_complete(started())
-    try:
-        physical = [settings.topic(t) for t in logical_topics]
-        tps = loop.run_until_complete(partitions_of(consumer, physical))  # before any assign: see there
-        listed = loop.run_until_complete(consumer.end_offsets(tps)) if tps else {}
-        for tp in sorted(tps, key=lambda tp: (physical.index(tp.topic), tp.partition)):
-            logical = settings.logical(tp.topic)
-            for msgs in _chunks(loop, consumer, tp, listed[tp], chunk):
-                yield from (RawRecord(logical, tp.partition, m.offset, m.key, m.value) for m in msgs)
-    finally:
-        loop.run_until_complete(consumer.stop())
-        loop.close()
-
-
-def _chunks(
-    loop: asyncio.AbstractEventLoop, consumer: AIOKafkaConsumer, tp: TopicPartition, listed: int, chunk: int
-) -> Iterator[list[ConsumerRecord[bytes, bytes]]]:
-    """One partition from its beginning to its end as of the first fetch (``listed`` may stop short of
-    it on Tansu: see :func:`read_range`), ``chunk`` records at a time."""
-
-    async def fetch(position: int | None) -> tuple[list[ConsumerRecord[bytes, bytes]], int | None, int]:
-        consumer.assign([tp])
-        if position is None:
-            position = (await consumer.beginning_offsets([tp]))[tp]
-        consumer.seek(tp, position)
-        batch = await consumer.getmany(tp, timeout_ms=200, max_records=chunk)
-        return batch.get(tp, []), consumer.highwater(tp), max(position, await consumer.position(tp))
-
-    position: int | None = None
-    target: int | None = None  # known once a fetch has answered with the high watermark
-    idle = 0
-    while target is None or (position or 0) < target:
-        got, highwater, reached = loop.run_until_complete(fetch(position))
-        if target is None and highwater is not None:
-            target = max(listed, highwater)
-        msgs = [m for m in got if target is None or m.offset < target]
-        position = msgs[-1].offset + 1 if msgs else reached
-        if msgs:
-            idle = 0
-            yield msgs
-        elif (idle := idle + 1) > 50:
-            where = f"{tp.topic}[{tp.partition}]"
-            raise RuntimeError(f"{where}: nothing fetched at offset {position} (end {target})")
-
-
-async def aconsume_all(settings: Settings, logical_topics: Sequence[str]) -> list[Envelope]:
-    """The envelopes of :func:`aconsume_raw`; undecodable records are left out (they are dead letters)."""
-    out: list[Envelope] = []
-    for rec in await aconsume_raw(settings, logical_topics):
-        try:
-            out.append(codec.decode(rec.value))
-        except codec.DecodeError:
-            continue
-    return out
-
-
-def produce(bootstrap: str, envelopes: Iterable[Envelope], settings: Settings | None = None) -> int:
-    """Blocking :func:`aproduce` against ``bootstrap`` (``host:port[,…]``)."""
-    return asyncio.run(aproduce(_settings_for(bootstrap, settings), list(envelopes)))
-
-
-def consume_all(
-    bootstrap: str, logical_topics: Sequence[str], settings: Settings | None = None
-) -> list[Envelope]:
-    """Blocking :func:`aconsume_all`: every envelope on the topics up to their end offsets now."""
-    return asyncio.run(aconsume_all(_settings_for(bootstrap, settings), logical_topics))
 
 
 # -- topics ------------------------------------------------------------------------------------------

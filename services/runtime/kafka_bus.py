@@ -65,6 +65,9 @@ QUICK_GROUP_TIMEOUTS: dict[str, Any] = {
 The short fetch wait is for Tansu, which does not answer a pending fetch when records arrive (each hop
 of the pipeline then waited out faust's 1.5 s fetch wait: 0.75 s on average)."""
 
+OBSERVERS = frozenset({"audit", "monitor"})
+"""Services whose outputs no table event or wallet credit waits for (:meth:`KafkaBus.advance`)."""
+
 SETTLE_TIMEOUT_S = 120.0
 """Longest wait for the workers to settle (covers a first group join and a restarted worker)."""
 
@@ -310,6 +313,15 @@ class KafkaBus:
         self._run(self._settle())
         self.settles += 1
 
+    def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
+        """Publish ``envelopes``, then wait only for the services a table waits for (all but
+        :data:`OBSERVERS`, which no table event or wallet credit waits for): the simulator's step
+        between two commands. The observers keep running and catch up on their own; ``settle``
+        waits for them too."""
+        if envelopes:
+            self.publish(list(envelopes))
+        self._run(self._settle(observers=False))
+
     def read(self, topic: str, key: str) -> list[Envelope]:
         """The records on ``topic`` under ``key`` not yet returned by an earlier call, in order."""
         self._run(self._advance(topic))
@@ -332,12 +344,14 @@ class KafkaBus:
         )
         return {tp: max(0, found[tp].offset) if tp in found else 0 for tp in tps}
 
-    async def _lagging(self) -> tuple[dict[TopicPartition, int], list[str]]:
-        """One poll: the real ends of every input partition and what is behind them (committed first)."""
+    async def _lagging(self, observers: bool = True) -> tuple[dict[TopicPartition, int], list[str]]:
+        """One poll: the real ends of every input partition and what is behind them (committed first);
+        without ``observers``, of the services but :data:`OBSERVERS` only."""
         assert self._probe is not None
         wanted = {
             service: [tp for t in inputs for tp in await self._partitions(t)]
             for service, inputs in self.inputs.items()
+            if observers or service not in OBSERVERS
         }
         all_tps = sorted({tp for tps in wanted.values() for tp in tps})
         # every group's committed offsets (concurrently), and only then the ends: see the module
@@ -352,11 +366,11 @@ class KafkaBus:
         ]
         return ends, behind
 
-    async def _settle(self) -> None:
+    async def _settle(self, observers: bool = True) -> None:
         deadline = time.monotonic() + self.settle_timeout_s
         previous: dict[TopicPartition, int] | None = None
         while True:
-            ends, behind = await self._lagging()
+            ends, behind = await self._lagging(observers)
             if not behind and ends == previous:
                 return
             previous = None if behind else ends

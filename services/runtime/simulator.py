@@ -38,10 +38,15 @@ class Bus(Protocol):
         """Append outside records (requests, commands)."""
 
     def settle(self) -> None:
-        """Let every processor run until nothing is left to do."""
+        """Let every processor run until nothing is left to do (a bus may also offer ``advance()``: let
+        the processors a table waits for run, observers possibly later; the simulator calls it between
+        the steps of a coup and ``settle()`` only at the end)."""
 
     def read(self, topic: str, key: str) -> list[Envelope]:
         """The records on ``topic`` under ``key`` not yet returned by an earlier call."""
+
+    # Optional: ``ordered`` (True when records published in one call reach every consumer in the order
+    # published, whatever their keys: one log) and ``advance(envelopes)`` (see Session.advance).
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +102,9 @@ class Session:
     stats: dict[str, int] = field(default_factory=dict)
     adversaries: list[Any] = field(default_factory=list)
     """Cheating strategies the session consults (:mod:`services.runtime.adversaries`; hook only)."""
+    outbox: list[Envelope] = field(default_factory=list)
+    """Records written but not yet published: they go to the bus in one call when the session next
+    waits for the pipeline (:meth:`advance`), not one append per record."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -115,7 +123,7 @@ class Session:
         who = Principal.SHOE if type_ == "CardRead" else Principal.OPERATOR
         env = request(type_, topics.TABLE_INBOX, table_id, {"table_id": table_id, **payload},
                       event_id=self._id(), occurred_at=self._now(), producer=who.value)  # fmt: skip
-        self.bus.publish([authenticate(env, self.keyring.key(who))])
+        self.outbox.append(authenticate(env, self.keyring.key(who)))
 
     def wallet(self, type_: str, account: str, payload: dict[str, Any]) -> None:
         """Write one wallet request for ``account``: a deposit or withdrawal as the cashier, a bet as
@@ -123,7 +131,29 @@ class Session:
         who = Principal.CASHIER if type_ in ("Deposit", "Withdraw") else Principal.TERMINAL
         env = request(type_, topics.WALLET_REQUESTS, account, {"account_id": account, **payload},
                       event_id=self._id(), occurred_at=self._now(), producer=who.value)  # fmt: skip
-        self.bus.publish([authenticate(env, self.keyring.key(who))])
+        self.outbox.append(authenticate(env, self.keyring.key(who)))
+
+    def flush(self) -> None:
+        """Publish what the session wrote since the last flush, in one call and in the order written."""
+        if self.outbox:
+            out, self.outbox = self.outbox, []
+            self.bus.publish(out)
+
+    def advance(self) -> None:
+        """Publish what was written, then let the table's next events come: the bus's
+        ``advance(envelopes)`` where it has one (it publishes them and runs the stages a table waits
+        for; observers may lag), else ``publish()`` and ``settle()``."""
+        advance = getattr(self.bus, "advance", None)
+        if advance is None:
+            self.settle()
+            return
+        out, self.outbox = self.outbox, []
+        advance(out)
+
+    def settle(self) -> None:
+        """Publish what was written and let every processor run until nothing is left to do."""
+        self.flush()
+        self.bus.settle()
 
     # -- the session -------------------------------------------------------------------------
     def accounts(self) -> list[str]:
@@ -139,7 +169,7 @@ class Session:
             adversary.start(self, plays)
         for play in plays:
             play.open()
-        self.bus.settle()
+        self.advance()
         for _ in range(coups):
             for play in plays:
                 play.coup()
@@ -147,7 +177,7 @@ class Session:
                     progress()
         for play in plays:
             play.close_shoe()
-        self.bus.settle()
+        self.settle()
 
 
 @dataclass(slots=True)
@@ -201,11 +231,15 @@ class TablePlay:
             self.open_shoe()
             self.stop_reached = False
         s.command("OpenBetting", t, {})
-        s.bus.settle()
+        s.advance()
         self.coup_id = self._opened_coup()
-        # A player-banked game's bets are accepted in turn (the bank first, each against what the bank
-        # still covers), so each waits for the one before; a house-banked game's bets are independent.
-        in_turn = not self.variant.house_banked
+        # The bets reach the table in the order written only on a bus that keeps one order across keys
+        # (one log). Elsewhere (Kafka: wallet requests are partitioned by account) each bet waits for
+        # the one before: a player-banked game's bank must be accepted first and each punter against
+        # what it still covers, and in any game the order of acceptance is the table's event chain
+        # (and so every later hash, and the alerts that hang on it): the same session, the same log.
+        ordered = bool(getattr(s.bus, "ordered", False))
+        in_turn = not ordered
         bets = self.bets()
         for adversary in s.adversaries:  # hook: cheaters add or change bets
             bets = adversary.bets(self, bets)
@@ -215,9 +249,9 @@ class TablePlay:
                 "stake_minor": stake, "currency": CURRENCY,
             })  # fmt: skip
             if in_turn:
-                s.bus.settle()
+                s.advance()
         if not in_turn:
-            s.bus.settle()
+            s.advance()
         s.command("CloseBetting", t, {})
         if s.rng.random() < 0.05:  # a late bet: the dealer refuses it and settlement refunds it
             account = s.rng.choice(s.accounts())
@@ -234,10 +268,12 @@ class TablePlay:
                     "currency": CURRENCY,
                 },
             )
+            if not ordered:  # refused before the deal, not somewhere among its cards
+                s.advance()
         for adversary in s.adversaries:  # hook: late bets
             adversary.closed(self)
         s.command("DealCoup", t, {})
-        s.bus.settle()
+        s.advance()
         for adversary in s.adversaries:  # hook: a smart shoe reads its cards
             adversary.dealt(self)
         self._play_out()
@@ -325,7 +361,7 @@ class TablePlay:
                     "coup_id": self.coup_id, "hand": asked.hand, "choice": choice,
                     "decided_by": f"strategy:{name}",
                 })  # fmt: skip
-                s.bus.settle()
+                s.advance()
             elif env.type == "CoupResolved":
                 self.stop_reached = bool(p.get("stop_card_reached"))
                 s.stats["coups"] = s.stats.get("coups", 0) + 1

@@ -90,6 +90,15 @@ class SeamlessBus(EmbeddedBus):
     async def _make_caller(self, guard: Guard | None) -> EmbeddedCaller:
         return EmbeddedCaller(self.log, self.client, guard)
 
+    ordered = False
+    """The operator answers calls in its own order: the simulator waits for each bet (see Session)."""
+
+    def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
+        """Publish, then :meth:`settle`: the calls the stages ask for are what a table waits for."""
+        if envelopes:
+            self.publish(list(envelopes))
+        self.settle()
+
     def settle(self) -> None:
         """Run the processors, make the calls they asked for, and again, until nothing moves."""
         while True:

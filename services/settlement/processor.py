@@ -130,11 +130,20 @@ def _refund_due(p: Mapping[str, Any], table_id: str) -> Draft:
 
 @dataclass(frozen=True, slots=True)
 class WalletState:
-    """Wallet balances and currencies, and the fingerprint of every transfer applied, by id."""
+    """Wallet balances and currencies, and the fingerprint of every transfer applied, by id.
+
+    The maps are changed in place by :meth:`WalletStage.handle` once a request passed every check
+    (:func:`services.core.processor.step` owns the state; a handler raises only before it mutates)."""
 
     balances: Mapping[str, int] = field(default_factory=dict)
     currencies: Mapping[str, str] = field(default_factory=dict)
     transfers: Mapping[str, str] = field(default_factory=dict)
+
+
+def _mutable(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """A state map, which is a ``dict`` (built so, decoded so from a snapshot) that only handle changes."""
+    assert isinstance(mapping, dict), type(mapping)
+    return mapping
 
 
 def _fingerprint(payload: Mapping[str, Any]) -> str:
@@ -196,9 +205,6 @@ class WalletStage(Processor[WalletState]):
             return state, [self._refusal(kind, account, tid, p, Reason.INSUFFICIENT_FUNDS)]
         delta, rows, event, extra = _movement(kind, p, account, amount, currency)
         new_balance = balance + delta
-        balances = {**state.balances, account: new_balance}
-        currencies = {**state.currencies, account: currency}
-        transfers = {**state.transfers, tid: fp}
         payload = {
             "transfer_id": tid, "account_id": account, "amount_minor": amount, "currency": currency,
             "postings": _postings(rows), "balance_before_minor": balance,
@@ -207,7 +213,12 @@ class WalletStage(Processor[WalletState]):
         drafts = [self._event(event, account, payload)]
         if kind == "PlaceBet":
             drafts.append(_bet_placed(p, account))
-        return WalletState(balances, currencies, transfers), drafts
+        # Every check passed and every draft is built: only now the state changes, in place (step()
+        # owns it). Copying the three maps per request cost O(every transfer ever) per record.
+        _mutable(state.balances)[account] = new_balance
+        _mutable(state.currencies)[account] = currency
+        _mutable(state.transfers)[tid] = fp
+        return state, drafts
 
     def _event(self, kind: str, account: str, payload: dict[str, Any]) -> Draft:
         return Draft(kind, topics.WALLET_EVENTS, account, payload)

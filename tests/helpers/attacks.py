@@ -62,7 +62,7 @@ def play(bus: Bus, ring: Keyring, forgeries: list[Envelope]) -> None:
     table.coup()
     table.coup()
     table.close_shoe()
-    wrapped.settle()
+    session.settle()
 
 
 def _outsider(type_: str, topic: str, key: str, payload: dict[str, Any], event_id: str) -> Envelope:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -49,8 +49,11 @@ def settings_for(broker: str) -> Settings:
     )
 
 
-def start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
-    """``python -m services.runtime.kafka toy --factory tests.kafka.toy:make_toy`` configured by env."""
+def start_worker(
+    settings: Settings, log: Path, *, err: Path | None = None, extra_env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``python -m services.runtime.kafka toy --factory tests.kafka.toy:make_toy`` configured by env,
+    its output appended to ``log`` (its standard error to ``err`` when given), ``extra_env`` on top."""
     env = {
         **os.environ,
         "CASINO_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
@@ -63,14 +66,16 @@ def start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
         "CASINO_LOG_FORMAT": "json",
         "CASINO_LOG_LEVEL": "INFO",
         "CASINO_DATA_DIR": str(log.parent / "faust-data"),
+        **(extra_env or {}),
     }
-    with log.open("ab") as out:
+    env.pop("CASINO_WEB_BIND", None)  # the default: loopback only
+    with log.open("ab") as out, (err or log).open("ab") as errors:
         return subprocess.Popen(
             [sys.executable, "-m", "services.runtime.kafka", "toy", "--factory", "tests.kafka.toy:make_toy"],
             cwd=REPO,
             env=env,
             stdout=out,
-            stderr=subprocess.STDOUT,
+            stderr=errors if err is not None else subprocess.STDOUT,
         )
 
 

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,7 +23,7 @@ from services.runtime import kafka
 from services.runtime.metrics import METRICS, family_names, probe, samples
 from services.runtime.settings import Settings
 from tests.helpers.broker import free_port
-from tests.kafka.test_kafka_runtime import REPO, deposits, reference, settings_for
+from tests.kafka.test_kafka_runtime import REPO, deposits, reference, settings_for, start_worker, stop
 from tests.kafka.toy import add
 
 pytestmark = pytest.mark.kafka
@@ -78,29 +74,9 @@ def run(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     asyncio.run(kafka.aproduce_raw(settings, records))
     expected = sum(len(v) for v in reference(good).values())
     port = free_port()
-    env = {
-        **os.environ,
-        "CASINO_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-        "CASINO_TOPIC_PREFIX": settings.topic_prefix,
-        "CASINO_PARTITIONS": str(settings.partitions),
-        "CASINO_REBALANCE_TIMEOUT_S": str(settings.rebalance_timeout_s),
-        "CASINO_SESSION_TIMEOUT_S": str(settings.session_timeout_s),
-        "CASINO_HEARTBEAT_INTERVAL_S": str(settings.heartbeat_interval_s),
-        "CASINO_COMMIT_INTERVAL_S": str(settings.commit_interval_s),
-        "CASINO_LOG_FORMAT": "json",
-        "CASINO_LOG_LEVEL": "INFO",
-        "CASINO_DATA_DIR": str(tmp / "faust-data"),
-        "CASINO_WEB_ENABLED": "1",
-        "CASINO_WEB_PORT": str(port),
-        "CASINO_READY_MAX_LAG": "0",
-    }
-    env.pop("CASINO_WEB_BIND", None)  # the default: loopback only
+    web = {"CASINO_WEB_ENABLED": "1", "CASINO_WEB_PORT": str(port), "CASINO_READY_MAX_LAG": "0"}
     out_path, err_path = tmp / "stdout", tmp / "stderr"
-    with out_path.open("wb") as out, err_path.open("wb") as err:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "services.runtime.kafka", "toy", "--factory", "tests.kafka.toy:make_toy"],
-            cwd=REPO, env=env, stdout=out, stderr=err,
-        )  # fmt: skip
+    worker = start_worker(settings, out_path, err=err_path, extra_env=web)
     base = f"http://127.0.0.1:{port}"
     try:
         health_before_ready: list[int] = []
@@ -129,13 +105,7 @@ def run(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         health_code, health = probe(f"{base}/healthz")
         assert health_code == 200
     finally:
-        if worker.poll() is None:
-            worker.send_signal(signal.SIGTERM)
-        try:
-            status = worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            status = worker.wait(30)
+        status = stop(worker)
     yield Run(
         settings=settings,
         health_before_ready=health_before_ready,
