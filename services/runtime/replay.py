@@ -1195,9 +1195,9 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
         elif args.jsonl:
             records = read_jsonl(Path(args.jsonl), advance)
         else:
-            from services.runtime import kafka  # noqa: PLC0415
+            from services.runtime import kafka_io  # noqa: PLC0415
 
-            records = (r.value or b"" for r in kafka.iter_raw(args.kafka, list(topics.ALL_TOPICS)))
+            records = (r.value or b"" for r in kafka_io.iter_raw(args.kafka, list(topics.ALL_TOPICS)))
         report = replay(records, scope=scope, keys=keys, collector=collector)
     what = str(source) if source is not None else f"the topics at {args.kafka}"
     if report.records == 0:
