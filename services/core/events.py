@@ -34,7 +34,6 @@ What holds, and why:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, TypeVar, Union
 
 from pydantic import (
@@ -51,126 +50,9 @@ from pydantic import (
 from typing_extensions import TypeAliasType
 
 from services.core import topics
+from services.core.contract.reasons import FindingReason, Reason, RefusalReason, Severity
 from services.core.envelope import Draft, Envelope
-from services.core.errors import DomainError, Reason
-
-# --- reason codes -------------------------------------------------------------------------------
-
-
-class RefusalReason(StrEnum):
-    """Why a bet, a withdrawal or a transfer was refused: a business outcome, recorded as an event.
-
-    Listed in precedence order: when several apply, the first one listed is the one reported, because
-    it is the first one checked. The wallet stage checks first (a bet must be funded before it reaches
-    the table), then the dealer. ``currency_mismatch`` is checked at both: by the wallet against the
-    wallet's currency, and again by the dealer (after ``duplicate_bet``) against the table's.
-    Every value is also a :class:`services.core.errors.Reason` value: one vocabulary of codes.
-    """
-
-    TRANSFER_ID_CONFLICT = "transfer_id_conflict"
-    """The transfer id was already used with other content (a retry with the same content is a no-op)."""
-    AMOUNT_TOO_LARGE = "amount_too_large"
-    """The amount is above the configured ceiling of one request, or would take the wallet's balance
-    past the largest balance (:data:`services.core.limits.BALANCE_MAX_MINOR`)."""
-    CURRENCY_MISMATCH = "currency_mismatch"
-    """The request's currency is not the wallet's (or, at the dealer, not the table's)."""
-    OPERATOR_WALLET = "operator_wallet"
-    """A deposit or withdrawal in a currency whose balances the operator keeps (seamless wallet): the
-    operator's own cashier moves that money, not ours."""
-    INSUFFICIENT_FUNDS = "insufficient_funds"
-    """The wallet cannot cover the stake or the withdrawal: no wallet goes negative."""
-    UNKNOWN_ACCOUNT = "unknown_account"
-    """Seamless wallet: the operator knows no such account."""
-    WALLET_UNAVAILABLE = "wallet_unavailable"
-    """Seamless wallet: the operator gave no definite answer to the debit within the betting window, so
-    the debit was rolled back (whether or not the operator had applied it) and the bet never reached
-    the table."""
-    NO_TABLE = "no_table"
-    """The bet names a table that is not open."""
-    BETTING_CLOSED = "betting_closed"
-    """No betting window is open at the table (a late bet): the stake is refunded."""
-    WRONG_COUP = "wrong_coup"
-    """The bet names a coup other than the one open for betting."""
-    DUPLICATE_BET = "duplicate_bet"
-    """A bet with this id is already in the coup."""
-    UNKNOWN_SPOT = "unknown_spot"
-    """The table's variant has no such spot."""
-    UNDER_LIMIT = "under_limit"
-    """The stake is below the spot's ``min_minor``."""
-    OVER_LIMIT = "over_limit"
-    """The stake is above the spot's ``max_minor``."""
-    BANK_CANNOT_COVER = "bank_cannot_cover"
-    """Player-banked games: the punters' stakes would exceed what the bank has put up."""
-    BANK_TAKEN = "bank_taken"
-    """Player-banked games: someone already holds the bank for this coup."""
-
-
-class FindingReason(StrEnum):
-    """What audit found wrong, in precedence order: integrity of the log first (nothing after a broken
-    chain can be trusted), then the shoe, then the coup, then the money.
-    """
-
-    HASH_MISMATCH = "hash_mismatch"
-    """A record's ``hash`` does not match the SHA-256 of its canonical content: it was edited."""
-    SEQ_GAP = "seq_gap"
-    """An event stream skipped one or more ``seq`` numbers: a record was deleted or is missing."""
-    SEQ_DUPLICATE = "seq_duplicate"
-    """An event stream repeated or went back in ``seq``: a record was replayed or reordered."""
-    CHAIN_BROKEN = "chain_broken"
-    """``prev_hash`` is not the hash of the previous event on that topic and key."""
-    SEQ_REORDERED = "seq_reordered"
-    """Two consecutive events of one stream appear in swapped order (the finding names both ids)."""
-    INVALID_PAYLOAD = "invalid_payload"
-    """A recorded event breaks the event contract (its payload does not validate, or its schema
-    version is unknown): it was forged or edited, or written by a faulty producer."""
-    CHECKPOINT_SIGNATURE_INVALID = "checkpoint_signature_invalid"
-    """A signed ``AuditCheckpoint`` does not verify under its key id."""
-    CHECKPOINT_MISMATCH = "checkpoint_mismatch"
-    """A checkpoint's rounds, table digest, chain head or findings differ from what a replay derives."""
-    CHECKPOINT_MISSING = "checkpoint_missing"
-    """The checkpoint cadence calls for a checkpoint the log does not hold."""
-    SHOE_COMMITMENT_MISMATCH = "shoe_commitment_mismatch"
-    """The revealed seed does not re-derive the committed order (or no seed was revealed)."""
-    CARD_MISMATCH = "card_mismatch"
-    """A dealt card is not the card at its shoe position, or went to the wrong hand."""
-    UNKNOWN_TABLE = "unknown_table"
-    """An event names a table that was never opened."""
-    OUTCOME_MISMATCH = "outcome_mismatch"
-    """Re-running the rules on the recorded cards and decisions gives other hands, outcome or natural."""
-    BET_SET_MISMATCH = "bet_set_mismatch"
-    """``CoupResolved.bet_ids`` differs from the bets accepted into the coup."""
-    POSTINGS_UNBALANCED = "postings_unbalanced"
-    """A transfer's postings are empty or do not sum to zero."""
-    PAYOUT_MISMATCH = "payout_mismatch"
-    """A recorded payout differs from the recomputed one (result, win, credit, stake, account, spot)."""
-    COMMISSION_MISMATCH = "commission_mismatch"
-    """Only the commission (and so the credit) of a payout differs from the recomputed one."""
-    POSTINGS_MISMATCH = "postings_mismatch"
-    """A payout's amounts agree but its postings move money between other accounts."""
-    PAYOUT_UNEXPECTED = "payout_unexpected"
-    """A payout for a bet that the coup did not settle."""
-    MISSING_PAYOUT = "missing_payout"
-    """A settled bet of a resolved coup has no payout."""
-    COMMISSION_POSTING_MISMATCH = "commission_posting_mismatch"
-    """What a payout posts to the commission account is not the commission it reports (paired invariant)."""
-    ESCROW_NOT_ZERO = "escrow_not_zero"
-    """A coup's stakes put into the table escrow are not what its payouts take out (paired invariant)."""
-    DUPLICATE_PAYOUT = "duplicate_payout"
-    """A second payout for the same bet."""
-    BALANCE_MISMATCH = "balance_mismatch"
-    """A wallet's ``balance_after_minor`` does not follow from the postings applied to it."""
-
-
-class Severity(StrEnum):
-    """How urgent a finding or an anomaly is."""
-
-    INFO = "info"
-    """Worth a look; nothing is known to be wrong."""
-    WARNING = "warning"
-    """Something is unusual and may be wrong."""
-    CRITICAL = "critical"
-    """The record or the money is wrong: the period is not clean until it is explained."""
-
+from services.core.errors import DomainError
 
 # --- field types --------------------------------------------------------------------------------
 

@@ -187,7 +187,7 @@ def step(
             payload_of(record, tolerant=True)
         inner, drafts = processor.handle(state.inner, record)
     except (DomainError, ValidationError) as exc:
-        reason = exc.reason.value if isinstance(exc, DomainError) else "invalid_payload"
+        reason = exc.reason.value if isinstance(exc, DomainError) else Reason.INVALID_PAYLOAD.value
         inner, drafts = state.inner, [dead_letter(record, None, reason, describe(exc), record.topic)]
     except Exception as exc:  # one bad record must never stop a processor (DESIGN §9)
         detail = internal_error_detail(processor, exc)

@@ -29,8 +29,8 @@ from fractions import Fraction
 from typing import Final
 
 from services.core import topics
+from services.core.contract.reasons import Severity
 from services.core.envelope import Draft, Envelope
-from services.core.events import Severity
 from services.core.processor import Processor
 from services.monitor.processor import (
     BPS,

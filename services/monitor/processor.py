@@ -63,16 +63,15 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from enum import StrEnum
 from fractions import Fraction
 from typing import Any, Final
 
 from services.core import topics
 from services.core.baccarat import CoupResult, TableConfig, Variant, Wager, get_variant
 from services.core.baccarat.engine import result_from_dict
+from services.core.contract.reasons import Detector, Severity
 from services.core.envelope import Draft, Envelope
 from services.core.errors import DomainError, Reason
-from services.core.events import Severity
 from services.core.money import BPS, settle
 from services.core.processor import Processor
 from services.core.trust import PRIMARY_CONSUMER, REFUSALS
@@ -87,31 +86,6 @@ from services.monitor.sequential import (
     run_length,
     run_probability,
 )
-
-
-class Detector(StrEnum):
-    """Stable codes of what the monitor detects (part of the event contract: add, never rename)."""
-
-    PAST_POSTING = "past_posting"
-    CARD_NOT_DUE = "card_not_due"
-    CARD_OVERCOUNT = "card_overcount"
-    SHOE_POSITION = "shoe_position"
-    WIN_STREAK = "win_streak"
-    NET_RESULT_OUTLIER = "net_result_outlier"
-    HEDGED_BETS = "hedged_bets"
-    STRUCTURING = "structuring"
-    UNREADABLE_EVENT = "unreadable_event"
-    INTERNAL_ERROR = "internal_error"
-    REFUSED_RECORD = "refused_record"
-    LATE_DECISION = "late_decision"
-    SHOE_BIAS = "shoe_bias"
-    EDGE_SORTING = "edge_sorting"
-    BOT_REGULARITY = "bot_regularity"
-    LINKED_HEDGE = "linked_hedge"
-    PAIRED_PLAY = "paired_play"
-    DEPOSIT_STRUCTURING = "deposit_structuring"
-    CROSS_TABLE_HEDGE = "cross_table_hedge"
-
 
 CATEGORY: Final[Mapping[Detector, str]] = {
     Detector.PAST_POSTING: "past_posting",
@@ -892,7 +866,7 @@ HANDLERS: Final[Mapping[str, Handler]] = {
 """The table events the monitor reads; every other type passes without effect."""
 
 DEAD_LETTER_ALERTS: Final[Mapping[str, tuple[Detector, Severity]]] = {
-    "internal_error": (Detector.INTERNAL_ERROR, Severity.CRITICAL),
+    Reason.INTERNAL_ERROR: (Detector.INTERNAL_ERROR, Severity.CRITICAL),
 }
 """Dead-letter reasons that raise an alert: a processor failed on a record (a bug or a hole in
 validation that a record found) — the record is set aside and play goes on, so someone must look."""

@@ -54,6 +54,7 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from services.core.contract.reasons import Reason
 from services.core.envelope import Envelope
 from services.core.events import PAYLOADS
 
@@ -69,7 +70,7 @@ WATCHED = REFUSAL_TYPES | {"DeadLetter", "BetAccepted", "PayoutIssued", "AuditFi
 """Output types whose payloads feed a metric; every other output is only counted."""
 
 KNOWN_TYPES = frozenset(PAYLOADS)
-UNDECODABLE = "undecodable"
+UNDECODABLE = Reason.UNDECODABLE.value
 UNKNOWN = "unknown"
 _LABEL_MAX = 64
 

@@ -16,15 +16,15 @@ from pydantic import ValidationError
 from services.audit.processor import Audit
 from services.core import events, topics
 from services.core.baccarat.variants import VARIANTS
+from services.core.contract import reasons
+from services.core.contract.reasons import FindingReason, Reason, RefusalReason
 from services.core.envelope import Draft, Envelope, canonical, parse_record, request, seal, sha256_hex
-from services.core.errors import DomainError, Reason
+from services.core.errors import DomainError
 from services.core.events import (
     PAYLOADS,
     SCHEMA_VERSIONS,
     TOPIC_OF_TYPE,
     UPCASTERS,
-    FindingReason,
-    RefusalReason,
     dump_payload,
     payload_as,
     payload_of,
@@ -591,9 +591,10 @@ def test_refusal_codes_are_reason_codes() -> None:
 
 
 def test_reason_enums_are_documented() -> None:
-    """Each refusal and finding code has a docstring in the module source (its meaning is written down)."""
-    source = inspect.getsource(events)
-    for member in [*RefusalReason, *FindingReason]:
+    """Each refusal, finding and replay code has a docstring in the vocabulary's source (its meaning is
+    written down)."""
+    source = inspect.getsource(reasons)
+    for member in [*RefusalReason, *FindingReason, *reasons.ReplayReason]:
         line = f'{member.name} = "{member.value}"\n    """'
         assert line in source, member
 
