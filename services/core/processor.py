@@ -10,7 +10,7 @@ of that lives here, once, so that the embedded and Kafka runtimes both just call
   ``occurred_at``, causation and correlation, and ``seq``/``prev_hash`` from the chain heads this
   processor owns;
 * **validation at the edge** — every input payload of a contract type is validated against the
-  event contract (:mod:`services.core.events`, tolerant of unknown fields) before the processor sees
+  event contract (:mod:`services.core.contract`, tolerant of unknown fields) before the processor sees
   it (a type outside the contract is the processor's to refuse);
 * **trust at the input** (DESIGN §9) — a processor built by the composition root carries a
   :class:`~services.core.trust.Guard`: each input is authenticated and authorized *before* anything
@@ -38,9 +38,9 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import ValidationError
 
+from services.core.contract import PAYLOADS, payload_of
 from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal, stage_namespace
 from services.core.errors import DomainError, Reason
-from services.core.events import PAYLOADS, payload_of
 from services.core.topics import DEADLETTER
 from services.core.trust import Guard
 

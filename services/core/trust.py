@@ -35,9 +35,9 @@ from enum import StrEnum
 from typing import Final, NamedTuple
 
 from services.core import topics
+from services.core.contract import TOPIC_TYPES
 from services.core.envelope import Envelope, hash_of_bytes
 from services.core.errors import Reason
-from services.core.events import TOPIC_TYPES
 
 DEMO_KEYRING_SEED: Final = b"casino-ledger public demo keyring - not a secret"
 """The documented constant the public demo keyring is derived from: principal ``p``'s secret is

@@ -3,7 +3,7 @@
 Input: ``casino.table.events`` (keyed by table; DESIGN §1.5: one ordered input per stateful
 processor) and ``casino.deadletter`` (stateless: one alert per record refused at the input).
 Output: ``AnomalyDetected`` on ``casino.monitor.alerts``, keyed by the same table_id and
-chained. Every alert's payload (:class:`~services.core.events.AnomalyDetected`) holds ``detector`` (a
+chained. Every alert's payload (:class:`~services.core.contract.AnomalyDetected`) holds ``detector`` (a
 stable :class:`Detector` code), ``category`` (the detector's family), ``severity``, ``table_id``,
 ``subject`` (the ids concerned: ``event_ids``, ``bet_ids``, ``account_id``, ``coup_id``, ``shoe_id``
 where they apply), ``observed``, ``threshold`` and ``detail``. No float is written: probabilities are

@@ -29,8 +29,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from services.core import topics
+from services.core.contract import TOPIC_OF_TYPE
 from services.core.envelope import Envelope, name_id, parse_record, request
-from services.core.events import TOPIC_OF_TYPE
 from services.core.trust import PRIMARY_CONSUMER, REFUSALS, Principal, authenticate
 from services.runtime.compose import Composition
 from services.runtime.keyring import Keyring, KeyringError

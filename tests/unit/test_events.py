@@ -14,13 +14,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from services.audit.processor import Audit
-from services.core import events, topics
+from services.core import contract as events
+from services.core import topics
 from services.core.baccarat.variants import VARIANTS
-from services.core.contract import reasons
-from services.core.contract.reasons import FindingReason, Reason, RefusalReason
-from services.core.envelope import Draft, Envelope, canonical, parse_record, request, seal, sha256_hex
-from services.core.errors import DomainError
-from services.core.events import (
+from services.core.contract import (
     PAYLOADS,
     SCHEMA_VERSIONS,
     TOPIC_OF_TYPE,
@@ -28,9 +25,13 @@ from services.core.events import (
     dump_payload,
     payload_as,
     payload_of,
+    reasons,
     to_draft,
     validate_payload,
 )
+from services.core.contract.reasons import FindingReason, Reason, RefusalReason
+from services.core.envelope import Draft, Envelope, canonical, parse_record, request, seal, sha256_hex
+from services.core.errors import DomainError
 from services.core.processor import Processor, dead_letter, initial_state, step
 from services.runtime.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from services.core import topics
 from services.core.baccarat import VARIANTS, get_variant, resolve
 from services.core.baccarat.odds import enumerate_coups, grade_counts
+from services.core.contract import AnomalyDetected, payload_as
 from services.core.contract.reasons import Detector
 from services.core.envelope import Envelope, canonical, name_id, request, sha256_hex
-from services.core.events import AnomalyDetected, payload_as
 from services.core.processor import initial_state, step
 from services.dealer.processor import Dealer, DealerState
 from services.monitor.processor import (
