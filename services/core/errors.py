@@ -6,19 +6,6 @@ audit findings, and outside tools match on them. Add codes; never rename or reus
 
 from __future__ import annotations
 
-from services.core.contract.reasons import Reason
+from services.core.contract.reasons import DomainError, Reason
 
 __all__ = ["DomainError", "Reason"]
-
-
-class DomainError(Exception):
-    """A refusal by the core: a reason code plus a human sentence.
-
-    The core raises it instead of returning a wrong result; shells turn it into a refusal event,
-    a dead-letter record or a CLI error line.
-    """
-
-    def __init__(self, reason: Reason, message: str) -> None:
-        super().__init__(f"{reason.value}: {message}")
-        self.reason = reason
-        self.message = message

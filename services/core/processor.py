@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from services.core.contract import PAYLOADS, payload_of
+from services.core.contract import PAYLOADS, Payload, payload_of
 from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal, stage_namespace
 from services.core.errors import DomainError, Reason
 from services.core.topics import DEADLETTER
@@ -81,6 +81,13 @@ class Processor(ABC, Generic[S]):
         Raise ``DomainError`` or ``ValidationError`` for a record that cannot be applied at all; a
         business refusal (bet too late, over the limit) is an output event instead.
         """
+
+    def apply(self, state: S, record: Envelope, payload: Payload | None) -> tuple[S, list[Draft]]:
+        """:meth:`handle` given the typed ``payload`` :func:`step` has already read from ``record``
+        (``None`` when the processor reads its inputs itself, or the type is outside the contract).
+        A processor whose handlers take typed payloads overrides this, and its ``handle`` reads the
+        payload and calls it: the payload is validated once per record."""
+        return self.handle(state, record)
 
 
 class AppliedIds(Protocol):
@@ -183,9 +190,10 @@ def step(
             )
             return [env]
     try:  # validate at the edge: a malformed payload never reaches handle
+        payload = None
         if processor.validates_inputs and record.type in PAYLOADS:
-            payload_of(record, tolerant=True)
-        inner, drafts = processor.handle(state.inner, record)
+            payload = payload_of(record, tolerant=True)
+        inner, drafts = processor.apply(state.inner, record, payload)
     except (DomainError, ValidationError) as exc:
         reason = exc.reason.value if isinstance(exc, DomainError) else Reason.INVALID_PAYLOAD.value
         inner, drafts = state.inner, [dead_letter(record, None, reason, describe(exc), record.topic)]

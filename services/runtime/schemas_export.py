@@ -141,10 +141,10 @@ both are null.
 2. **Never rename, retype, re-purpose or remove a field**, and never reuse a reason code or a type
    name for another meaning. A field that is no longer needed stays and keeps its meaning.
 3. **A breaking change bumps `schema_version`** of that type and registers an upcaster next to the
-   model (`UPCASTERS[(type, from_version)]` in `services/core/contract/registry.py`) that rewrites a payload of
-   the old version into the new one. Readers upcast step by step, so a replay of a ten-year-old log
-   reads every record through today's model. Old records are never rewritten in the log: their hashes
-   are evidence.
+   model (`UPCASTERS[(type, from_version)]` in `services/core/contract/registry.py`) that rewrites a
+   payload of the old version into the new one. Readers upcast step by step, so a replay of a
+   ten-year-old log reads every record through today's model. Old records are never rewritten in the
+   log: their hashes are evidence.
 4. A new event type gets a model, a place in `TOPIC_TYPES` and a row in the table below; then run
    `make schemas` and commit the result with the change.
 

@@ -11,9 +11,11 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StrictBool,
     StrictInt,
     StringConstraints,
+    model_serializer,
     model_validator,
 )
 from typing_extensions import TypeAliasType
@@ -222,6 +224,16 @@ class PaytableEntry(Payload):
     commission_bps: Count = 0
     commission_rounding: Name | None = None
     levy_step_minor: Amount | None = None
+
+    @model_serializer(mode="wrap")
+    def _levy_only_where_there_is_one(self, dump: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A variant without a levy leaves ``levy_step_minor`` out of its paytable, and the dealer has
+        # always written the entry so: a dump that added ``null`` would change every ``TableOpened``'s
+        # hash. Given (even as null), it is dumped as given.
+        data: dict[str, Any] = dump(self)
+        if "levy_step_minor" not in self.model_fields_set:
+            data.pop("levy_step_minor", None)
+        return data
 
 
 class TableConfigRecord(Payload):

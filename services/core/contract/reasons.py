@@ -8,7 +8,7 @@ never the bare string.
 The enums, and the order that holds in each (TigerBeetle's result codes: when several codes apply,
 the first one listed is the one given, because it is the first one checked):
 
-* :class:`Reason` — every code the core can raise (:class:`services.core.errors.DomainError`), write in
+* :class:`Reason` — every code the core can raise (:class:`DomainError`, here beside its codes), write in
   a dead letter or give an operator command (``CommandRefused``). Grouped by where it arises; within
   the dealer's and the wallet's groups the order is the order of the checks.
 * :class:`RefusalReason` — a business refusal recorded as an event (``BetRefused``, ``BetRejected``…),
@@ -82,6 +82,19 @@ class Reason(StrEnum):
     NOT_PERMITTED = "not_permitted"
     KEY_MISMATCH = "key_mismatch"
     SEED_NOT_ALLOWED = "seed_not_allowed"
+
+
+class DomainError(Exception):
+    """A refusal by the core: a reason code plus a human sentence.
+
+    The core raises it instead of returning a wrong result; shells turn it into a refusal event,
+    a dead-letter record or a CLI error line.
+    """
+
+    def __init__(self, reason: Reason, message: str) -> None:
+        super().__init__(f"{reason.value}: {message}")
+        self.reason = reason
+        self.message = message
 
 
 class RefusalReason(StrEnum):

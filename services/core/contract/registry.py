@@ -9,7 +9,7 @@ from typing import Any, Final, TypeVar
 from services.core import topics
 from services.core.contract.base import Payload
 from services.core.contract.findings import AnomalyDetected, AuditCheckpoint, AuditFinding, DeadLetter
-from services.core.contract.reasons import Reason
+from services.core.contract.reasons import DomainError, Reason
 from services.core.contract.table import (
     BetAccepted,
     BetPlaced,
@@ -53,7 +53,6 @@ from services.core.contract.wallet import (
     WithdrawalRejected,
 )
 from services.core.envelope import Draft, Envelope
-from services.core.errors import DomainError
 
 # --- the registry -------------------------------------------------------------------------------
 
