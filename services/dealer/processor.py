@@ -36,7 +36,6 @@ from services.core.baccarat import (
 )
 from services.core.cards import parse_card, shoe_cards
 from services.core.contract import (
-    PAYLOADS,
     BetAccepted,
     BetPlaced,
     BetRefused,
@@ -66,7 +65,7 @@ from services.core.contract import (
     ShoeOpened,
     TableConfigRecord,
     TableOpened,
-    payload_of,
+    read_payload,
     to_draft,
 )
 from services.core.envelope import Draft, Envelope
@@ -195,8 +194,7 @@ class Dealer(Processor[DealerState]):
 
     def handle(self, state: DealerState, record: Envelope) -> tuple[DealerState, list[Draft]]:
         """:meth:`apply` to the record's payload, read here (``step`` hands over the one it read)."""
-        payload = payload_of(record, tolerant=True) if record.type in PAYLOADS else None
-        return self.apply(state, record, payload)
+        return self.apply(state, record, read_payload(record))
 
     def apply(
         self, state: DealerState, record: Envelope, payload: Payload | None

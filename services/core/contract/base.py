@@ -3,7 +3,7 @@ the frozen :class:`Payload` base, and the parts payloads share (postings, limits
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, TypeAlias, Union
 
 from pydantic import (
     AfterValidator,
@@ -151,6 +151,22 @@ class Payload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class OmitsUnset(Payload):
+    """A payload base: the optional fields named in ``dumped_only_when_given`` are dumped only when they
+    were given (even as null). The processors have always left them out when they had nothing to say,
+    and a dump that added ``null`` would change those records' hashes; a record read and dumped again
+    is the record."""
+
+    dumped_only_when_given: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, dump: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = dump(self)
+        for name in self.dumped_only_when_given - self.model_fields_set:
+            data.pop(name, None)
+        return data
+
+
 # --- shared parts -------------------------------------------------------------------------------
 
 
@@ -209,7 +225,7 @@ class Limit(Payload):
         return self
 
 
-class PaytableEntry(Payload):
+class PaytableEntry(OmitsUnset):
     """One spot's pay: ``pays`` = ``[win, per]`` (8:1 is ``[8, 1]``, Super 6's 1:2 is ``[1, 2]``), the
     commission in basis points of the win and its named rounding; ``levy_step_minor`` where the house
     levy is rounded to a step (chemin de fer, baccarat banque). A variant may add its own parameters (a
@@ -219,21 +235,12 @@ class PaytableEntry(Payload):
 
     model_config = ConfigDict(frozen=True, extra="allow")
     __pydantic_extra__: dict[str, Json] = Field(init=False)
+    dumped_only_when_given: ClassVar[frozenset[str]] = frozenset({"levy_step_minor"})
 
     pays: tuple[Count, Annotated[StrictInt, Field(gt=0)]]
     commission_bps: Count = 0
     commission_rounding: Name | None = None
     levy_step_minor: Amount | None = None
-
-    @model_serializer(mode="wrap")
-    def _levy_only_where_there_is_one(self, dump: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A variant without a levy leaves ``levy_step_minor`` out of its paytable, and the dealer has
-        # always written the entry so: a dump that added ``null`` would change every ``TableOpened``'s
-        # hash. Given (even as null), it is dumped as given.
-        data: dict[str, Any] = dump(self)
-        if "levy_step_minor" not in self.model_fields_set:
-            data.pop("levy_step_minor", None)
-        return data
 
 
 class TableConfigRecord(Payload):

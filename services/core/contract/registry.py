@@ -146,6 +146,12 @@ def payload_of(envelope: Envelope, *, tolerant: bool = False) -> Payload:
     )
 
 
+def read_payload(envelope: Envelope) -> Payload | None:
+    """The payload of ``envelope`` read tolerantly, or ``None`` for a type outside the contract (a
+    processor's ``handle`` reads its input so when :func:`services.core.processor.step` has not)."""
+    return payload_of(envelope, tolerant=True) if envelope.type in PAYLOADS else None
+
+
 def payload_as(envelope: Envelope, model: type[P], *, tolerant: bool = False) -> P:
     """The payload of ``envelope`` as ``model``; ``DomainError(UNKNOWN_TYPE)`` if the type differs."""
     if envelope.type != model.__name__:

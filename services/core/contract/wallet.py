@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -18,6 +18,7 @@ from services.core.contract.base import (
     Currency,
     Id,
     Name,
+    OmitsUnset,
     Payload,
     PayoutPostings,
     PositiveAmount,
@@ -215,8 +216,10 @@ class PayoutApplied(Transfer):
     result: BetResult
 
 
-class WalletRefusal(Payload):
+class WalletRefusal(OmitsUnset):
     """A request the wallet stage refused; nothing moved. ``request`` is the refused request's type."""
+
+    dumped_only_when_given: ClassVar[frozenset[str]] = frozenset({"detail"})
 
     transfer_id: Id
     account_id: Id
