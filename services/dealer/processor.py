@@ -27,7 +27,6 @@ from services.core.baccarat import (
     Deal,
     Decide,
     TableConfig,
-    Wager,
     apply_card,
     apply_decision,
     get_variant,
@@ -70,6 +69,7 @@ from services.core.contract import (
 )
 from services.core.envelope import Draft, Envelope
 from services.core.errors import DomainError, Reason
+from services.core.ledger import Wager
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import Processor
 from services.core.shoe import SHUFFLE_ALGORITHM, commitment, play_window, shuffle

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.core import topics
-from services.core.baccarat import TableConfig, Wager, get_variant
+from services.core.baccarat import TableConfig, get_variant
 from services.core.baccarat.coup import result_of
-from services.core.baccarat.engine import Payout
 from services.core.contract import (
     BetAccepted,
     BetPlaced,
@@ -53,8 +52,8 @@ from services.core.contract import (
 )
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError, Reason
+from services.core.ledger import Payout, Wager, cage_account, table_accounts
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
-from services.core.payouts import cage_account, table_accounts
 from services.core.processor import Processor
 
 __all__ = ["PayoutStage", "WalletStage", "cage_account", "payout_payload", "table_accounts"]

@@ -14,13 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.baccarat import engine
-from services.core.baccarat.engine import LOSE, PUSH, Grade
 from services.core.baccarat.variants import get_variant
 from services.core.baccarat.variants.ez_baccarat import VARIANT as EZ
 from services.core.baccarat.variants.super6 import VARIANT as SUPER6
 from services.core.cards import shoe_cards
 from services.core.errors import DomainError, Reason
-from services.core.money import settle
+from services.core.ledger import LOSE, PUSH, Grade, settle
 from services.core.shoe import shuffle
 
 EVEN = Grade("win", (1, 1))

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.baccarat import engine
-from services.core.baccarat.engine import LOSE, PUSH, Accounts, Grade, Wager
 from services.core.baccarat.variants import get_variant
 from services.core.baccarat.variants.punto_banco import VARIANT, banker_draws
 from services.core.cards import CARD_POINTS, shoe_cards
 from services.core.errors import DomainError, Reason
+from services.core.ledger import LOSE, PUSH, Accounts, Grade, Wager
 from services.core.shoe import shuffle
 
 CONFIG = VARIANT.config()

@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 
 from services.core.baccarat import engine
-from services.core.baccarat.engine import LOSE, PUSH, Accounts, Grade, TableConfig, Wager
+from services.core.baccarat.engine import TableConfig
 from services.core.baccarat.variants.punto_banco import VARIANT
 from services.core.errors import DomainError, Reason
+from services.core.ledger import LOSE, PUSH, Accounts, Grade, Wager
 
 CONFIG = VARIANT.config()
 BANKER_WIN = Grade("win", (1, 1), 500)

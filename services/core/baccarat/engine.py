@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal
 from services.core.baccarat.settings import Setting, config_errors
 from services.core.cards import CARD_POINTS, Card, check_shoe_holds, hand_total, parse_card
 from services.core.errors import DomainError, Reason
+from services.core.ledger import Accounts, Grade, Payout, Wager, payout_against
 from services.core.shoe import ShoeRules
 
 ROUNDING_NAMES: tuple[str, ...] = ("floor", "half_up", "ceil")
@@ -194,25 +195,6 @@ Step = Deal | Decide | Resolved
 
 
 @dataclass(frozen=True, slots=True)
-class Grade:
-    """How one bet on one spot fares in a resolved coup, per unit staked.
-
-    ``win_ratio`` is the win as an exact fraction of the stake (``(1, 1)`` even money, ``(8, 1)`` a tie
-    at 8:1, ``(1, 2)`` a Super 6 banker win); ``commission_bps`` is levied on the win (or on the stake
-    when ``commission_base`` is ``"stake"``). A push returns the stake; a loss returns nothing.
-    """
-
-    result: Literal["win", "lose", "push"]
-    win_ratio: tuple[int, int] = (0, 1)
-    commission_bps: int = 0
-    commission_base: Literal["win", "stake"] = "win"
-
-
-LOSE = Grade("lose")
-PUSH = Grade("push")
-
-
-@dataclass(frozen=True, slots=True)
 class CoupState:
     """A coup in progress: the cards dealt to each hand in order, and the decisions taken."""
 
@@ -234,50 +216,6 @@ class CoupState:
             if name == hand:
                 return choice
         return None
-
-
-@dataclass(frozen=True, slots=True)
-class Wager:
-    """An accepted bet as the engine sees it: who staked how much on which spot."""
-
-    bet_id: str
-    account_id: str
-    spot: str
-    stake_minor: int
-
-
-@dataclass(frozen=True, slots=True)
-class Accounts:
-    """The ledger accounts of one table.
-
-    ``escrow`` holds accepted stakes until the coup is settled; ``house`` is the house bankroll at
-    the table (the counterparty of every bet in a house-banked game); ``commission`` collects
-    commission and levies; ``bank`` is, in a player-banked game, the account of whoever holds the
-    bank this coup (the counterparty of the punters), else ``None``.
-    """
-
-    escrow: str
-    house: str
-    commission: str
-    bank: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Payout:
-    """One bet's settlement: the money and the balanced postings that move it.
-
-    ``postings`` are ``(account, amount_minor)`` pairs summing to zero; the stake leaves ``escrow``.
-    """
-
-    bet_id: str
-    account_id: str
-    spot: str
-    stake_minor: int
-    result: Literal["win", "lose", "push", "refund"]
-    win_minor: int
-    commission_minor: int
-    credit_minor: int
-    postings: tuple[tuple[str, int], ...]
 
 
 Strategy = Callable[["CoupState", Decide], str]
@@ -375,9 +313,10 @@ class Variant(ABC):
     ) -> tuple[Payout, ...]:
         """Every wager's payout, in the order given. House-banked by default: the house pays wins,
         takes losses and commission goes to ``accounts.commission``."""
-        from services.core.payouts import house_banked  # noqa: PLC0415 (payouts imports this module)
-
-        return tuple(house_banked(self, result, w, config, accounts) for w in wagers)
+        rounding, house = config.commission_rounding, accounts.house
+        return tuple(
+            payout_against(house, w, self.grade(result, w.spot, config), rounding, accounts) for w in wagers
+        )
 
     def odds_grade(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
         """How the odds count a bet on ``spot`` per unit staked: its :meth:`grade` unless the money a

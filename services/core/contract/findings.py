@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -20,6 +20,7 @@ from services.core.contract.base import (
     Id,
     JsonObject,
     Name,
+    OmitsUnset,
     Payload,
     Text,
 )
@@ -41,12 +42,14 @@ class AuditFinding(Payload):
     detail: Text = ""
 
 
-class AnomalyDetected(Payload):
+class AnomalyDetected(OmitsUnset):
     """A fraud or anomaly detector of the monitor fired (past-posting, shoe tampering, outliers, bet
     patterns): the stable ``detector`` code and its ``category``, the ids concerned (``subject``), what
     was ``observed`` against the ``threshold``. No floats: probabilities and z values are written as
     exact fractions or decimal strings. Written on ``casino.monitor.alerts`` (the monitor's own chained
     stream: audit is the only writer of ``casino.audit.findings``)."""
+
+    dumped_only_when_given: ClassVar[frozenset[str]] = frozenset({"honest_probability"})
 
     detector: Name
     category: Name

@@ -38,22 +38,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from services.core.baccarat.engine import (
-    LOSE,
-    PUSH,
-    Accounts,
     CoupResult,
     CoupState,
     Deal,
     Decide,
-    Grade,
     HandResult,
-    Payout,
     Resolved,
     Step,
     Strategy,
     TableConfig,
     Variant,
-    Wager,
     rounding_setting,
 )
 from services.core.baccarat.settings import Setting
@@ -69,6 +63,7 @@ from services.core.baccarat.variants.chemin_de_fer import (
 )
 from services.core.cards import CARD_POINTS
 from services.core.errors import DomainError, Reason
+from services.core.ledger import LOSE, PUSH, Accounts, Grade, Payout, Wager
 from services.core.shoe import ShoeRules
 
 TABLEAUX: tuple[str, str] = ("right", "left")

@@ -40,29 +40,35 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from services.core.baccarat.engine import (
-    LOSE,
-    PUSH,
-    Accounts,
     CoupResult,
     CoupState,
     Deal,
     Decide,
-    Grade,
-    Payout,
     Resolved,
     Step,
     Strategy,
     TableConfig,
     Variant,
-    Wager,
     rounding_setting,
 )
 from services.core.baccarat.settings import Setting
 from services.core.baccarat.variants.punto_banco import TwoHandGame, banker_draws
 from services.core.cards import CARD_POINTS
 from services.core.errors import DomainError, Reason
-from services.core.money import BPS, ROUNDINGS, Settlement, round_ratio, settle
-from services.core.payouts import postings_for
+from services.core.ledger import (
+    BPS,
+    LOSE,
+    PUSH,
+    ROUNDINGS,
+    Accounts,
+    Grade,
+    Payout,
+    Settlement,
+    Wager,
+    postings_for,
+    round_ratio,
+    settle,
+)
 from services.core.shoe import ShoeRules
 
 BANK_SPOT = "bank"

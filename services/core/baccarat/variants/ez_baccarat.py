@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
-from services.core.baccarat.engine import LOSE, PUSH, CoupResult, Grade, TableConfig
+from services.core.baccarat.engine import CoupResult, TableConfig
 from services.core.baccarat.variants.punto_banco import (
     COMMON_SIDE_BET_PAYTABLE,
     COMMON_SIDE_BETS,
@@ -29,6 +29,7 @@ from services.core.baccarat.variants.punto_banco import (
     fixed_pays,
 )
 from services.core.errors import DomainError, Reason
+from services.core.ledger import LOSE, PUSH, Grade
 
 DRAGON_7_PAYS: Final = (40, 1)
 """Dragon 7: a banker win with a three-card 7 pays 40:1."""

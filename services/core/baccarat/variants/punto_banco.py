@@ -41,12 +41,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from services.core.baccarat.engine import (
-    LOSE,
-    PUSH,
     CoupResult,
     CoupState,
     Deal,
-    Grade,
     HandResult,
     Resolved,
     Step,
@@ -58,6 +55,7 @@ from services.core.baccarat.engine import (
 from services.core.baccarat.settings import Setting
 from services.core.cards import CARD_POINTS, Card
 from services.core.errors import DomainError, Reason
+from services.core.ledger import LOSE, PUSH, Grade
 from services.core.shoe import ShoeRules
 
 STOP_FROM_END: Final = 10

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
-from services.core.baccarat.engine import LOSE, PUSH, CoupResult, Grade, TableConfig
+from services.core.baccarat.engine import CoupResult, TableConfig
 from services.core.baccarat.settings import Setting
 from services.core.baccarat.variants.ez_baccarat import validate_commission_free
 from services.core.baccarat.variants.punto_banco import (
@@ -26,6 +26,7 @@ from services.core.baccarat.variants.punto_banco import (
     SideBetPaytable,
 )
 from services.core.errors import DomainError, Reason
+from services.core.ledger import LOSE, PUSH, Grade
 
 BANKER_SIX_PAYS: Final = (1, 2)
 """A banker win on 6 pays half the stake."""
