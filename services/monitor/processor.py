@@ -88,7 +88,7 @@ from services.core.contract import (
     read_payload,
     to_draft,
 )
-from services.core.contract.reasons import Detector, Severity
+from services.core.contract.reasons import CATEGORY, Detector, Severity
 from services.core.envelope import Draft, Envelope
 from services.core.errors import DomainError, Reason
 from services.core.ledger import BPS, Wager, settle
@@ -105,29 +105,6 @@ from services.monitor.sequential import (
     run_length,
     run_probability,
 )
-
-CATEGORY: Final[Mapping[Detector, str]] = {
-    Detector.PAST_POSTING: "past_posting",
-    Detector.CARD_NOT_DUE: "shoe_tampering",
-    Detector.CARD_OVERCOUNT: "shoe_tampering",
-    Detector.SHOE_POSITION: "shoe_tampering",
-    Detector.WIN_STREAK: "statistical_outlier",
-    Detector.NET_RESULT_OUTLIER: "statistical_outlier",
-    Detector.HEDGED_BETS: "bet_pattern",
-    Detector.STRUCTURING: "bet_pattern",
-    Detector.UNREADABLE_EVENT: "integrity",
-    Detector.INTERNAL_ERROR: "integrity",
-    Detector.REFUSED_RECORD: "trust",
-    Detector.LATE_DECISION: "dealer_collusion",
-    Detector.SHOE_BIAS: "shoe_tampering",
-    Detector.EDGE_SORTING: "advantage_play",
-    Detector.BOT_REGULARITY: "automation",
-    Detector.LINKED_HEDGE: "bet_pattern",
-    Detector.PAIRED_PLAY: "chip_dumping",
-    Detector.DEPOSIT_STRUCTURING: "structuring",
-    Detector.CROSS_TABLE_HEDGE: "bet_pattern",
-}
-"""The family of each detector, for the back office to group alerts."""
 
 # --- thresholds -----------------------------------------------------------------------------------
 
@@ -321,7 +298,7 @@ def alert(
     likely what was seen is under honest play (a bound, as a decimal string), where one is known."""
     given = {} if honest_probability is None else {"honest_probability": honest_probability}
     found = AnomalyDetected(
-        detector=detector.value, category=CATEGORY[detector], severity=severity, table_id=table_id,
+        detector=detector.value, category=CATEGORY[detector].value, severity=severity, table_id=table_id,
         subject=dict(subject), observed=dict(observed), threshold=dict(threshold),
         detail=detail[:DETAIL_MAX_CHARS], **given,
     )  # fmt: skip

@@ -11,8 +11,10 @@ import pytest
 
 from services.core.contract import reasons
 from services.core.contract.reasons import (
+    CATEGORY,
     INTEGRITY_REASONS,
     ROOT_PRIORITY,
+    Category,
     Detector,
     FindingReason,
     Reason,
@@ -22,12 +24,17 @@ from services.core.contract.reasons import (
 
 SERVICES = Path(__file__).resolve().parents[2] / "services"
 
-CODE_ENUMS: tuple[type[StrEnum], ...] = (Reason, RefusalReason, FindingReason, ReplayReason, Detector)
+CODE_ENUMS: tuple[type[StrEnum], ...] = (
+    Reason, RefusalReason, FindingReason, ReplayReason, Detector, Category,
+)  # fmt: skip
 
 CLEAN = [
     "core/processor.py",
     "dealer/processor.py",
     "settlement/processor.py",
+    "monitor/processor.py",
+    "monitor/accounts.py",
+    "runtime/adversaries.py",
     "runtime/metrics.py",
     "runtime/report_html.py",
 ]
@@ -35,6 +42,7 @@ CLEAN = [
 
 NOT_CODES = {
     "dealer/processor.py": {"shoe_position"},  # a payload field, not a code
+    "monitor/processor.py": {"shoe_position"},
 }
 
 
@@ -90,3 +98,9 @@ def test_the_vocabulary_is_documented() -> None:
     doc = reasons.__doc__ or ""
     for enum in CODE_ENUMS:
         assert f":class:`{enum.__name__}`" in doc
+
+
+def test_every_detector_has_one_category() -> None:
+    """Each detector belongs to exactly one family, and every family has a detector."""
+    assert set(CATEGORY) == set(Detector)
+    assert set(CATEGORY.values()) == set(Category)

@@ -20,12 +20,14 @@ the first one listed is the one given, because it is the first one checked):
   audit never sees: undecodable lines, repeated ids); its report uses these beside the
   :class:`FindingReason` codes, and orders a group of findings by :data:`ROOT_PRIORITY` (most specific
   cause first) rather than by precedence.
-* :class:`Detector` — what the monitor detects (``AnomalyDetected.detector``).
+* :class:`Detector` — what the monitor detects (``AnomalyDetected.detector``), each in one
+  :class:`Category` (:data:`CATEGORY`).
 * :class:`Severity` — how urgent a finding or an alert is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final
 
@@ -234,6 +236,46 @@ class Detector(StrEnum):
     PAIRED_PLAY = "paired_play"
     DEPOSIT_STRUCTURING = "deposit_structuring"
     CROSS_TABLE_HEDGE = "cross_table_hedge"
+
+
+class Category(StrEnum):
+    """The family of a detector (``AnomalyDetected.category``), for the back office to group alerts."""
+
+    PAST_POSTING = "past_posting"
+    SHOE_TAMPERING = "shoe_tampering"
+    STATISTICAL_OUTLIER = "statistical_outlier"
+    BET_PATTERN = "bet_pattern"
+    INTEGRITY = "integrity"
+    TRUST = "trust"
+    DEALER_COLLUSION = "dealer_collusion"
+    ADVANTAGE_PLAY = "advantage_play"
+    AUTOMATION = "automation"
+    CHIP_DUMPING = "chip_dumping"
+    STRUCTURING = "structuring"
+
+
+CATEGORY: Final[Mapping[Detector, Category]] = {
+    Detector.PAST_POSTING: Category.PAST_POSTING,
+    Detector.CARD_NOT_DUE: Category.SHOE_TAMPERING,
+    Detector.CARD_OVERCOUNT: Category.SHOE_TAMPERING,
+    Detector.SHOE_POSITION: Category.SHOE_TAMPERING,
+    Detector.WIN_STREAK: Category.STATISTICAL_OUTLIER,
+    Detector.NET_RESULT_OUTLIER: Category.STATISTICAL_OUTLIER,
+    Detector.HEDGED_BETS: Category.BET_PATTERN,
+    Detector.STRUCTURING: Category.BET_PATTERN,
+    Detector.UNREADABLE_EVENT: Category.INTEGRITY,
+    Detector.INTERNAL_ERROR: Category.INTEGRITY,
+    Detector.REFUSED_RECORD: Category.TRUST,
+    Detector.LATE_DECISION: Category.DEALER_COLLUSION,
+    Detector.SHOE_BIAS: Category.SHOE_TAMPERING,
+    Detector.EDGE_SORTING: Category.ADVANTAGE_PLAY,
+    Detector.BOT_REGULARITY: Category.AUTOMATION,
+    Detector.LINKED_HEDGE: Category.BET_PATTERN,
+    Detector.PAIRED_PLAY: Category.CHIP_DUMPING,
+    Detector.DEPOSIT_STRUCTURING: Category.STRUCTURING,
+    Detector.CROSS_TABLE_HEDGE: Category.BET_PATTERN,
+}
+"""The family of each detector, for the back office to group alerts."""
 
 
 class ReplayReason(StrEnum):
