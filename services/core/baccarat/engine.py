@@ -15,7 +15,7 @@ produce a wrong result. States are immutable; each step returns a new one.
 
 Grading a bet (:meth:`Variant.grade`) gives a :class:`Grade`: win, lose or push, the win per unit
 staked as an exact integer ratio and the commission rate in basis points. Turning that into minor
-units (with the table's named rounding) is :mod:`services.core.money`'s job.
+units (with the table's named rounding) is :mod:`services.core.ledger`'s job.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from services.core.ledger import Accounts, Grade, Payout, Wager, payout_against
 from services.core.shoe import ShoeRules
 
 ROUNDING_NAMES: tuple[str, ...] = ("floor", "half_up", "ceil")
-"""The rounding rules a table may name (:data:`services.core.money.ROUNDINGS`; a test keeps them equal)."""
+"""The rounding rules a table may name (:data:`services.core.ledger.ROUNDINGS`; a test keeps them equal)."""
 
 
 def rounding_setting(default: str, source: str) -> Setting:

@@ -174,7 +174,7 @@ def settle_player_banked(
     """Every wager's payout at a player-banked table, in the order given.
 
     The punters play against ``accounts.bank``, the table's bank account, exactly as house-banked bets
-    play against the house (:func:`~services.core.payouts.postings_for`): a punter graded a win by
+    play against the house (:func:`~services.core.ledger.postings_for`): a punter graded a win by
     ``variant.grade`` gets stake and win (escrow −stake, bank −win, wallet +stake+win), a loss goes to the
     bank (escrow −stake, bank +stake), a push returns the stake. The bank's own payout releases its stake
     from escrow and settles the bank account's net for the coup (``won − paid``): the levy
