@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from services.core.contract import PAYLOADS, Payload, payload_of
+from services.core.contract import PAYLOADS, Payload, payload_of, read_payload
 from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal, stage_namespace
 from services.core.errors import DomainError, Reason
 from services.core.topics import DEADLETTER
@@ -88,6 +88,19 @@ class Processor(ABC, Generic[S]):
         A processor whose handlers take typed payloads overrides this, and its ``handle`` reads the
         payload and calls it: the payload is validated once per record."""
         return self.handle(state, record)
+
+
+class TypedProcessor(Processor[S]):
+    """A processor whose handlers take typed payloads: it implements :meth:`apply`; :meth:`handle` (for
+    callers outside :func:`step`) reads the payload first, so the payload is validated once either way."""
+
+    def handle(self, state: S, record: Envelope) -> tuple[S, list[Draft]]:
+        """:meth:`apply` to the record's payload, read tolerantly (``None`` outside the contract)."""
+        return self.apply(state, record, read_payload(record))
+
+    @abstractmethod
+    def apply(self, state: S, record: Envelope, payload: Payload | None) -> tuple[S, list[Draft]]:
+        """Apply one record given its typed payload (see :meth:`Processor.apply`)."""
 
 
 class AppliedIds(Protocol):

@@ -64,14 +64,13 @@ from services.core.contract import (
     ShoeOpened,
     TableConfigRecord,
     TableOpened,
-    read_payload,
     to_draft,
 )
 from services.core.envelope import Draft, Envelope
 from services.core.errors import DomainError, Reason
 from services.core.ledger import Wager
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
-from services.core.processor import Processor
+from services.core.processor import TypedProcessor
 from services.core.shoe import SHUFFLE_ALGORITHM, commitment, play_window, shuffle
 
 DEMO_SHOE_KEY = hashlib.sha256(b"casino-ledger demo shoe key: never use in production").digest()
@@ -164,7 +163,7 @@ def table_config(command: OpenTable) -> TableConfig:
     return variant.config(**overrides)
 
 
-class Dealer(Processor[DealerState]):
+class Dealer(TypedProcessor[DealerState]):
     """The dealer (see the module docstring)."""
 
     name = "dealer"
@@ -191,10 +190,6 @@ class Dealer(Processor[DealerState]):
     def initial(self) -> DealerState:
         """No tables."""
         return DealerState()
-
-    def handle(self, state: DealerState, record: Envelope) -> tuple[DealerState, list[Draft]]:
-        """:meth:`apply` to the record's payload, read here (``step`` hands over the one it read)."""
-        return self.apply(state, record, read_payload(record))
 
     def apply(
         self, state: DealerState, record: Envelope, payload: Payload | None

@@ -47,14 +47,13 @@ from services.core.contract import (
     TransferRefused,
     Withdraw,
     WithdrawalRejected,
-    read_payload,
     to_draft,
 )
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError, Reason
 from services.core.ledger import Payout, Wager, cage_account, table_accounts
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
-from services.core.processor import Processor
+from services.core.processor import TypedProcessor
 
 __all__ = ["PayoutStage", "WalletStage", "cage_account", "payout_payload", "table_accounts"]
 
@@ -93,7 +92,7 @@ def postings_of(rows: tuple[tuple[str, int], ...] | list[tuple[str, int]]) -> tu
     return tuple(Posting(account=a, amount_minor=m) for a, m in rows)
 
 
-class PayoutStage(Processor[PayoutState]):
+class PayoutStage(TypedProcessor[PayoutState]):
     """Settlement's payout stage (see the module docstring)."""
 
     name = "settlement"
@@ -103,10 +102,6 @@ class PayoutStage(Processor[PayoutState]):
     def initial(self) -> PayoutState:
         """No tables."""
         return PayoutState()
-
-    def handle(self, state: PayoutState, record: Envelope) -> tuple[PayoutState, list[Draft]]:
-        """:meth:`apply` to the record's payload, read here."""
-        return self.apply(state, record, read_payload(record))
 
     def apply(
         self, state: PayoutState, record: Envelope, payload: Payload | None
@@ -187,7 +182,7 @@ def fingerprint(record: Envelope) -> str:
     return sha256_hex(canonical({"type": record.type, **record.payload}))
 
 
-class WalletStage(Processor[WalletState]):
+class WalletStage(TypedProcessor[WalletState]):
     """Settlement's wallet stage (see the module docstring).
 
     ``amount_max_minor`` is the ceiling of one stake, deposit or withdrawal: a request above it is
@@ -207,10 +202,6 @@ class WalletStage(Processor[WalletState]):
     def initial(self) -> WalletState:
         """No wallets."""
         return WalletState()
-
-    def handle(self, state: WalletState, record: Envelope) -> tuple[WalletState, list[Draft]]:
-        """:meth:`apply` to the record's payload, read here."""
-        return self.apply(state, record, read_payload(record))
 
     def apply(
         self, state: WalletState, record: Envelope, payload: Payload | None

@@ -20,6 +20,46 @@ from pydantic import (
 )
 from typing_extensions import TypeAliasType
 
+__all__ = [
+    "BETS_MAX",
+    "ITEMS_MAX",
+    "JSON_MAX_CHARS",
+    "JSON_MAX_DEPTH",
+    "JSON_MAX_NODES",
+    "Amount",
+    "BetIds",
+    "BetResult",
+    "BoundedJson",
+    "Card",
+    "CardInput",
+    "ChainHeadRecord",
+    "Choice",
+    "Count",
+    "Currency",
+    "DecisionRecord",
+    "Digest",
+    "HandRecord",
+    "Id",
+    "Json",
+    "JsonObject",
+    "Limit",
+    "Minor",
+    "Name",
+    "OmitsUnset",
+    "Options",
+    "Payload",
+    "PayoutPostings",
+    "PaytableEntry",
+    "PositiveAmount",
+    "Posting",
+    "Postings",
+    "ShoeMode",
+    "TableConfigRecord",
+    "Text",
+    "Timestamp",
+    "TypeName",
+]
+
 # --- field types --------------------------------------------------------------------------------
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^\S+$")]

@@ -26,6 +26,14 @@ from services.core.contract.base import (
 )
 from services.core.contract.reasons import FindingReason, Reason, Severity
 
+__all__ = [
+    "AlertsDigest",
+    "AnomalyDetected",
+    "AuditCheckpoint",
+    "AuditFinding",
+    "DeadLetter",
+]
+
 # --- casino.audit.findings ----------------------------------------------------------------------
 
 

@@ -31,6 +31,21 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final
 
+__all__ = [
+    "AUTH_REFUSALS",
+    "CATEGORY",
+    "INTEGRITY_REASONS",
+    "ROOT_PRIORITY",
+    "Category",
+    "Detector",
+    "DomainError",
+    "FindingReason",
+    "Reason",
+    "RefusalReason",
+    "ReplayReason",
+    "Severity",
+]
+
 
 class Reason(StrEnum):
     """Every stable reason code the core can give, grouped by where it arises."""

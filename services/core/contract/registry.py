@@ -7,73 +7,54 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
 from services.core import topics
+from services.core.contract import findings, table, wallet
 from services.core.contract.base import Payload
-from services.core.contract.findings import AnomalyDetected, AuditCheckpoint, AuditFinding, DeadLetter
 from services.core.contract.reasons import DomainError, Reason
-from services.core.contract.table import (
-    BetAccepted,
-    BetPlaced,
-    BetRefused,
-    BettingClosed,
-    BettingOpened,
-    CardDealt,
-    CardRead,
-    CloseBetting,
-    CloseShoe,
-    CommandRefused,
-    CoupResolved,
-    DealCoup,
-    Decision,
-    DecisionMade,
-    DecisionRequested,
-    OpenBetting,
-    OpenShoe,
-    OpenTable,
-    ShoeClosed,
-    ShoeOpened,
-    TableOpened,
-    _decision_made_v0,
-)
-from services.core.contract.wallet import (
-    BetRefundDue,
-    BetRejected,
-    Deposit,
-    FundsDeposited,
-    FundsWithdrawn,
-    OperatorBalanceSynced,
-    PayoutApplied,
-    PayoutIssued,
-    PlaceBet,
-    SeamlessCallAnswered,
-    SeamlessCallRequested,
-    StakeRefunded,
-    StakeReserved,
-    TransferRefused,
-    Withdraw,
-    WithdrawalRejected,
-)
 from services.core.envelope import Draft, Envelope
+
+__all__ = [
+    "PAYLOADS",
+    "SCHEMA_VERSIONS",
+    "TOPIC_OF_TYPE",
+    "TOPIC_TYPES",
+    "UPCASTERS",
+    "Upcaster",
+    "dump_payload",
+    "payload_as",
+    "payload_of",
+    "read_payload",
+    "to_draft",
+    "type_of",
+    "upcast",
+    "validate_payload",
+]
 
 # --- the registry -------------------------------------------------------------------------------
 
 P = TypeVar("P", bound=Payload)
 
 TOPIC_TYPES: Final[Mapping[str, tuple[type[Payload], ...]]] = {
-    topics.WALLET_REQUESTS: (Deposit, Withdraw, PlaceBet, PayoutIssued, BetRefundDue, SeamlessCallAnswered),
+    topics.WALLET_REQUESTS: (
+        wallet.Deposit, wallet.Withdraw, wallet.PlaceBet, wallet.PayoutIssued, wallet.BetRefundDue,
+        wallet.SeamlessCallAnswered,
+    ),
     topics.WALLET_EVENTS: (
-        FundsDeposited, FundsWithdrawn, StakeReserved, PayoutApplied, StakeRefunded,
-        BetRejected, WithdrawalRejected, TransferRefused, SeamlessCallRequested, OperatorBalanceSynced,
+        wallet.FundsDeposited, wallet.FundsWithdrawn, wallet.StakeReserved, wallet.PayoutApplied,
+        wallet.StakeRefunded, wallet.BetRejected, wallet.WithdrawalRejected, wallet.TransferRefused,
+        wallet.SeamlessCallRequested, wallet.OperatorBalanceSynced,
     ),
     topics.TABLE_INBOX: (
-        OpenTable, OpenShoe, OpenBetting, BetPlaced, CloseBetting, DealCoup, CardRead, Decision, CloseShoe,
+        table.OpenTable, table.OpenShoe, table.OpenBetting, table.BetPlaced, table.CloseBetting,
+        table.DealCoup, table.CardRead, table.Decision, table.CloseShoe,
     ),
     topics.TABLE_EVENTS: (
-        TableOpened, ShoeOpened, BettingOpened, BetAccepted, BetRefused, BettingClosed, CardDealt,
-        DecisionRequested, DecisionMade, CoupResolved, CommandRefused, ShoeClosed,
+        table.TableOpened, table.ShoeOpened, table.BettingOpened, table.BetAccepted, table.BetRefused,
+        table.BettingClosed, table.CardDealt, table.DecisionRequested, table.DecisionMade,
+        table.CoupResolved, table.CommandRefused, table.ShoeClosed,
     ),
-    topics.AUDIT_FINDINGS: (AuditFinding, AuditCheckpoint),
-    topics.MONITOR_ALERTS: (AnomalyDetected,),
-    topics.DEADLETTER: (DeadLetter,),
+    topics.AUDIT_FINDINGS: (findings.AuditFinding, findings.AuditCheckpoint),
+    topics.MONITOR_ALERTS: (findings.AnomalyDetected,),
+    topics.DEADLETTER: (findings.DeadLetter,),
 }  # fmt: skip
 """Which payload types each topic holds, in the order of the flow (DESIGN §3). ``AnomalyDetected``
 is on the monitor's own ``casino.monitor.alerts``, not on ``casino.audit.findings`` as DESIGN §3's
@@ -96,7 +77,7 @@ Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 """Rewrites a payload of version ``v`` into version ``v + 1``; pure, never drops information silently."""
 
 UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
-    ("DecisionMade", 0): _decision_made_v0,
+    ("DecisionMade", 0): table.decision_made_v0,
 }
 """Upcasters by ``(type, from_version)``; each is defined next to its model."""
 

@@ -40,6 +40,31 @@ from services.core.contract.base import (
 )
 from services.core.contract.reasons import Reason, RefusalReason
 
+__all__ = [
+    "BetAccepted",
+    "BetPlaced",
+    "BetRefused",
+    "BettingClosed",
+    "BettingOpened",
+    "CardDealt",
+    "CardRead",
+    "CloseBetting",
+    "CloseShoe",
+    "CommandRefused",
+    "CoupResolved",
+    "DealCoup",
+    "Decision",
+    "DecisionMade",
+    "DecisionRequested",
+    "OpenBetting",
+    "OpenShoe",
+    "OpenTable",
+    "ShoeClosed",
+    "ShoeOpened",
+    "TableCommand",
+    "TableOpened",
+]
+
 # --- casino.table.inbox -------------------------------------------------------------------------
 
 
@@ -245,7 +270,7 @@ class DecisionMade(Payload):
     decided_by: Annotated[str, StringConstraints(min_length=1, max_length=256)]
 
 
-def _decision_made_v0(data: dict[str, Any]) -> dict[str, Any]:
+def decision_made_v0(data: dict[str, Any]) -> dict[str, Any]:
     """v0 → v1: v0 recorded a decision without who made it; v1 requires ``decided_by`` (a regulator
     asks for every choice *and* its maker). Old records say ``unknown``, the very value the dealer
     writes when a ``Decision`` names nobody."""

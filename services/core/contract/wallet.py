@@ -28,6 +28,29 @@ from services.core.contract.base import (
 )
 from services.core.contract.reasons import RefusalReason
 
+__all__ = [
+    "BetRefundDue",
+    "BetRejected",
+    "Deposit",
+    "FundsDeposited",
+    "FundsWithdrawn",
+    "OperatorBalanceSynced",
+    "PayoutApplied",
+    "PayoutIssued",
+    "PlaceBet",
+    "SeamlessCall",
+    "SeamlessCallAnswered",
+    "SeamlessCallRequested",
+    "SeamlessStatus",
+    "StakeRefunded",
+    "StakeReserved",
+    "Transfer",
+    "TransferRefused",
+    "WalletRefusal",
+    "Withdraw",
+    "WithdrawalRejected",
+]
+
 # --- casino.wallet.requests ---------------------------------------------------------------------
 
 
