@@ -89,6 +89,10 @@ class Refusal(Exception):
 
 _BET_ID = attrgetter("bet_id")
 
+REFUSAL_CODES = frozenset(RefusalReason)
+"""The codes a ``BetRefused`` may carry; a variant refusing a bet for another reason (``bad_amount``: a
+stake off the table's unit) is a dead letter until the contract lists it."""
+
 
 @dataclass(frozen=True, slots=True)
 class Shoe:
@@ -341,7 +345,10 @@ def on_bet_placed(table: Table | None, rec: Envelope, bet: BetPlaced) -> tuple[T
         raise Refusal(Reason.OVER_LIMIT, f"{wager.spot} takes at most {hi}")
     refusal = variant.accepts(t.config, coup.wagers, wager)
     if refusal is not None:
-        raise Refusal(Reason(refusal), f"{t.config.variant} refuses this bet: {refusal}")
+        detail = f"{t.config.variant} refuses this bet: {refusal}"
+        if refusal not in REFUSAL_CODES:  # bad_amount: no BetRefused code says it yet (a dead letter)
+            raise DomainError(Reason(refusal), detail)
+        raise Refusal(Reason(refusal), detail)
     coup = replace(coup, wagers=(*coup.wagers, wager))
     return replace(t, coup=coup), [BetAccepted(
         bet_id=wager.bet_id, account_id=wager.account_id, table_id=t.table_id, coup_id=coup.coup_id,
