@@ -17,6 +17,7 @@ Completed game rounds are hashed (:func:`round_record`) into per-table digests t
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from services.core.baccarat import TableConfig, Wager, get_variant, resolve
 from services.core.cards import shoe_cards
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError
-from services.core.events import PAYLOADS, payload_of
+from services.core.events import PAYLOADS, SCHEMA_VERSIONS, payload_of
 from services.core.payouts import table_accounts
 from services.core.processor import Processor, describe
 from services.core.shoe import commitment, shuffle
@@ -264,11 +265,19 @@ class Audit(Processor[AuditState]):
 
 
 def contract_breach(rec: Envelope) -> str | None:
-    """Why ``rec``'s payload breaks the event contract, or ``None`` when it validates (tolerantly)."""
-    if rec.type not in PAYLOADS:
+    """Why ``rec``'s payload breaks the event contract, or ``None`` when it validates (tolerantly).
+
+    A payload at the current schema version needs no upcast: its model's validator reads the recorded
+    dict itself (what :func:`~services.core.events.payload_of` does after copying it, without the copy);
+    an older version goes through :func:`~services.core.events.payload_of` and its upcasters."""
+    model = PAYLOADS.get(rec.type)
+    if model is None:
         return None
     try:
-        payload_of(rec, tolerant=True)
+        if rec.schema_version == SCHEMA_VERSIONS[rec.type]:
+            model.__pydantic_validator__.validate_python(rec.payload, extra="ignore")
+        else:
+            payload_of(rec, tolerant=True)
     except (DomainError, ValidationError) as exc:
         return describe(exc)
     return None
@@ -583,19 +592,54 @@ def _check_shoe(state: AuditState, rec: Envelope) -> list[Draft]:
     return out
 
 
+_PAYOUT_KEYS = tuple(sorted(("bet_id", *PAYOUT_FIELDS)))
+
+
 def round_record(trail: CoupTrail, coup_id: str) -> dict[str, Any]:
-    """The canonical game-round record of a completed coup (what the digest covers)."""
+    """The canonical game-round record of a completed coup (what the digest covers). Every dict it
+    builds has its keys in sorted order, as canonical JSON writes them (:func:`round_hash` relies on it)."""
     r = trail.resolved or {}
     return {
-        "table_id": trail.table_id, "shoe_id": trail.shoe_id, "coup_id": coup_id, "coup_number": trail.number,
-        "bets": [{"bet_id": b, "account_id": w.account_id, "spot": w.spot, "stake_minor": w.stake_minor}
+        "bets": [{"account_id": w.account_id, "bet_id": b, "spot": w.spot, "stake_minor": w.stake_minor}
                  for b, w in sorted(trail.bets.items())],
-        "cards": [[h, c, pos] for h, c, pos in trail.cards],
-        "decisions": [[h, c] for h, c, _ in trail.decisions], "outcome": r.get("outcome"),
-        "hands": r.get("hands"),
-        "payouts": [{f: trail.recorded[b].get(f) for f in ("bet_id", *PAYOUT_FIELDS)}
-                    for b in sorted(trail.recorded)],
+        "cards": [[h, c, pos] for h, c, pos in trail.cards], "coup_id": coup_id, "coup_number": trail.number,
+        "decisions": [[h, c] for h, c, _ in trail.decisions], "hands": r.get("hands"),
+        "outcome": r.get("outcome"),
+        "payouts": [{f: trail.recorded[b].get(f) for f in _PAYOUT_KEYS} for b in sorted(trail.recorded)],
+        "shoe_id": trail.shoe_id, "table_id": trail.table_id,
     }  # fmt: skip
+
+
+_IN_ORDER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+""":func:`~services.core.envelope.canonical` without sorting keys: the same bytes for data whose dicts
+are already in sorted key order."""
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _key_sorted(obj: Any) -> bool:
+    """Whether every dict in ``obj`` has string keys in sorted order and nothing in it is of a type
+    :func:`_key_sorted` does not know (conservative: ``False`` sends the caller to the sorting path)."""
+    kind = type(obj)
+    if kind is dict:
+        keys = list(obj)
+        return (all(type(k) is str for k in keys) and keys == sorted(keys)
+                and all(_key_sorted(v) for v in obj.values()))  # fmt: skip
+    if kind is list or kind is tuple:
+        return all(_key_sorted(v) for v in obj)
+    return kind in _PLAIN
+
+
+def round_hash(trail: CoupTrail, coup_id: str) -> str:
+    """SHA-256 of the canonical JSON of :func:`round_record`. The record's own dicts are built in key
+    order; when what it copies from the recorded events (hands, outcome, payout fields) is too, it is
+    encoded without re-sorting every dict, else by :func:`~services.core.envelope.canonical`: the same
+    bytes either way."""
+    record = round_record(trail, coup_id)
+    recorded = (record["hands"], record["outcome"], *(v for p in record["payouts"] for v in p.values()))
+    if all(type(v) in _PLAIN or _key_sorted(v) for v in recorded):
+        return sha256_hex(_IN_ORDER.encode(record).encode("utf-8"))
+    return sha256_hex(canonical(record))
 
 
 SETTLED_WINDOW = 1 << 16
@@ -610,7 +654,7 @@ def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[D
     table = trail.table_id
     out = _check_escrow(state, coup_id, trail)
     digest = state.digests.setdefault(table, TableDigest())
-    digest.add(trail.number, sha256_hex(canonical(round_record(trail, coup_id))))
+    digest.add(trail.number, round_hash(trail, coup_id))
     for bet_id in trail.bets:
         state.bet_coup.pop(bet_id, None)
         state.settled[bet_id] = str(trail.recorded[bet_id]["_event_id"])

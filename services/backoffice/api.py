@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.backoffice import exports, queries, roads
+from services.backoffice import exports, probes, queries, roads
 from services.backoffice import schema as s
 from services.backoffice.apikeys import ApiKey, load_api_keys, verify
 from services.backoffice.commands import Gateway
@@ -345,13 +345,19 @@ class BackOffice:
         self.commands = threading.Lock()
         self.stop = threading.Event()
         self.logger = get_logger("casino_ledger.backoffice")
+        self.ready = False
+        """The read model is as current as the log was at start and the last projection round succeeded."""
+        self.projection_failures = 0
 
     def follow(self) -> None:
         """Project the log every ``poll_seconds`` until stopped (the background thread)."""
         while not self.stop.is_set():
             try:
                 self.gateway.catch_up()
+                self.ready = True
             except Exception as exc:  # keep serving reads; say why in the log (no secrets in it)
+                self.ready = False
+                self.projection_failures += 1
                 self.logger.warning("projection failed", error=type(exc).__name__, detail=str(exc)[:200])
             self.stop.wait(self.settings.poll_seconds)
 
@@ -366,6 +372,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await run_in_threadpool(bo.gateway.catch_up)  # serve a read model as current as the log
+        bo.ready = True
         thread = threading.Thread(target=bo.follow, name="projector", daemon=True) if follow else None
         if thread:
             thread.start()
@@ -382,6 +389,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
         lifespan=lifespan,
     )
     app.state.bo = bo
+    probes.install(app, bo)  # /healthz, /readyz, /metrics
 
     @app.exception_handler(Problem)
     async def _problem(_request: Request, exc: Problem) -> JSONResponse:

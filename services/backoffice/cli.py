@@ -62,6 +62,14 @@ def _write(out: str, text: str) -> None:
         sys.stdout.write(text)
     else:
         Path(out).write_text(text, encoding="utf-8")
+        print(f"casino-ledger: wrote {out}", file=sys.stderr)
+
+
+def _shown(url: str) -> str:
+    """A database URL to print: its password hidden."""
+    from sqlalchemy.engine import make_url  # noqa: PLC0415
+
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -142,8 +150,10 @@ def cmd_project(args: argparse.Namespace) -> int:
         return _project_kafka(args)
     if (err := _check_db(args.db)) is not None:
         return _fail(err)
+    from services.backoffice.schema import default_url  # noqa: PLC0415
+
     _engine, projector = _read_model(args)
-    print(f"read model at offset {projector.position()}", file=sys.stderr)
+    print(f"read model {_shown(default_url(args.db))} at offset {projector.position()}", file=sys.stderr)
     return 0
 
 
@@ -195,65 +205,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_hint(db: str | Path) -> str:
-    """The demo's last line: how to open the page and the API over the log at ``db``."""
+def serve_hint(db: str | Path, prog: str = "casino-ledger") -> str:
+    """The demo's last line: how to open the page and the API over the log at ``db`` (``prog``: how the
+    command is run from the user's shell)."""
     ring = Path(f"{db}.keyring.json")  # the demo's own keyring, beside its log
     return (
-        f"back office: casino-ledger apikey new --role admin --keyring {ring}  then  "
-        f"casino-ledger serve --db {db} --keyring {ring}  ->  page http://127.0.0.1:8000/ (paste the key), "
+        f"back office: {prog} apikey new --role admin --keyring {ring}  then  "
+        f"{prog} serve --db {db} --keyring {ring}  ->  page http://127.0.0.1:8000/ (paste the key), "
         "API http://127.0.0.1:8000/docs"
     )
-
-
-def _periods_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--day-cutoff", type=int, default=6, choices=range(24), metavar="HOUR",
-                   help="hour (UTC) at which a gaming day starts (default 6)")  # fmt: skip
-    p.add_argument("--shift-hours", type=int, default=8, choices=(1, 2, 3, 4, 6, 8, 12, 24), metavar="H",
-                   help="length of a shift (default 8)")  # fmt: skip
-
-
-def register(sub: Any) -> None:
-    """Add the back office's sub-commands to the main parser's ``sub``."""
-    s = sub.add_parser("serve", help="the back-office HTTP API and page over the read model")
-    s.add_argument("--db", required=True, help="the embedded log (the read model lives beside it)")
-    s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--keyring", default=None, help="keyring file with the API keys (else CASINO_KEYRING)")
-    _periods_args(s)
-    s.set_defaults(func=cmd_serve)
-
-    a = sub.add_parser("apikey", help="API keys for serve")
-    a_sub = a.add_subparsers(dest="apikey_command", required=True)
-    n = a_sub.add_parser("new", help="create an API key: printed once, only its hash is kept")
-    n.add_argument("--role", required=True, choices=("auditor", "cashier", "operator", "terminal", "admin"))
-    n.add_argument("--keyring", default=None, help="keyring file (else CASINO_KEYRING); created if missing")
-    n.set_defaults(func=cmd_apikey)
-
-    pr = sub.add_parser("project", help="bring the read model up to date with the log (or Kafka)")
-    src = pr.add_mutually_exclusive_group(required=True)
-    src.add_argument("--db", help="the embedded log (the read model beside it, or CASINO_READ_DB)")
-    src.add_argument("--kafka", help="HOST:PORT: consume the topics into CASINO_READ_DB")
-    pr.add_argument("--follow", action="store_true", help="with --kafka: keep consuming (else stop idle)")
-    pr.add_argument("--rebuild", action="store_true", help="drop the projected rows and project again")
-    _periods_args(pr)
-    pr.set_defaults(func=cmd_project)
-
-    st = sub.add_parser("statement", help="an account's statement as JSON or CSV")
-    st.add_argument("--db", required=True)
-    st.add_argument("--account", required=True)
-    st.add_argument("--since", default=None)
-    st.add_argument("--until", default=None)
-    st.add_argument("--format", choices=("json", "csv"), default="json")
-    st.add_argument("--out", default="-", help="file to write (- = stdout)")
-    _periods_args(st)
-    st.set_defaults(func=cmd_statement)
-
-    rp = sub.add_parser("report", help="table results per gaming day (or shift) as JSON or CSV")
-    rp.add_argument("--db", required=True)
-    rp.add_argument("--table", action="append", default=None, help="a table (repeatable; default: all)")
-    rp.add_argument("--day", default=None, help="gaming day YYYY-MM-DD (default: the latest with play)")
-    rp.add_argument("--shifts", action="store_true", help="one line per shift")
-    rp.add_argument("--format", choices=("json", "csv"), default="json")
-    rp.add_argument("--out", default="-", help="file to write (- = stdout)")
-    _periods_args(rp)
-    rp.set_defaults(func=cmd_report)

@@ -161,9 +161,10 @@ def seal(
 
 def hash_of_bytes(raw: bytes, env: Envelope) -> str | None:
     """The hash of ``env``'s content computed from ``raw``, the canonical bytes it was parsed from, by
-    cutting the ``auth`` and ``hash`` members out (no re-serialisation); ``None`` when ``raw`` is not
-    in the canonical form this needs (the caller then uses :meth:`Envelope.expected_hash`)."""
-    body = raw
+    cutting the ``auth`` and ``hash`` members out (no re-serialisation, no copy: the pieces left are fed
+    to SHA-256 in turn); ``None`` when ``raw`` is not in the canonical form this needs (the caller then
+    uses :meth:`Envelope.expected_hash`)."""
+    start = 0
     auth = env.auth
     if auth is not None:
         if len(auth) == 2 and "key_id" in auth and "mac" in auth:  # the usual shape, without json.dumps
@@ -173,12 +174,16 @@ def hash_of_bytes(raw: bytes, env: Envelope) -> str | None:
             member = b'{"auth":' + canonical(auth) + b","
         if not raw.startswith(member):
             return None
-        body = b"{" + raw[len(member) :]
+        start = len(member)  # the body is ``{`` and what follows the member
     member = b',"hash":"' + env.hash.encode("utf-8") + b'"'
-    cut = body.find(member)
+    cut = raw.find(member, start)
     if cut < 0:
         return None
-    return sha256_hex(body[:cut] + body[cut + len(member) :])
+    view = memoryview(raw)
+    digest = hashlib.sha256(b"{" if start else b"")
+    digest.update(view[start:cut])
+    digest.update(view[cut + len(member) :])
+    return digest.hexdigest()
 
 
 def request(

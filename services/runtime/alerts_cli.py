@@ -124,21 +124,3 @@ def cmd_monitor_eval(args: argparse.Namespace) -> int:
         if value is not None:
             argv += [flag, str(value)]
     return main(argv)
-
-
-def register(sub: Any) -> None:
-    """Add ``alerts`` and ``monitor-eval`` to the command line."""
-    a = sub.add_parser("alerts", help="the monitor's alerts of a log, each explained")
-    a.add_argument("--db", required=True)
-    a.add_argument("--table", default=None)
-    a.add_argument("--account", default=None)
-    a.add_argument("--severity", choices=SEVERITIES, default=None, help="the least severity shown")
-    a.add_argument("--since", default=None, help="ISO 8601 instant")
-    a.add_argument("--json", action="store_true")
-    a.set_defaults(func=cmd_alerts)
-    m = sub.add_parser("monitor-eval", help="measure the monitor against seeded adversaries")
-    m.add_argument("--quick", action="store_true", help="a small run (for the tests)")
-    m.add_argument("--runs", type=int, default=None, help="runs per adversary (default 20)")
-    m.add_argument("--rounds", type=int, default=None, help="coups per table per run (default 200)")
-    m.add_argument("--honest-coups", type=int, default=None, help="honest coups in total (default 10,500)")
-    m.set_defaults(func=cmd_monitor_eval)

@@ -8,8 +8,11 @@ house result and hold %, the audit verdict (a fresh replay of the whole log) and
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import shlex
+import shutil
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -18,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -42,6 +46,7 @@ class TableSummary:
 
     table_id: str
     variant: str = ""
+    currency: str = ""
     coups: int = 0
     bets: int = 0
     refused: int = 0
@@ -62,8 +67,9 @@ class TableSummary:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
         return {
-            "table_id": self.table_id, "variant": self.variant, "coups": self.coups, "bets": self.bets,
-            "refused": self.refused, "handle_minor": self.handle_minor, "paid_minor": self.paid_minor,
+            "table_id": self.table_id, "variant": self.variant, "currency": self.currency,
+            "coups": self.coups, "bets": self.bets, "refused": self.refused,
+            "handle_minor": self.handle_minor, "paid_minor": self.paid_minor,
             "commission_minor": self.commission_minor, "house_minor": self.house_minor,
             "hold_pct": round(self.hold_pct, 4),
         }  # fmt: skip
@@ -81,6 +87,7 @@ def summarise(records: Iterable[bytes | Envelope]) -> dict[str, TableSummary]:
         p = env.payload
         if env.type == "TableOpened":
             of(env.key).variant = str(p["variant"])
+            of(env.key).currency = str(p.get("currency") or "")
         elif env.type == "BetAccepted" and p.get("spot") != COVER_SPOT:  # a bank's cover is no wager
             s = of(env.key)
             s.bets += 1
@@ -101,39 +108,117 @@ def _money(minor: int) -> str:
     return f"{sign}{abs(minor) // 100:,}.{abs(minor) % 100:02d}"
 
 
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """``1 table``, ``2 tables`` (``many`` for an irregular plural)."""
+    return f"{n:,} {noun if n == 1 else (many or noun + 's')}"
+
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("coups", "game rounds resolved"),
+    ("bets", "bets accepted (a player-banker's cover reserve is not a bet)"),
+    ("refused", "bets refused (over a limit, unfunded, ...)"),
+    ("handle", "the stakes of the accepted bets"),
+    ("paid back", "all credited to players: winnings plus the stakes returned on winning and pushed bets; "
+     "at a player-banked table (chemin de fer, baccarat banque, french club), what the banker's bank "
+     "returns to the player-banker too"),
+    ("commission", "taken from winnings: the house's 5 % on banker wins and its levy on a player-banker's "
+     "win; at french club the 10 % on banker bets, which the player-banker receives"),
+    ("result", "handle − paid back: what the house kept, commission included; at a player-banked table "
+     "it includes the player-banker's win or loss"),
+    ("hold %", "result ÷ handle × 100"),
+)
+"""The table's columns after ``table``/``variant``, each with what it is in a casino manager's words."""
+
+_LABEL_MIN = 9
+"""The narrowest a label column (table, variant) wraps to."""
+
+
 def render(console: Console, summaries: dict[str, TableSummary], report: Report, where: str) -> None:
-    """Print the summary table, the audit verdict and where the log is."""
-    t = Table(title="casino-ledger demo: tables")
-    for col in (
-        "table",
-        "variant",
-        "coups",
-        "bets",
-        "refused",
-        "handle",
-        "paid",
-        "commission",
-        "house",
-        "hold %",
-    ):
-        t.add_column(col, justify="left" if col in ("table", "variant") else "right")
-    for s in summaries.values():
-        money = (s.handle_minor, s.paid_minor, s.commission_minor, s.house_minor)
-        counts = (s.coups, s.bets, s.refused)
-        t.add_row(s.table_id, s.variant, *map(str, counts), *map(_money, money), f"{s.hold_pct:.2f}")
-    console.print(t)
+    """Print the summary table, its legend, the audit verdict and where the log is.
+
+    Money is never cut: on a narrow terminal the labels wrap, then the counts go to a table of their
+    own, then each table's figures are printed one per line."""
+    render_tables(console, summaries)
     d = report.to_dict()
     colour = "green" if report.clean else "red"
-    counts = f"{report.records} records, {report.coups} coups, {len(d['findings'])} findings"
-    opened = f"{len(d['open_items'])} open items"
+    counts = (f"{plural(report.records, 'record')}, {plural(report.coups, 'coup')}, "
+              f"{plural(len(d['findings']), 'finding')}")  # fmt: skip
+    opened = plural(len(d["open_items"]), "open item")
     console.print(f"audit verdict: [{colour}]{d['verdict']}[/{colour}] — {counts}, {opened}")
     for f in d["findings"][:20]:
         console.print(f"  finding {f.get('reason')}: {json.dumps(f.get('subject'), sort_keys=True)}")
     by = Counter(str(a.get("severity")) for a in d.get("alerts", []))  # monitor alerts (issue #13)
     shown = ", ".join(f"{by.get(s, 0)} {s}" for s in ("critical", "warning", "info"))
-    console.print(f"monitor alerts: {shown} (each explained: casino-ledger alerts --db LOG)")
+    console.print(f"monitor alerts: {shown}")
+    console.print(f"  each explained by: {invoked_as()} alerts --db LOG", soft_wrap=True)  # one line to copy
     console.print(f"digest: {report.digest}")
     console.print(f"log: {where}")
+
+
+def render_tables(console: Console, summaries: dict[str, TableSummary]) -> None:
+    """The per-table figures at the console's width, every money cell whole, then the legend.
+
+    The widest layout that shows every figure whole wins: one table; else the counts and the money in
+    two tables (labels wrap); else each table's figures one per line."""
+    rows = list(summaries.values())
+    currencies = sorted({s.currency for s in rows if s.currency})
+    one = currencies[0] if len(currencies) == 1 else None  # one currency: said once, in the title
+    counts = [("coups", [str(s.coups) for s in rows]), ("bets", [str(s.bets) for s in rows]),
+              ("refused", [str(s.refused) for s in rows])]  # fmt: skip
+    money = [
+        ("handle", [_money(s.handle_minor) for s in rows]),
+        ("paid back", [_money(s.paid_minor) for s in rows]),
+        ("commission", [_money(s.commission_minor) for s in rows]),
+        ("result", [_money(s.house_minor) for s in rows]),
+        ("hold %", [f"{s.hold_pct:.2f}" for s in rows]),
+    ]
+    if one is None:
+        money.insert(0, ("currency", [s.currency or "?" for s in rows]))
+    ids, variants = [s.table_id for s in rows], [s.variant for s in rows]
+    amounts = f" (amounts in {one})" if one else ""
+    both = [f"{t}\n[dim]{v}[/dim]" for t, v in zip(ids, variants, strict=True)]
+    layouts = [
+        [_table(f"casino-ledger demo: tables{amounts}", [("table", ids), ("variant", variants)],
+                counts + money)],
+        [_table("casino-ledger demo: play", [("table", ids), ("variant", variants)], counts),
+         _table(f"casino-ledger demo: money{amounts}", [("table", ids)], money)],
+        [_table("casino-ledger demo: play", [("table", both)], counts),
+         _table(f"casino-ledger demo: money{amounts}", [("table", ids)], money)],
+    ]  # fmt: skip
+    for tables in layouts:
+        if all(_whole(console, t) for t in tables):
+            for t in tables:
+                console.print(t)
+            break
+    else:  # narrower than the money itself: one figure per line, never cut
+        for i, s in enumerate(rows):
+            console.print(f"[bold]{s.table_id}[/bold] ({s.variant}){amounts}")
+            for h, c in counts + money:
+                console.print(f"  {h}: {c[i]}")  # a line too long breaks before the figure, never in it
+    console.print("\n".join(f"[dim]{h}[/dim]: {what}" for h, what in COLUMNS), highlight=False)
+
+
+def _whole(console: Console, table: Table) -> bool:
+    """Whether ``table`` printed at the console's width shows every figure of every row whole (each
+    row's figures are the last words of one of its lines)."""
+    probe = Console(width=console.width, file=io.StringIO(), color_system=None, legacy_windows=False)
+    probe.print(table)
+    lines = [line.split() for line in probe.file.getvalue().splitlines()]  # type: ignore[attr-defined]
+    figures = [c for c in table.columns if c.no_wrap]
+    rows = zip(*(list(c.cells) for c in figures), strict=True)
+    return all(any(line[-len(figures):] == list(row) for line in lines) for row in rows)
+
+
+def _table(title: str, labels: list[tuple[str, list[str]]], figures: list[tuple[str, list[str]]]) -> Table:
+    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for header, _ in labels:
+        t.add_column(header, justify="left", overflow="fold", min_width=_LABEL_MIN)
+    for header, col in figures:
+        w = max(len(header), *map(len, col))
+        t.add_column(header, justify="right", no_wrap=True, min_width=w, max_width=w)
+    for i in range(len(labels[0][1])):
+        t.add_row(*(c[i] for _, c in labels), *(c[i] for _, c in figures))
+    return t
 
 
 DEFAULT_SEED = 2026
@@ -189,7 +274,8 @@ def main(args: argparse.Namespace) -> int:
     tables = demo_tables(options["tables"])
     seed, coups = options["seed"], options["coups"]
     configure(level=os.environ.get("LOG_LEVEL", "WARNING"))  # one line per batch is for operators
-    console = Console(quiet=bool(getattr(args, "quiet", False)), width=None if sys.stdout.isatty() else 132)
+    wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 132  # a pipe: room for the table
+    console = Console(quiet=bool(getattr(args, "quiet", False)), width=wide)
     if getattr(args, "kafka", None):
         return _main_kafka(args, console, tables, coups, seed)
     if getattr(args, "seamless", None) is not None:
@@ -213,11 +299,35 @@ def main(args: argparse.Namespace) -> int:
     finally:
         bus.close()
     report = replay(read_db(path), keys=composition.checkpoint_public_keys())
-    render(console, summarise(read_db(path)), report, f"{path}  (try: casino-ledger replay --db {path})")
+    render(console, summarise(read_db(path)), report, f"{path}  (try: {invoked_as()} replay --db {path})")
+    say_written(console, path)
     from services.backoffice.cli import serve_hint  # noqa: PLC0415
 
-    console.print(serve_hint(path), soft_wrap=True)
+    console.print(serve_hint(path, invoked_as()), soft_wrap=True)
     return 0 if report.clean else 1
+
+
+def invoked_as() -> str:
+    """How to run this command again from the same shell: ``casino-ledger`` when that name on the PATH
+    is this program, else the path it was started by (``.venv/bin/casino-ledger`` in a fresh shell
+    without the venv activated), else ``python -m services.cli``."""
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    if Path(argv0).name == "casino-ledger":
+        on_path = shutil.which("casino-ledger")
+        if on_path and Path(on_path).resolve() == Path(argv0).resolve():
+            return "casino-ledger"
+        return shlex.quote(str(Path(argv0).absolute()))
+    return f"{shlex.quote(sys.executable)} -m services.cli"
+
+
+def say_written(console: Console, path: Path, more: Iterable[tuple[Path, str]] = ()) -> None:
+    """Name every file the demo wrote beside its log (and ``more``: (path, what it is))."""
+    files = [(path, "the log"), (Path(f"{path}.keyring.json"), "its keyring: secrets, mode 0600"),
+             (Path(f"{path}{PUBLIC_KEYRING_SUFFIX}"), "the public keys a replay checks with"),
+             *more]  # fmt: skip
+    if os.environ.get("CASINO_KEYRING"):
+        files.pop(1)
+    console.print("wrote: " + "; ".join(f"{p} ({what})" for p, what in files if p.exists()), soft_wrap=True)
 
 
 def _default_db(seed: int) -> Path:
@@ -288,8 +398,9 @@ def demo_composition(beside: Path) -> Composition:
 def _play(console: Console, session: Session, tables: list[TableSpec], coups: int) -> None:
     variants = len({t.variant for t in tables})
     console.print(
-        f"seed {session.seed}: {len(tables)} tables ({variants} variants), {coups} coups each, "
-        f"{session.players} players; dealer, settlement, audit and monitor processing every event"
+        f"seed {session.seed}: {plural(len(tables), 'table')} ({plural(variants, 'variant')}), "
+        f"{plural(coups, 'coup')} each, {plural(session.players, 'player')}; "
+        "dealer, settlement, audit and monitor processing every event"
     )
     with Progress(console=console, transient=True, disable=console.quiet) as progress:
         task = progress.add_task("playing coups", total=coups * len(tables))
@@ -299,7 +410,8 @@ def _play(console: Console, session: Session, tables: list[TableSpec], coups: in
 def _main_kafka(
     args: argparse.Namespace, console: Console, tables: list[TableSpec], coups: int, seed: int
 ) -> int:
-    """The same seeded session through Kafka: each service a separate worker process (DESIGN §5).
+    """The same seeded session through Kafka: each service a separate worker process
+    (docs/architecture.md#runtimes).
 
     Topics get a prefix of their own (``CASINO_TOPIC_PREFIX``, else ``demo-<seed>-<time>.``) so that a
     second run never mixes with the first; the workers log under ``var/kafka/<prefix>``.
@@ -320,13 +432,13 @@ def _main_kafka(
         return 2
     ring_path = settings.keyring or log_dir / "keyring.json"
     settings = settings.model_copy(update={"keyring": ring_path, "demo_mode": True})
-    console.print(f"topics {settings.topic_prefix}*, worker logs in {log_dir}")
+    console.print(f"topics {settings.topic_prefix}*, worker logs and keyring in {log_dir}")
     with running(settings, log_dir) as bus:
         _play(console, Session(bus, seed=seed, keyring=composition.keyring), tables, coups)
         records = bus.consume_all()
     report = replay(records, keys=composition.checkpoint_public_keys())
     prefix = settings.topic_prefix
-    replay_cmd = f"CASINO_TOPIC_PREFIX={prefix} casino-ledger replay --kafka {args.kafka}"
+    replay_cmd = f"CASINO_TOPIC_PREFIX={prefix} {invoked_as()} replay --kafka {args.kafka}"
     where = f"Kafka {args.kafka}, topics {prefix}*  (try: {replay_cmd})"
     render(console, summarise(records), report, where)
     return 0 if report.clean else 1

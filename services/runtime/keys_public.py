@@ -84,11 +84,3 @@ def keys_public_main(args: argparse.Namespace) -> int:
     tmp.replace(out)
     print(json.dumps({"out": str(out), "key_ids": sorted(doc["ed25519"])}))  # noqa: T201
     return 0
-
-
-def add_keys_public(keys_sub: Any) -> None:
-    """Register ``keys public`` under the ``keys`` sub-command group."""
-    kp = keys_sub.add_parser("public", help="the public half of a keyring, for regulators")
-    kp.add_argument("--in", dest="keyring_in", required=True, help="the keyring file (secrets)")
-    kp.add_argument("--out", required=True, help="the public keyring to write (keys in it are kept)")
-    kp.set_defaults(func=keys_public_main)

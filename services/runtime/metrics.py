@@ -388,24 +388,61 @@ def serve(app: Any, shell: Any) -> None:
     @app.page("/healthz")
     class HealthView(web.View):
         async def get(self, request: web.Request) -> web.Response:
-            loop = asyncio.get_running_loop()
-            asked = loop.time()
-            await asyncio.sleep(0)  # back in the queue: how long the loop takes to come round
-            lag_s = loop.time() - asked
-            body = {
-                "status": "ok" if lag_s <= LOOP_STALL_S else "stalled",
-                "loop_lag_s": round(lag_s, 6),
-                "uptime_s": round(time.monotonic() - metrics.started, 3),
-            }
-            return self.json(body, status=200 if lag_s <= LOOP_STALL_S else 503)
+            body, status = await health(metrics)
+            return self.json(body, status=status)
 
     @app.page("/readyz")
     class ReadyView(web.View):
         async def get(self, request: web.Request) -> web.Response:
-            status = metrics.status()
-            ready = status.ready(metrics.max_lag)
-            body = {"ready": ready, "assigned": status.assigned, "lag": _lag_json(status)}
-            return self.json(body, status=200 if ready else 503)
+            body, status = readiness(metrics)
+            return self.json(body, status=status)
+
+
+async def health(metrics: WorkerMetrics) -> tuple[dict[str, Any], int]:
+    """``/healthz``: the body and the status (503 when the event loop takes too long to come round)."""
+    loop = asyncio.get_running_loop()
+    asked = loop.time()
+    await asyncio.sleep(0)  # back in the queue: how long the loop takes to come round
+    lag_s = loop.time() - asked
+    body = {
+        "status": "ok" if lag_s <= LOOP_STALL_S else "stalled",
+        "loop_lag_s": round(lag_s, 6),
+        "uptime_s": round(time.monotonic() - metrics.started, 3),
+    }
+    return body, 200 if lag_s <= LOOP_STALL_S else 503
+
+
+def readiness(metrics: WorkerMetrics) -> tuple[dict[str, Any], int]:
+    """``/readyz``: the body and the status (200 when assigned and caught up)."""
+    status = metrics.status()
+    ready = status.ready(metrics.max_lag)
+    return {"ready": ready, "assigned": status.assigned, "lag": _lag_json(status)}, 200 if ready else 503
+
+
+async def serve_standalone(metrics: WorkerMetrics, bind: str, port: int) -> Any:
+    """The same three routes on an aiohttp server of their own, for a process that is not a faust app
+    (the seamless caller). Returns the runner: ``await runner.cleanup()`` stops it."""
+    from aiohttp import web  # noqa: PLC0415 (only a process with its web server on needs it)
+
+    async def get_metrics(_request: web.Request) -> web.Response:
+        return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def get_health(_request: web.Request) -> web.Response:
+        body, status = await health(metrics)
+        return web.json_response(body, status=status)
+
+    async def get_ready(_request: web.Request) -> web.Response:
+        body, status = readiness(metrics)
+        return web.json_response(body, status=status)
+
+    app = web.Application()
+    app.router.add_get("/metrics", get_metrics)
+    app.router.add_get("/healthz", get_health)
+    app.router.add_get("/readyz", get_ready)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, bind, port).start()
+    return runner
 
 
 # -- the container probe --------------------------------------------------------------------------

@@ -1070,8 +1070,9 @@ def read_jsonl(path: Path, progress: Callable[[int], None] | None = None) -> Ite
         for line in fh:
             if progress is not None:
                 progress(len(line))
-            if line.strip():
-                yield line.rstrip(b"\r\n")
+            record = line.rstrip(b"\r\n")
+            if record and not record.isspace():  # a blank line is no record
+                yield record
 
 
 _LOG_COLUMNS = frozenset({"offset", "topic", "key", "body"})
@@ -1237,7 +1238,9 @@ def _coup_main(args: argparse.Namespace, collector: RoundCollector) -> int:
     elif args.json:
         print(json.dumps(view, indent=2, ensure_ascii=False))
     else:
-        print(render_coup_text(view))
+        from services.runtime.textfit import fit  # noqa: PLC0415
+
+        print(fit(render_coup_text(view)))  # at the terminal's width: a money figure is never cut
     return 1 if collector.findings else 0
 
 

@@ -22,7 +22,7 @@ from pydantic import SecretStr
 from rich.console import Console
 
 from services.runtime.compose import seamless_config
-from services.runtime.demo import META_KEY, demo_composition, render, summarise
+from services.runtime.demo import META_KEY, demo_composition, invoked_as, render, say_written, summarise
 from services.runtime.failures import one_line
 from services.runtime.keyring import KeyringError
 from services.runtime.replay import read_db, replay
@@ -84,5 +84,8 @@ def main_seamless(
             differences = reconcile(ours_from(read_db(path)), wallet.ledger.transactions())
             console.print(f"reconcile against {path}.operator.json: {len(differences)} differences")
     report = replay(read_db(path), keys=composition.checkpoint_public_keys())
-    render(console, summarise(read_db(path)), report, f"{path}  (try: casino-ledger replay --db {path})")
+    render(console, summarise(read_db(path)), report, f"{path}  (try: {invoked_as()} replay --db {path})")
+    operator = [(Path(f"{path}.operator.db"), "the reference wallet's ledger"),
+                (Path(f"{path}.operator.json"), "its export")] if wallet is not None else []  # fmt: skip
+    say_written(console, path, operator)
     return 0 if report.clean and not differences else 1

@@ -7,6 +7,10 @@ is never called by two processes at once), makes the ``SeamlessCallRequested`` c
 concurrently, produces their answers (``SeamlessCallAnswered``, signed as settlement) to
 ``casino.wallet.requests``, waits for every acknowledgement and only then commits the batch.
 
+With ``CASINO_WEB_ENABLED`` it serves ``/healthz``, ``/readyz`` (its partitions assigned and at most
+``CASINO_READY_MAX_LAG`` requests behind) and ``/metrics`` (service ``seamless``) on
+``CASINO_WEB_BIND:CASINO_WEB_PORT``, as the workers do (:func:`services.runtime.metrics.serve_standalone`).
+
 After a crash (SIGKILL included) it starts again from the last commit: calls whose answers were not
 committed are made again with the same transaction id and attempt (the operator answers
 ``duplicate``), and their answers carry the same derived event id, so the adapter takes the first
@@ -17,15 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import sys
+import time
 from collections.abc import Sequence
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
 
 from services.core import topics
 from services.core.envelope import Envelope
 from services.core.trust import Guard
-from services.runtime import codec, kafka
+from services.runtime import codec, kafka, metrics
 from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, ConfigError
 from services.runtime.logging import configure, get_logger
@@ -56,6 +63,22 @@ async def _start_consumer(settings: Settings) -> tuple[AIOKafkaConsumer, list[To
     return consumer, tps
 
 
+SERVICE = "seamless"
+"""The caller's ``service`` label in its metrics (and its processor name)."""
+
+
+def _status(consumer: Any, next_offset: dict[TopicPartition, int]) -> metrics.Status:
+    """Assignment and lag of the caller's partitions, from what the consumer already holds."""
+    lag: dict[tuple[str, int], int | None] = {}
+    for tp, done in next_offset.items():
+        try:
+            highwater = consumer.highwater(tp)
+        except Exception:  # stopping
+            highwater = None
+        lag[(topics.WALLET_EVENTS, tp.partition)] = None if highwater is None else max(0, highwater - done)
+    return metrics.Status(bool(next_offset), lag)
+
+
 async def _answer(
     client: OperatorClient, guard: Guard, request: Envelope, gate: asyncio.Semaphore
 ) -> Envelope:
@@ -73,7 +96,15 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     client = OperatorClient(composition.seamless)
     gate = asyncio.Semaphore(composition.seamless.concurrency)
     logger = get_logger("casino_ledger.seamless")
-    consumer, _ = await _start_consumer(settings)
+    watch = metrics.WorkerMetrics(SERVICE)
+    web = None
+    if settings.web_enabled:
+        web = await metrics.serve_standalone(watch, settings.web_bind, settings.web_port)
+    consumer, tps = await _start_consumer(settings)
+    next_offset = {tp: await consumer.position(tp) for tp in tps}
+    watch.status_source = lambda: _status(consumer, next_offset)
+    watch.max_lag = settings.ready_max_lag
+    tally = metrics.Tally()
     producer = AIOKafkaProducer(
         bootstrap_servers=settings.bootstrap_list, acks="all", **settings.aiokafka_auth()
     )
@@ -81,13 +112,16 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     try:
         while stop is None or not stop.is_set():
             batch = await consumer.getmany(timeout_ms=200, max_records=settings.batch_max)
+            started = time.perf_counter()
             requests: list[Envelope] = []
             for msgs in batch.values():
                 for m in msgs:
+                    env = None
                     with contextlib.suppress(codec.DecodeError):
                         env = codec.decode(m.value)
                         if env.type == "SeamlessCallRequested":
                             requests.append(env)
+                    tally.input(SERVICE, topics.WALLET_EVENTS, env.type if env is not None else None)
             answers = await asyncio.gather(*(_answer(client, guard, r, gate) for r in requests))
             sends = [
                 await producer.send(settings.topic(a.topic), codec.encode(a), key=codec.encode_key(a))
@@ -95,8 +129,14 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             ]
             for sent in sends:
                 await sent
+            for a in answers:
+                tally.output(a)
             if batch:
-                await consumer.commit({tp: msgs[-1].offset + 1 for tp, msgs in batch.items()})
+                done = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items()}
+                await consumer.commit(done)
+                next_offset.update(done)
+                handled = sum(len(msgs) for msgs in batch.values())
+                watch.flush(tally, SERVICE, handled, time.perf_counter() - started)
             if requests:
                 logger.info(
                     "calls", calls=len(requests), statuses=sorted({a.payload["status"] for a in answers})
@@ -105,6 +145,18 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         await producer.stop()
         await consumer.stop()
         await client.aclose()
+        if web is not None:
+            await web.cleanup()
+
+
+async def _until_signalled(settings: Settings) -> None:
+    """:func:`run` until SIGTERM or SIGINT: the batch in hand is finished and committed, then a clean
+    stop (exit 0), as the workers do."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await run(settings, stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings()
         configure(level=settings.log_level or None, fmt=settings.log_format)
         kafka.probe(settings)
-        asyncio.run(run(settings))
+        asyncio.run(_until_signalled(settings))
     except (BadInput, ValueError) as exc:
         from services.runtime.failures import one_line  # noqa: PLC0415
 
@@ -123,6 +175,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def main_args(args: object) -> int:
+    """``casino-ledger seamless-caller`` (it has no options: everything is a ``CASINO_*`` setting)."""
+    del args
+    return main()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The command line contract of DESIGN §6: shapes, errors and exit statuses."""
+"""The command line contract of docs/cli.md: shapes, errors and exit statuses."""
 
 from __future__ import annotations
 

@@ -10,6 +10,8 @@ import importlib.util
 import json
 import re
 import shlex
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -19,13 +21,15 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from services.cli import build_parser
+from services.cli import parse
 from services.core import topics
 from services.runtime.kafka import PROCESSORS, load_topic_specs
 from services.runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+CALLER_COMMAND = ["casino-ledger", "seamless-caller"]
+"""The seamless wallet's HTTP caller: not a faust worker, but run and probed like one."""
 K8S = [
     (path.name, doc)
     for path in sorted((ROOT / "deploy" / "k8s").glob("*.yaml"))
@@ -38,6 +42,10 @@ IMAGE_SERVICES = {
     name: svc for name, svc in COMPOSE["services"].items() if "casino-ledger" in svc.get("image", "")
 }
 DEPLOYMENTS = [doc for _, doc in K8S if doc["kind"] == "Deployment"]
+WORKER_DEPLOYMENTS = [d for d in DEPLOYMENTS if d["spec"]["template"]["spec"]["containers"][0]["command"][:2]
+                      == ["casino-ledger", "worker"]]  # fmt: skip
+CALLER_DEPLOYMENTS = [d for d in DEPLOYMENTS if d["spec"]["template"]["spec"]["containers"][0]["command"]
+                      == CALLER_COMMAND]  # fmt: skip
 JOBS = [doc for _, doc in K8S if doc["kind"] == "Job"]
 CONFIGMAPS = {doc["metadata"]["name"]: doc for _, doc in K8S if doc["kind"] == "ConfigMap"}
 FIELDS = set(Settings.model_fields)
@@ -99,7 +107,8 @@ def check_command(command: list[str]) -> None:
         if command[0] == "casino-ledger" and command[1:2] == ["worker"]:
             assert command[2] in PROCESSORS
         if "--help" not in command:
-            build_parser().parse_args(command[1:])
+            parsed = parse(command[1:])
+            assert not isinstance(parsed, int), (command, parsed)  # an int: the CLI refused it
         return
     assert command[:2] == ["python", "-m"], command
     assert importlib.util.find_spec(command[2]) is not None, command
@@ -109,12 +118,17 @@ def check_command(command: list[str]) -> None:
         assert (ROOT / spec.removeprefix("/app/")).is_file()
 
 
+def interpolated(value: str) -> str:
+    """``value`` as compose makes it from an empty environment: ``${NAME:-default}`` -> ``default``."""
+    return re.sub(r"\$\{[A-Z0-9_]+:-([^}]*)\}", r"\1", value)
+
+
 def settings_from(env: dict[str, Any], secret_fields: tuple[str, ...] = ()) -> Settings:
     """Settings built from ``CASINO_*`` variables (placeholders for the fields a Secret supplies)."""
     values = {
-        k.removeprefix("CASINO_").lower(): str(v)
+        k.removeprefix("CASINO_").lower(): interpolated(str(v))
         for k, v in env.items()
-        if k.startswith("CASINO_") and str(v) != ""  # env_ignore_empty: "" means the default
+        if k.startswith("CASINO_") and interpolated(str(v)) != ""  # env_ignore_empty: "" means the default
     }
     values.update(dict.fromkeys(secret_fields, "from-secret"))
     for pending in PENDING_FIELDS - FIELDS:
@@ -181,8 +195,9 @@ def test_dockerfile_copies_what_exists_runs_as_non_root_and_sets_only_settings()
 
 def test_k8s_has_a_deployment_per_service_with_valid_commands() -> None:
     """deploy/k8s has one Deployment per registered service and a topic Job, each with a valid command."""
-    names = {containers(d)[0]["command"][2] for d in DEPLOYMENTS}
+    names = {containers(d)[0]["command"][2] for d in WORKER_DEPLOYMENTS}
     assert names == set(PROCESSORS)
+    assert len(DEPLOYMENTS) == len(WORKER_DEPLOYMENTS) + len(CALLER_DEPLOYMENTS)
     assert JOBS
     for doc in DEPLOYMENTS + JOBS:
         for c in containers(doc):
@@ -346,10 +361,48 @@ def test_k8s_workers_have_probes_on_healthz_and_readyz_and_resources() -> None:
 def test_each_service_is_its_own_deployment_and_the_readme_documents_partitions_for_scale_out() -> None:
     """One Deployment per service (its own consumer group); services that must see every partition run one
     replica; deploy/README.md says how the partition count bounds scale-out."""
-    replicas = {containers(d)[0]["command"][2]: d["spec"]["replicas"] for d in DEPLOYMENTS}
-    assert len(replicas) == len(DEPLOYMENTS)
+    replicas = {containers(d)[0]["command"][2]: d["spec"]["replicas"] for d in WORKER_DEPLOYMENTS}
+    assert len(replicas) == len(WORKER_DEPLOYMENTS)
     assert replicas["audit"] == 1
     assert replicas["monitor"] == 1
     readme = (ROOT / "deploy" / "README.md").read_text()
     assert "CASINO_PARTITIONS" in readme
     assert "consumer group" in readme
+
+
+def test_the_seamless_caller_runs_at_most_once_with_its_secret_and_probes() -> None:
+    """The seamless caller has a Deployment that never runs two pods (at most one replica, Recreate),
+    reads the HMAC secret from the Secret casino-ledger-seamless, and is probed like the workers (the
+    probe checks above cover it); in compose it is a service of the ``seamless`` profile, and the
+    shared environment hands the seamless URL and secret from the shell to it and to settlement."""
+    assert len(CALLER_DEPLOYMENTS) == 1
+    doc = CALLER_DEPLOYMENTS[0]
+    assert doc["spec"]["replicas"] <= 1
+    assert doc["spec"]["strategy"]["type"] == "Recreate"
+    refs = {e["secretRef"]["name"]: e["secretRef"] for e in containers(doc)[0]["envFrom"] if "secretRef" in e}
+    assert "casino-ledger-seamless" in refs and not refs["casino-ledger-seamless"].get("optional")
+    for worker in WORKER_DEPLOYMENTS:  # a URL in the ConfigMap makes every pod's settings want the secret
+        sources = [e["secretRef"] for e in containers(worker)[0]["envFrom"] if "secretRef" in e]
+        assert {"name": "casino-ledger-seamless", "optional": True} in sources
+    callers = [svc for svc in IMAGE_SERVICES.values() if svc["command"] == CALLER_COMMAND]
+    assert len(callers) == 1 and callers[0]["profiles"] == ["seamless"]
+    for svc in [*callers, COMPOSE["services"]["settlement"]]:
+        assert svc["environment"]["CASINO_SEAMLESS_URL"] == "${CASINO_SEAMLESS_URL:-}"
+        assert svc["environment"]["CASINO_SEAMLESS_SECRET"] == "${CASINO_SEAMLESS_SECRET:-}"
+    assert interpolated("${CASINO_SEAMLESS_URL:-}") == "" and interpolated("${X:-https://w}") == "https://w"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="no kubectl here: the schema tests above stand")
+def test_kubectl_kustomize_renders_every_manifest_with_the_common_label() -> None:
+    """``kubectl kustomize deploy/k8s`` renders the ConfigMap, the topic Job and every Deployment (the
+    seamless caller's included), each labelled part-of casino-ledger."""
+    done = subprocess.run(["kubectl", "kustomize", str(ROOT / "deploy" / "k8s")], capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    rendered = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    expected = {(d["kind"], d["metadata"]["name"]) for _, d in K8S if d["kind"] != "Kustomization"}
+    assert rendered == expected
+    assert ("Deployment", "casino-ledger-seamless-caller") in rendered
+    for d in docs:
+        assert d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "casino-ledger"

@@ -40,3 +40,26 @@ def test_altered_bytes_never_hash_to_the_recorded_hash() -> None:
     env = authenticate(_deposit(1234), KEY)
     raw = env.to_json().replace(b'"amount_minor":1234', b'"amount_minor":1235')
     assert hash_of_bytes(raw, env) != env.hash
+
+
+@given(st.integers(0, 10**12))
+def test_an_unauthenticated_record_hashes_from_its_bytes(amount: int) -> None:
+    """Without ``auth`` only the ``hash`` member is cut out, and the pieces hash to the sealed hash."""
+    env = _deposit(amount)
+    assert hash_of_bytes(env.to_json(), env) == env.hash == env.expected_hash()
+
+
+def test_an_auth_of_another_shape_is_cut_out_canonically() -> None:
+    """An ``auth`` with other members than ``key_id`` and ``mac`` is matched by its canonical JSON."""
+    env = _deposit(7).model_copy(update={"auth": {"key_id": "k", "mac": "00", "v": "2"}})
+    assert hash_of_bytes(env.to_json(), env) == env.expected_hash()
+    assert hash_of_bytes(env.to_json().replace(b'"v":"2"', b'"v":"3"'), env) is None
+
+
+def test_bytes_without_the_hash_member_are_not_the_canonical_form() -> None:
+    """Bytes that lack the ``hash`` member are answered ``None`` (the caller re-serialises), never a
+    hash computed from something else."""
+    env = authenticate(_deposit(9), KEY)
+    raw = env.to_json()
+    moved = raw.replace(b',"hash":"' + env.hash.encode() + b'"', b"")
+    assert hash_of_bytes(moved, env) is None

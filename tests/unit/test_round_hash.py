@@ -1,0 +1,67 @@
+"""The round hash the digest folds is SHA-256 of the canonical JSON of the round record, whichever way
+it is encoded (in key order when the recorded parts allow it, else sorted)."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.audit.processor import CoupTrail, round_hash, round_record
+from services.core.baccarat import Wager
+from services.core.envelope import canonical, sha256_hex
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+class Hand(enum.StrEnum):
+    BANKER = "banker"
+
+
+def _trail(hands: Any, outcome: Any, extra: Any) -> CoupTrail:
+    trail = CoupTrail("T01", shoe_id="T01-S1", number=3)
+    trail.cards = [("player", "9S", 0), ("banker", "4H", 1)]
+    trail.decisions = [("player", "stand", "dealer")]
+    trail.bets = {"b2": Wager("b2", "player:2", "banker", 500), "b1": Wager("b1", "player:1", "player", 1000)}
+    trail.resolved = {"outcome": outcome, "hands": hands}
+    for bet_id, wager in trail.bets.items():
+        trail.recorded[bet_id] = {
+            "bet_id": bet_id, "account_id": wager.account_id, "spot": wager.spot, "result": extra,
+            "stake_minor": wager.stake_minor, "win_minor": 0, "commission_minor": 0, "credit_minor": 0,
+            "_event_id": f"e-{bet_id}",
+        }  # fmt: skip
+    return trail
+
+
+def _canonical_hash(trail: CoupTrail) -> str:
+    return sha256_hex(canonical(round_record(trail, "T01/T01-S1/3")))
+
+
+@given(_json, _json, _json)
+def test_round_hash_is_the_hash_of_the_canonical_record(hands: Any, outcome: Any, extra: Any) -> None:
+    """Any recorded hands, outcome and payout field (dicts in any key order, nested) hash the same as
+    the canonical JSON of the record."""
+    trail = _trail(hands, outcome, extra)
+    assert round_hash(trail, "T01/T01-S1/3") == _canonical_hash(trail)
+
+
+def test_unsorted_recorded_hands_are_sorted_like_canonical_json() -> None:
+    """Hands recorded with their keys out of order still hash canonically (the sorting path)."""
+    hands = {"player": {"total": 9, "cards": ["9S"]}, "banker": {"total": 4, "cards": ["4H"]}}
+    trail = _trail(hands, "player", "win")
+    assert round_hash(trail, "T01/T01-S1/3") == _canonical_hash(trail)
+    ordered = _trail({"banker": {"cards": ["4H"], "total": 4}, "player": {"cards": ["9S"], "total": 9}},
+                     "player", "win")  # fmt: skip
+    assert round_hash(ordered, "T01/T01-S1/3") == round_hash(trail, "T01/T01-S1/3")
+
+
+def test_a_str_subclass_takes_the_canonical_path() -> None:
+    """A value of a type the key-order check does not know (an enum) is encoded by canonical JSON."""
+    trail = _trail({Hand.BANKER: {"cards": [], "total": 0}}, Hand.BANKER, "win")
+    assert round_hash(trail, "T01/T01-S1/3") == _canonical_hash(trail)
