@@ -28,10 +28,10 @@ from pydantic import ValidationError
 from services.core import topics
 from services.core.baccarat import TableConfig, Wager, get_variant, resolve
 from services.core.cards import shoe_cards
+from services.core.contract import PAYLOADS, SCHEMA_VERSIONS, payload_of
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError
-from services.core.events import PAYLOADS, SCHEMA_VERSIONS, payload_of
-from services.core.payouts import table_accounts
+from services.core.ledger import table_accounts
 from services.core.processor import Processor, describe
 from services.core.shoe import commitment, shuffle
 from services.core.signing import DEMO_SIGNING_KEY, SigningKey, sign
@@ -268,8 +268,8 @@ def contract_breach(rec: Envelope) -> str | None:
     """Why ``rec``'s payload breaks the event contract, or ``None`` when it validates (tolerantly).
 
     A payload at the current schema version needs no upcast: its model's validator reads the recorded
-    dict itself (what :func:`~services.core.events.payload_of` does after copying it, without the copy);
-    an older version goes through :func:`~services.core.events.payload_of` and its upcasters."""
+    dict itself (what :func:`~services.core.contract.payload_of` does after copying it, without the copy);
+    an older version goes through :func:`~services.core.contract.payload_of` and its upcasters."""
     model = PAYLOADS.get(rec.type)
     if model is None:
         return None
