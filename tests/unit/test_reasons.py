@@ -35,6 +35,8 @@ CLEAN = [
     "monitor/processor.py",
     "monitor/accounts.py",
     "runtime/adversaries.py",
+    "audit/processor.py",
+    "runtime/replay.py",
     "runtime/metrics.py",
     "runtime/report_html.py",
 ]
@@ -43,6 +45,8 @@ CLEAN = [
 NOT_CODES = {
     "dealer/processor.py": {"shoe_position"},  # a payload field, not a code
     "monitor/processor.py": {"shoe_position"},
+    "audit/processor.py": {"shoe_position"},
+    "runtime/replay.py": {"shoe_position", "betting_closed"},  # a coup's fields in the report
 }
 
 
