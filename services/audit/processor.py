@@ -29,11 +29,11 @@ from services.core import topics
 from services.core.baccarat import TableConfig, Wager, get_variant, resolve
 from services.core.cards import shoe_cards
 from services.core.contract import PAYLOADS, SCHEMA_VERSIONS, payload_of
-from services.core.contract.reasons import FindingReason, Severity
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError
 from services.core.ledger import table_accounts
 from services.core.processor import Processor, describe
+from services.core.reasons import FindingReason, Severity
 from services.core.shoe import commitment, shuffle
 from services.core.signing import DEMO_SIGNING_KEY, SigningKey, sign
 

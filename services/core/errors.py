@@ -6,6 +6,6 @@ audit findings, and outside tools match on them. Add codes; never rename or reus
 
 from __future__ import annotations
 
-from services.core.contract.reasons import DomainError, Reason
+from services.core.reasons import DomainError, Reason
 
 __all__ = ["DomainError", "Reason"]

@@ -32,10 +32,10 @@ from pydantic import ValidationError
 
 from services.core import topics
 from services.core.contract import FundsDeposited, Payload, StakeReserved, read_payload
-from services.core.contract.reasons import Detector, DomainError, Severity
 from services.core.envelope import Draft, Envelope
 from services.core.ledger import BPS
 from services.core.processor import Processor
+from services.core.reasons import Detector, DomainError, Severity
 from services.monitor.processor import HEDGE_SIDES, LINK_BAND_BPS, UNREADABLE, alert, millis
 from services.monitor.sequential import binomial_tail, binomial_threshold
 

@@ -88,11 +88,11 @@ from services.core.contract import (
     read_payload,
     to_draft,
 )
-from services.core.contract.reasons import CATEGORY, Detector, Severity
 from services.core.envelope import Draft, Envelope
 from services.core.errors import DomainError, Reason
 from services.core.ledger import BPS, Wager, settle
 from services.core.processor import Processor
+from services.core.reasons import CATEGORY, Detector, Severity
 from services.core.trust import PRIMARY_CONSUMER, REFUSALS
 from services.monitor.sequential import (
     FALSE_ALARMS_PER_10K_TARGET,

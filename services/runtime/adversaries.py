@@ -24,8 +24,8 @@ from services.core import topics
 from services.core.baccarat import apply_card, start
 from services.core.baccarat.engine import Deal, Resolved, next_step
 from services.core.cards import shoe_cards
-from services.core.contract.reasons import Detector
 from services.core.envelope import request
+from services.core.reasons import Detector
 from services.core.shoe import play_window, shuffle
 from services.core.trust import Principal, authenticate
 from services.monitor.accounts import REPORTING_THRESHOLD_MINOR

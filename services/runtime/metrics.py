@@ -55,8 +55,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from services.core.contract import PAYLOADS
-from services.core.contract.reasons import Reason
 from services.core.envelope import Envelope
+from services.core.reasons import Reason
 
 LOOP_STALL_S = 5.0
 """/healthz answers 503 when the event loop took longer than this to come back to the probe."""

@@ -71,7 +71,9 @@ from services.audit.processor import CHECKPOINT_EVERY, Audit, AuditState, digest
 from services.core import topics
 from services.core.baccarat import TableConfig, resolve
 from services.core.baccarat.variants.french_club import COVER_SPOT
-from services.core.contract.reasons import (
+from services.core.envelope import Draft, Envelope, hash_of_bytes
+from services.core.errors import DomainError
+from services.core.reasons import (
     AUTH_REFUSALS,
     INTEGRITY_REASONS,
     ROOT_PRIORITY,
@@ -80,8 +82,6 @@ from services.core.contract.reasons import (
     ReplayReason,
     Severity,
 )
-from services.core.envelope import Draft, Envelope, hash_of_bytes
-from services.core.errors import DomainError
 from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring, verify
 from services.runtime.failures import BadInput
 from services.runtime.settings import int_from_env
@@ -282,7 +282,7 @@ def stable(obj: Any) -> Any:
 # --- root causes ---------------------------------------------------------------------------------
 
 # ROOT_PRIORITY (which finding of a group is its root) and INTEGRITY_REASONS (findings about the log
-# itself, reported whatever the scope) live with the codes, in services.core.contract.reasons.
+# itself, reported whatever the scope) live with the codes, in services.core.reasons.
 
 CONSEQUENTIAL = frozenset({FindingReason.CHECKPOINT_MISMATCH, FindingReason.CHECKPOINT_MISSING})
 """Findings that follow from an earlier one at the same table (a changed round changes every later

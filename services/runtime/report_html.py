@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from services.core.contract.reasons import FindingReason
+from services.core.reasons import FindingReason
 
 _STYLE = """
 :root{--ink:#1d2330;--muted:#5b6475;--line:#d6dae3;--bad:#b3261e;--good:#1e6b35;--warn:#8a5a00;--band:#cfe0f5}

@@ -29,10 +29,10 @@ from services.core.contract import (
     to_draft,
     validate_payload,
 )
-from services.core.contract.reasons import FindingReason, Reason, RefusalReason
 from services.core.envelope import Draft, Envelope, canonical, parse_record, request, seal, sha256_hex
 from services.core.errors import DomainError
 from services.core.processor import Processor, dead_letter, initial_state, step
+from services.core.reasons import FindingReason, Reason, RefusalReason
 from services.runtime.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 

@@ -20,9 +20,9 @@ from services.core import topics
 from services.core.baccarat import VARIANTS, get_variant, resolve
 from services.core.baccarat.odds import enumerate_coups, grade_counts
 from services.core.contract import AnomalyDetected, dump_payload, payload_as
-from services.core.contract.reasons import Detector
 from services.core.envelope import Envelope, canonical, name_id, request, sha256_hex
 from services.core.processor import initial_state, step
+from services.core.reasons import Detector
 from services.dealer.processor import Dealer, DealerState
 from services.monitor.processor import (
     EVEN_MONEY_SPOTS,

@@ -1,4 +1,4 @@
-"""The one vocabulary of reason codes (services.core.contract.reasons)."""
+"""The one vocabulary of reason codes (services.core.reasons)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from services.core.contract import reasons
-from services.core.contract.reasons import (
+from services.core import reasons
+from services.core.reasons import (
     CATEGORY,
     INTEGRITY_REASONS,
     ROOT_PRIORITY,
@@ -57,7 +57,7 @@ def test_every_code_enum_lives_in_the_vocabulary() -> None:
         for p in SERVICES.rglob("*.py")
         if "(StrEnum):" in p.read_text(encoding="utf-8")
     }
-    assert found == {"core/contract/reasons.py", "core/trust.py"}
+    assert found == {"core/reasons.py", "core/trust.py"}
 
 
 def test_refusal_codes_are_reason_codes() -> None:

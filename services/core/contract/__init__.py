@@ -33,13 +33,14 @@ What holds, and why:
 
 from __future__ import annotations
 
-from services.core.contract import base, findings, reasons, registry, table, wallet
+from services.core import reasons
+from services.core.contract import base, findings, registry, table, wallet
 from services.core.contract.base import *  # noqa: F403
 from services.core.contract.findings import *  # noqa: F403
-from services.core.contract.reasons import *  # noqa: F403
 from services.core.contract.registry import *  # noqa: F403
 from services.core.contract.table import *  # noqa: F403
 from services.core.contract.wallet import *  # noqa: F403
+from services.core.reasons import *  # noqa: F403
 
 __all__: list[str] = []
 __all__ += reasons.__all__

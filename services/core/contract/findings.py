@@ -24,7 +24,7 @@ from services.core.contract.base import (
     Payload,
     Text,
 )
-from services.core.contract.reasons import FindingReason, Reason, Severity
+from services.core.reasons import FindingReason, Reason, Severity
 
 __all__ = [
     "AlertsDigest",

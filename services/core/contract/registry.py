@@ -9,8 +9,8 @@ from typing import Any, Final, TypeVar
 from services.core import topics
 from services.core.contract import findings, table, wallet
 from services.core.contract.base import Payload
-from services.core.contract.reasons import DomainError, Reason
 from services.core.envelope import Draft, Envelope
+from services.core.reasons import DomainError, Reason
 
 __all__ = [
     "PAYLOADS",

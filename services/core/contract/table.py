@@ -38,7 +38,7 @@ from services.core.contract.base import (
     Timestamp,
     TypeName,
 )
-from services.core.contract.reasons import Reason, RefusalReason
+from services.core.reasons import Reason, RefusalReason
 
 __all__ = [
     "BetAccepted",

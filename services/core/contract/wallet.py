@@ -26,7 +26,7 @@ from services.core.contract.base import (
     Text,
     TypeName,
 )
-from services.core.contract.reasons import RefusalReason
+from services.core.reasons import RefusalReason
 
 __all__ = [
     "BetRefundDue",
