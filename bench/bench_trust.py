@@ -4,7 +4,7 @@ Workload: a seeded demo session (every variant, in memory) whose records are all
 processor of the pipeline then re-applies exactly the records it consumed, from a fresh state, twice:
 *with auth* (built by the composition root: every input's hash recomputed and its MAC checked, the
 policy applied, every output signed) and *without* (the same processors with no guard). The
-difference is the cost of DESIGN §9 per input record; the ratio is with/without. Best of 3 runs each.
+difference is the cost of docs/trust.md per input record; the ratio is with/without. Best of 3 runs each.
 
 Run: ``.venv/bin/python -m bench trust``.
 """

@@ -1,4 +1,4 @@
-"""The audit processor: re-derives every coup and payout and checks every chain (DESIGN §4).
+"""The audit processor: re-derives every coup and payout and checks every chain (docs/architecture.md).
 
 Inputs: ``casino.table.events``, ``casino.wallet.requests`` and ``casino.wallet.events``. Audit joins by
 ids and waits for both sides (a payout may arrive before or after its coup's result), so arrival order
@@ -28,11 +28,12 @@ from pydantic import ValidationError
 from services.core import topics
 from services.core.baccarat import TableConfig, Wager, get_variant, resolve
 from services.core.cards import shoe_cards
+from services.core.contract import PAYLOADS, SCHEMA_VERSIONS, payload_of
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError
-from services.core.events import PAYLOADS, SCHEMA_VERSIONS, payload_of
-from services.core.payouts import table_accounts
+from services.core.ledger import table_accounts
 from services.core.processor import Processor, describe
+from services.core.reasons import FindingReason, Severity
 from services.core.shoe import commitment, shuffle
 from services.core.signing import DEMO_SIGNING_KEY, SigningKey, sign
 
@@ -150,7 +151,7 @@ class AuditState:
 
 
 def finding(
-    reason: str,
+    reason: FindingReason,
     key: str,
     subject: Mapping[str, Any],
     expected: Any = None,
@@ -160,8 +161,8 @@ def finding(
 ) -> Draft:
     """An ``AuditFinding`` draft."""
     payload = {
-        "reason": reason, "severity": "critical", "table_id": key, "subject": dict(subject),
-        "expected": expected, "recorded": recorded, "detail": detail,
+        "reason": reason.value, "severity": Severity.CRITICAL.value, "table_id": key,
+        "subject": dict(subject), "expected": expected, "recorded": recorded, "detail": detail,
     }  # fmt: skip
     return Draft("AuditFinding", topics.AUDIT_FINDINGS, key, payload)
 
@@ -208,7 +209,7 @@ class Audit(Processor[AuditState]):
         broken = contract_breach(record)
         if broken is not None:
             subject = {**_subject(record), "type": record.type}
-            out.append(finding("invalid_payload", _finding_key(record), subject, detail=broken))
+            out.append(finding(FindingReason.INVALID_PAYLOAD, _finding_key(record), subject, detail=broken))
         elif (handler := _HANDLERS.get(record.type)) is not None:
             out.extend(handler(state, record))
         for d in out:
@@ -232,7 +233,7 @@ class Audit(Processor[AuditState]):
         key = _finding_key(rec)
         want_hash = rec.expected_hash() if expected_hash is None else expected_hash
         if rec.hash != want_hash:
-            out.append(finding("hash_mismatch", key, _subject(rec), want_hash, rec.hash))
+            out.append(finding(FindingReason.HASH_MISMATCH, key, _subject(rec), want_hash, rec.hash))
         if rec.topic not in topics.EVENT_STREAMS:
             return out
         chain = (rec.topic, rec.key)
@@ -245,15 +246,17 @@ class Audit(Processor[AuditState]):
             head = state.heads[chain] = (jump.seq, jump.hash)
         want_seq, want_prev = (head[0] + 1, head[1]) if head else (0, None)
         if rec.seq is None:
-            out.append(finding("chain_broken", key, _subject(rec), want_seq, None, detail="no seq"))
+            why = "no seq"
+            out.append(finding(FindingReason.CHAIN_BROKEN, key, _subject(rec), want_seq, None, detail=why))
         elif rec.seq > want_seq:
             state.jumps[chain] = Jump(rec.seq, rec.hash, rec.prev_hash, rec.event_id, key)
         elif rec.seq < want_seq:
             why = "seq already used on this key: a replayed or re-inserted record"
-            out.append(finding("seq_duplicate", key, _subject(rec), want_seq, rec.seq, detail=why))
+            found = finding(FindingReason.SEQ_DUPLICATE, key, _subject(rec), want_seq, rec.seq, detail=why)
+            out.append(found)
         else:
             if rec.prev_hash != want_prev:
-                out.append(finding("chain_broken", key, _subject(rec), want_prev, rec.prev_hash))
+                out.append(finding(FindingReason.CHAIN_BROKEN, key, _subject(rec), want_prev, rec.prev_hash))
             state.heads[chain] = (rec.seq, rec.hash)
         return out
 
@@ -268,8 +271,8 @@ def contract_breach(rec: Envelope) -> str | None:
     """Why ``rec``'s payload breaks the event contract, or ``None`` when it validates (tolerantly).
 
     A payload at the current schema version needs no upcast: its model's validator reads the recorded
-    dict itself (what :func:`~services.core.events.payload_of` does after copying it, without the copy);
-    an older version goes through :func:`~services.core.events.payload_of` and its upcasters."""
+    dict itself (what :func:`~services.core.contract.payload_of` does after copying it, without the copy);
+    an older version goes through :func:`~services.core.contract.payload_of` and its upcasters."""
     model = PAYLOADS.get(rec.type)
     if model is None:
         return None
@@ -290,7 +293,7 @@ def _subject(rec: Envelope) -> dict[str, Any]:
 def _gap_finding(jump: Jump, head: tuple[int, str] | None) -> Draft:
     want = head[0] + 1 if head else 0
     subject = {"event_id": jump.event_id, "seq": jump.seq, "missing_seqs": [want, jump.seq - 1]}
-    return finding("seq_gap", jump.finding_key, subject, want, jump.seq,
+    return finding(FindingReason.SEQ_GAP, jump.finding_key, subject, want, jump.seq,
                    detail=f"seq {want}..{jump.seq - 1} missing before this record: deleted")  # fmt: skip
 
 
@@ -300,13 +303,13 @@ def _swapped(
     """``jump`` (seq n+1) came before ``rec`` (seq n): one finding naming both; links checked as written."""
     subject = {"event_id": jump.event_id, "event_ids": [jump.event_id, rec.event_id], "topic": rec.topic,
                "key": rec.key, "seqs": [jump.seq, rec.seq]}  # fmt: skip
-    out = [finding("seq_reordered", key, subject, [rec.seq, jump.seq], [jump.seq, rec.seq],
+    out = [finding(FindingReason.SEQ_REORDERED, key, subject, [rec.seq, jump.seq], [jump.seq, rec.seq],
                    detail="two events of one stream appear in swapped order")]  # fmt: skip
     if rec.prev_hash != head_hash:
-        out.append(finding("chain_broken", key, _subject(rec), head_hash, rec.prev_hash))
+        out.append(finding(FindingReason.CHAIN_BROKEN, key, _subject(rec), head_hash, rec.prev_hash))
     if jump.prev_hash != rec.hash:
-        out.append(finding("chain_broken", key, {"event_id": jump.event_id, "seq": jump.seq}, rec.hash,
-                           jump.prev_hash))  # fmt: skip
+        where = {"event_id": jump.event_id, "seq": jump.seq}
+        out.append(finding(FindingReason.CHAIN_BROKEN, key, where, rec.hash, jump.prev_hash))
     state.heads[chain] = (jump.seq, jump.hash)
     return out
 
@@ -383,13 +386,17 @@ def on_coup_resolved(state: AuditState, rec: Envelope) -> list[Draft]:
     config = state.configs.get(rec.key)
     subject = {"event_id": rec.event_id, "coup_id": coup_id}
     if config is None:
-        return [finding("unknown_table", rec.key, subject, detail="coup resolved at a table never opened")]
+        why = "coup resolved at a table never opened"
+        return [finding(FindingReason.UNKNOWN_TABLE, rec.key, subject, detail=why)]
     variant = get_variant(config.variant)
     try:
         result = resolve(config, [c for _, c, _ in trail.cards], [(h, c) for h, c, _ in trail.decisions])
     except DomainError as err:
         return [
-            finding("card_mismatch", rec.key, subject, None, [c for _, c, _ in trail.cards], detail=str(err))
+            finding(
+                FindingReason.CARD_MISMATCH, rec.key, subject, None, [c for _, c, _ in trail.cards],
+                detail=str(err),
+            )
         ]
     out: list[Draft] = []
     recomputed = result.to_dict()
@@ -397,7 +404,8 @@ def on_coup_resolved(state: AuditState, rec: Envelope) -> list[Draft]:
         if recomputed[name] != p.get(name):
             out.append(
                 finding(
-                    "outcome_mismatch", rec.key, {**subject, "field": name}, recomputed[name], p.get(name)
+                    FindingReason.OUTCOME_MISMATCH, rec.key, {**subject, "field": name}, recomputed[name],
+                    p.get(name),
                 )
             )
     dealt_to = {h.name: list(h.cards) for h in result.hands}
@@ -407,7 +415,7 @@ def on_coup_resolved(state: AuditState, rec: Envelope) -> list[Draft]:
     if {k: v for k, v in dealt_to.items() if v} != recorded_to:
         out.append(
             finding(
-                "card_mismatch",
+                FindingReason.CARD_MISMATCH,
                 rec.key,
                 subject,
                 dealt_to,
@@ -417,7 +425,10 @@ def on_coup_resolved(state: AuditState, rec: Envelope) -> list[Draft]:
         )
     if sorted(p.get("bet_ids") or []) != sorted(trail.bets):
         out.append(
-            finding("bet_set_mismatch", rec.key, subject, sorted(trail.bets), sorted(p.get("bet_ids") or []))
+            finding(
+                FindingReason.BET_SET_MISMATCH, rec.key, subject, sorted(trail.bets),
+                sorted(p.get("bet_ids") or []),
+            )
         )
     wagers = [trail.bets[b] for b in p.get("bet_ids") or [] if b in trail.bets]
     for po in variant.settle(result, wagers, config, table_accounts(rec.key)):
@@ -449,7 +460,7 @@ def on_payout_issued(state: AuditState, rec: Envelope) -> list[Draft]:
     if first is not None:
         why = f"the bet was already settled by {first}: a bet is settled exactly once"
         both = {**subject, "event_ids": [first, rec.event_id]}
-        return [*out, finding("duplicate_payout", table or rec.key, both, 1, 2, detail=why)]
+        return [*out, finding(FindingReason.DUPLICATE_PAYOUT, table or rec.key, both, 1, 2, detail=why)]
     trail = _trail(state, table, coup_id)
     trail.recorded[bet_id] = {**p, "_event_id": rec.event_id}
     escrow = table_accounts(table).escrow
@@ -475,7 +486,7 @@ def _check_commission_postings(state: AuditState, table: str, p: Mapping[str, An
     subject = {"event_id": p["_event_id"], "bet_id": p.get("bet_id"), "coup_id": p.get("coup_id"),
                "account": account}  # fmt: skip
     why = f"{posted} posted to {account} but {reported} reported as commission"
-    return [finding("commission_posting_mismatch", table, subject, reported, posted, detail=why)]
+    return [finding(FindingReason.COMMISSION_POSTING_MISMATCH, table, subject, reported, posted, detail=why)]
 
 
 def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Draft]:
@@ -486,19 +497,23 @@ def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Dr
     if want is None:
         why = "a payout for a bet that is not among the coup's accepted bets"
         credit = got.get("credit_minor")
-        return [*paired, finding("payout_unexpected", trail.table_id, subject, None, credit, detail=why)]
+        unexpected = finding(FindingReason.PAYOUT_UNEXPECTED, trail.table_id, subject, None, credit,
+                             detail=why)  # fmt: skip
+        return [*paired, unexpected]
     out = paired
     diff = {f: (want[f], got.get(f)) for f in PAYOUT_FIELDS if want[f] != got.get(f)}
     if diff:
         only_commission = "commission_minor" in diff and set(diff) <= {"commission_minor", "credit_minor"}
-        reason = "commission_mismatch" if only_commission else "payout_mismatch"
+        reason = FindingReason.COMMISSION_MISMATCH if only_commission else FindingReason.PAYOUT_MISMATCH
         why = ", ".join(f"{f} should be {w!r}, not {g!r}" for f, (w, g) in sorted(diff.items()))
         out.append(finding(reason, trail.table_id, subject, {f: w for f, (w, _) in diff.items()},
                            {f: g for f, (_, g) in diff.items()}, detail=why))  # fmt: skip
     elif sorted(map(_row, want["postings"])) != sorted(map(_row, got.get("postings") or [])):
         why = "the money moves between other accounts than the rules call for"
         wanted, posted = want["postings"], got.get("postings")
-        out.append(finding("postings_mismatch", trail.table_id, subject, wanted, posted, detail=why))
+        out.append(
+            finding(FindingReason.POSTINGS_MISMATCH, trail.table_id, subject, wanted, posted, detail=why)
+        )
     return out
 
 
@@ -511,7 +526,7 @@ def _check_postings(rec: Envelope) -> list[Draft]:
     if rows is None:
         return []
     if sum(int(r["amount_minor"]) for r in rows) != 0 or not rows:
-        return [finding("postings_unbalanced", _finding_key(rec), {"event_id": rec.event_id}, 0,
+        return [finding(FindingReason.POSTINGS_UNBALANCED, _finding_key(rec), {"event_id": rec.event_id}, 0,
                         sum(int(r["amount_minor"]) for r in rows),
                         detail="a transfer's postings must sum to zero")]  # fmt: skip
     return []
@@ -529,15 +544,18 @@ def on_wallet_event(state: AuditState, rec: Envelope) -> list[Draft]:
         if recorded_before is not None and recorded_before != before:
             where = {**subject, "field": "balance_before_minor"}
             why = "not the fold of the wallet's postings"
-            out.append(finding("balance_mismatch", rec.key, where, before, recorded_before, detail=why))
+            out.append(
+                finding(FindingReason.BALANCE_MISMATCH, rec.key, where, before, recorded_before, detail=why)
+            )
         for r in p["postings"]:
             acct = str(r["account"])
             state.balances[acct] = state.balances.get(acct, 0) + int(r["amount_minor"])
         after = p.get("balance_after_minor")
         if after is not None and state.balances.get(rec.key, 0) != after:
-            out.append(finding("balance_mismatch", rec.key, {**subject, "field": "balance_after_minor"},
-                               state.balances.get(rec.key, 0), after,
-                               detail="not the fold of the wallet's postings"))  # fmt: skip
+            where = {**subject, "field": "balance_after_minor"}
+            why = "not the fold of the wallet's postings"
+            balance = state.balances.get(rec.key, 0)
+            out.append(finding(FindingReason.BALANCE_MISMATCH, rec.key, where, balance, after, detail=why))
         if rec.type in ("StakeReserved", "StakeRefunded") and p.get("table_id") and p.get("bet_id"):
             escrow = table_accounts(str(p["table_id"])).escrow
             moved = sum(int(r["amount_minor"]) for r in p["postings"] if r["account"] == escrow)
@@ -575,20 +593,20 @@ def _check_shoe(state: AuditState, rec: Envelope) -> list[Draft]:
     config = state.configs.get(rec.key)
     subject = {"event_id": rec.event_id, "shoe_id": p["shoe_id"]}
     if config is None or not p.get("seed_hex"):
-        return [finding("shoe_commitment_mismatch", rec.key, subject, detail="no seed revealed")]
+        return [finding(FindingReason.SHOE_COMMITMENT_MISMATCH, rec.key, subject, detail="no seed revealed")]
     seed = bytes.fromhex(str(p["seed_hex"]))
     order = shuffle(seed, shoe_cards(config.decks))
     out = []
     if commitment(seed, order) != shoe["commitment"]:
         why = "the revealed seed does not give the committed order"
-        out.append(finding("shoe_commitment_mismatch", rec.key, subject, commitment(seed, order),
+        out.append(finding(FindingReason.SHOE_COMMITMENT_MISMATCH, rec.key, subject, commitment(seed, order),
                            shoe["commitment"], detail=why))  # fmt: skip
     for pos, card, event_id, coup_id in shoe["dealt"]:
         if not 0 <= pos < len(order) or order[pos] != card:
             want = order[pos] if 0 <= pos < len(order) else None
             where = {"event_id": event_id, "coup_id": coup_id, "shoe_id": p["shoe_id"], "shoe_position": pos}
             why = "not the card at this position of the revealed shoe order"
-            out.append(finding("card_mismatch", rec.key, where, want, card, detail=why))
+            out.append(finding(FindingReason.CARD_MISMATCH, rec.key, where, want, card, detail=why))
     return out
 
 
@@ -682,7 +700,7 @@ def _check_escrow(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Dra
         return []
     ids = sorted(str(r["_event_id"]) for r in trail.recorded.values())
     why = f"stakes put {held} into escrow, payouts took {-trail.escrow_out} out"
-    return [finding("escrow_not_zero", trail.table_id, {"coup_id": coup_id, "event_ids": ids}, 0,
+    return [finding(FindingReason.ESCROW_NOT_ZERO, trail.table_id, {"coup_id": coup_id, "event_ids": ids}, 0,
                     held + trail.escrow_out, detail=why)]  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""The back office (issue #12, DESIGN §10): a read model projected from the log, the HTTP API over it
+"""The back office (issue #12, docs/integration.md): a read model projected from the log, the HTTP API over it
 (``casino-ledger serve``), API keys with roles, exports and the pit boss's page.
 
 * :mod:`.schema` — the read model's tables (SQLAlchemy Core) and the database URL;

@@ -1,4 +1,4 @@
-"""``casino-ledger serve``: the back-office HTTP API (DESIGN §10) and the pit boss's page.
+"""``casino-ledger serve``: the back-office HTTP API (docs/integration.md) and the pit boss's page.
 
 FastAPI over the read model; OpenAPI 3.1 at ``/openapi.json`` (Swagger UI at ``/docs``). Bearer API
 keys with roles (:data:`PERMISSIONS`): 401 without a valid key, 403 for a role that may not. Errors
@@ -385,7 +385,8 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
     app = FastAPI(
         title="casino-ledger back office",
         version="1",
-        description="The back-office API over the read model (DESIGN §10). Money in integer minor units.",
+        description="The back-office API over the read model (docs/integration.md). "
+        "Money in integer minor units.",
         lifespan=lifespan,
     )
     app.state.bo = bo

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from aiokafka import TopicPartition
+from aiokafka import TopicPartition  # type: ignore[import-untyped]
 
 from services.backoffice.projector import INPUTS, Projector, Row
 from services.runtime import kafka

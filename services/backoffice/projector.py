@@ -35,9 +35,9 @@ from sqlalchemy import Connection, Engine, bindparam, delete, func, select, upda
 
 from services.backoffice import schema as s
 from services.core import topics
+from services.core.contract import payload_of
 from services.core.envelope import Envelope, canonical, parse_record
 from services.core.errors import DomainError
-from services.core.events import payload_of
 
 INPUTS: tuple[str, ...] = (
     topics.WALLET_REQUESTS, topics.WALLET_EVENTS, topics.TABLE_EVENTS, topics.AUDIT_FINDINGS,

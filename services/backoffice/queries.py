@@ -1,4 +1,4 @@
-"""What the API and the command line read from the read model, in the JSON shapes of DESIGN §10."""
+"""What the API and the command line read from the read model, in the JSON shapes of docs/integration.md."""
 
 from __future__ import annotations
 
@@ -81,6 +81,11 @@ def account_exists(conn: Connection, account_id: str) -> bool:
     return conn.execute(q).first() is not None
 
 
+def _loads_or_none(text: str | None) -> Any:
+    """A stored JSON column, ``None`` where it is null."""
+    return json.loads(text) if text is not None else None
+
+
 def round_record(conn: Connection, coup_id: str) -> dict[str, Any] | None:
     """The full game-round record of ``coup_id`` (None when unknown)."""
     r = conn.execute(select(s.rounds).where(s.rounds.c.coup_id == coup_id)).mappings().first()
@@ -97,7 +102,7 @@ def round_record(conn: Connection, coup_id: str) -> dict[str, Any] | None:
     bets = conn.execute(
         select(s.bets).where(s.bets.c.coup_id == coup_id).order_by(s.bets.c.placed_at, s.bets.c.bet_id)
     ).mappings()
-    loads = lambda v: json.loads(v) if v is not None else None  # noqa: E731
+    loads = _loads_or_none
     return {
         "coup_id": r["coup_id"], "table_id": r["table_id"], "shoe_id": r["shoe_id"],
         "coup_number": r["coup_number"], "variant": r["variant"], "rules_version": r["rules_version"],

@@ -29,7 +29,7 @@ click.rich_click.SHOW_ARGUMENTS = True
 click.rich_click.OPTIONS_TABLE_COLUMN_TYPES = ["required", "opt_long", "opt_short", "metavar", "help"]
 
 
-class Choice(click.Choice):  # type: ignore[misc]
+class Choice(click.Choice[Any]):
     """click's Choice whose list may be loaded when first needed (the variants: only for ``deal`` and
     ``odds``), and whose error says ``invalid choice`` and lists the choices, as argparse did."""
 
@@ -37,7 +37,7 @@ class Choice(click.Choice):  # type: ignore[misc]
         self._load = load
         super().__init__(choices)
 
-    @property  # type: ignore[override]
+    @property
     def choices(self) -> tuple[Any, ...]:
         """The choices (loaded on first use)."""
         if self._load is not None:
@@ -54,11 +54,11 @@ class Choice(click.Choice):  # type: ignore[misc]
         return f"invalid choice: {value!r} (choose from {', '.join(map(str, self.choices))})"
 
 
-class ChoiceOption(click.Option):  # type: ignore[misc]
+class ChoiceOption(click.Option):
     """An option whose help ends with its choices, listed when the help is shown (a lazy :class:`Choice`
     loads them only then)."""
 
-    @property  # type: ignore[override]
+    @property
     def help(self) -> str | None:
         """The help text, then the choices."""
         choices = ", ".join(map(str, self.type.choices)) if isinstance(self.type, click.Choice) else ""
@@ -212,7 +212,7 @@ def export(**o: Any) -> argparse.Namespace:
 @click.option("--keys", default=None, metavar="PUBLIC", help="Public keyring for the signed checkpoints.  "
               "[default: $CASINO_PUBLIC_KEYRING, else the one beside --db]")  # fmt: skip
 @click.pass_context
-def replay(ctx: click.Context, **o: Any) -> argparse.Namespace:
+def replay(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
     """Re-derive everything from the log alone: verdict clean (exit 0), findings or incomplete (exit 1);
     an empty or foreign source, an unknown table: exit 2. Exactly one of --db, --jsonl, --kafka."""
     _one_of(ctx, o, "db", "jsonl", "kafka")
@@ -260,7 +260,7 @@ def ingest(**o: Any) -> argparse.Namespace:
 @click.option("--jsonl", default=None, metavar="FILE", help="Ours: an export (one envelope per line).")
 @click.option("--json", "json", is_flag=True, help="Print one JSON object.")
 @click.pass_context
-def reconcile(ctx: click.Context, **o: Any) -> argparse.Namespace:
+def reconcile(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
     """Every difference between the operator's transactions and ours, one per line; exit 1 when there is
     one. Exactly one of --db, --jsonl."""
     _one_of(ctx, o, "db", "jsonl")
@@ -378,7 +378,7 @@ def apikey_new(**o: Any) -> argparse.Namespace:
 @click.option("--rebuild", is_flag=True, help="Drop the projected rows and project again.")
 @_periods
 @click.pass_context
-def project(ctx: click.Context, **o: Any) -> argparse.Namespace:
+def project(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
     """Project whatever the read model lacks. Exactly one of --db, --kafka."""
     _one_of(ctx, o, "db", "kafka")
     return _done("project", _bo("cmd_project"), **o)
@@ -450,7 +450,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace | int:
         return _usage(f"{where}: {message[:1].lower()}{message[1:]} (see --help)")
     except click.ClickException as exc:
         return _usage(" ".join(exc.format_message().split()))
-    except click.exceptions.Abort:
+    except click.Abort:
         raise KeyboardInterrupt from None
     if isinstance(result, argparse.Namespace):
         return result

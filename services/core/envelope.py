@@ -1,4 +1,4 @@
-"""The event envelope (DESIGN §3): canonical JSON, hashes, derived ids, sealing.
+"""The event envelope (docs/event-contract.md): canonical JSON, hashes, derived ids, sealing.
 
 Every record on every topic is one :class:`Envelope`. Its ``hash`` is SHA-256 (hex) over the
 canonical JSON of the envelope without ``hash``. With no floats in events, RFC 8785 canonical JSON is
@@ -79,7 +79,7 @@ class Envelope(BaseModel):
     hash: str
     payload: dict[str, Any]
     auth: dict[str, str] | None = None
-    """Who wrote the record (DESIGN §9): ``{"key_id", "mac"}``, the MAC over ``hash`` with the writer's
+    """Who wrote the record (docs/trust.md): ``{"key_id", "mac"}``, the MAC over ``hash`` with the writer's
     key (:mod:`services.core.trust`). Outside the hash; absent from the bytes when ``None``, so an
     unauthenticated record serializes exactly as before the field existed."""
 

@@ -1,5 +1,5 @@
-"""Ceilings on amounts (DESIGN §9: nothing is unbounded). The sizes of records, strings and collections
-are bounded where they are defined: :mod:`services.core.envelope` and :mod:`services.core.events`."""
+"""Ceilings on amounts (docs/trust.md: nothing is unbounded). The sizes of records, strings and collections
+are bounded where they are defined: :mod:`services.core.envelope` and :mod:`services.core.contract`."""
 
 from __future__ import annotations
 

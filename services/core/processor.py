@@ -10,9 +10,9 @@ of that lives here, once, so that the embedded and Kafka runtimes both just call
   ``occurred_at``, causation and correlation, and ``seq``/``prev_hash`` from the chain heads this
   processor owns;
 * **validation at the edge** — every input payload of a contract type is validated against the
-  event contract (:mod:`services.core.events`, tolerant of unknown fields) before the processor sees
+  event contract (:mod:`services.core.contract`, tolerant of unknown fields) before the processor sees
   it (a type outside the contract is the processor's to refuse);
-* **trust at the input** (DESIGN §9) — a processor built by the composition root carries a
+* **trust at the input** (docs/trust.md) — a processor built by the composition root carries a
   :class:`~services.core.trust.Guard`: each input is authenticated and authorized *before* anything
   else; a refused record (``unauthenticated``, ``not_permitted``, ``key_mismatch``) becomes a dead
   letter, changes no state and is **not** counted as applied, so a forgery cannot squat the id of the
@@ -24,7 +24,7 @@ of that lives here, once, so that the embedded and Kafka runtimes both just call
   reason code and the original record, and the state does not change: nothing is lost, nothing
   crashes. Any other exception escaping ``handle`` (a bug, or a hole in validation that this one
   record found) becomes a dead letter too, with reason ``internal_error``: one poison pill must never
-  halt a casino (DESIGN §9). The state is left as it was — by construction for processors with
+  halt a casino (docs/trust.md). The state is left as it was — by construction for processors with
   immutable state; a processor with a mutable state must check before it mutates.
 
 Runtimes persist :class:`ProcessorState` (a snapshot) next to their input offset.
@@ -38,9 +38,9 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import ValidationError
 
+from services.core.contract import PAYLOADS, Payload, payload_of, read_payload
 from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal, stage_namespace
 from services.core.errors import DomainError, Reason
-from services.core.events import PAYLOADS, payload_of
 from services.core.topics import DEADLETTER
 from services.core.trust import Guard
 
@@ -81,6 +81,26 @@ class Processor(ABC, Generic[S]):
         Raise ``DomainError`` or ``ValidationError`` for a record that cannot be applied at all; a
         business refusal (bet too late, over the limit) is an output event instead.
         """
+
+    def apply(self, state: S, record: Envelope, payload: Payload | None) -> tuple[S, list[Draft]]:
+        """:meth:`handle` given the typed ``payload`` :func:`step` has already read from ``record``
+        (``None`` when the processor reads its inputs itself, or the type is outside the contract).
+        A processor whose handlers take typed payloads overrides this, and its ``handle`` reads the
+        payload and calls it: the payload is validated once per record."""
+        return self.handle(state, record)
+
+
+class TypedProcessor(Processor[S]):
+    """A processor whose handlers take typed payloads: it implements :meth:`apply`; :meth:`handle` (for
+    callers outside :func:`step`) reads the payload first, so the payload is validated once either way."""
+
+    def handle(self, state: S, record: Envelope) -> tuple[S, list[Draft]]:
+        """:meth:`apply` to the record's payload, read tolerantly (``None`` outside the contract)."""
+        return self.apply(state, record, read_payload(record))
+
+    @abstractmethod
+    def apply(self, state: S, record: Envelope, payload: Payload | None) -> tuple[S, list[Draft]]:
+        """Apply one record given its typed payload (see :meth:`Processor.apply`)."""
 
 
 class AppliedIds(Protocol):
@@ -183,13 +203,14 @@ def step(
             )
             return [env]
     try:  # validate at the edge: a malformed payload never reaches handle
+        payload = None
         if processor.validates_inputs and record.type in PAYLOADS:
-            payload_of(record, tolerant=True)
-        inner, drafts = processor.handle(state.inner, record)
+            payload = payload_of(record, tolerant=True)
+        inner, drafts = processor.apply(state.inner, record, payload)
     except (DomainError, ValidationError) as exc:
-        reason = exc.reason.value if isinstance(exc, DomainError) else "invalid_payload"
+        reason = exc.reason.value if isinstance(exc, DomainError) else Reason.INVALID_PAYLOAD.value
         inner, drafts = state.inner, [dead_letter(record, None, reason, describe(exc), record.topic)]
-    except Exception as exc:  # one bad record must never stop a processor (DESIGN §9)
+    except Exception as exc:  # one bad record must never stop a processor (docs/trust.md)
         detail = internal_error_detail(processor, exc)
         reason = Reason.INTERNAL_ERROR.value
         inner, drafts = state.inner, [dead_letter(record, None, reason, detail, record.topic)]

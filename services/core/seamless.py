@@ -1,4 +1,4 @@
-"""The seamless-wallet adapter's decisions (DESIGN §10), pure: which call to make next, how an answer
+"""The seamless-wallet adapter's decisions (docs/integration.md), pure: which call to make next, how an answer
 folds into the state, and which events it emits.
 
 A casino that keeps balances in its own platform is called over HTTP instead of our wallet stage:

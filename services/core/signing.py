@@ -1,4 +1,4 @@
-"""Signed checkpoints: Ed25519 over canonical JSON, with a key id (DESIGN §9).
+"""Signed checkpoints: Ed25519 over canonical JSON, with a key id (docs/trust.md).
 
 A signed payload carries three extra fields: ``key_id`` (which key signed it), ``algorithm``
 (:data:`ALGORITHM`) and ``signature`` (lower-case hex, 64 bytes). The signature covers the canonical

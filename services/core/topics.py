@@ -1,4 +1,5 @@
-"""Topic names and keys of the reference topology (DESIGN §3). Names may gain a prefix; keys not."""
+"""Topic names and keys of the reference topology (docs/event-contract.md). Names may gain a prefix; keys
+not."""
 
 from __future__ import annotations
 

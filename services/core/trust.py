@@ -1,4 +1,4 @@
-"""Trust at the input (DESIGN §9): principals, record authentication and the one authorization policy.
+"""Trust at the input (docs/trust.md): principals, record authentication and the one authorization policy.
 
 A record's place on a topic proves nothing: anyone who can reach the broker (or the log file) can
 write there. So every record says who wrote it, and every consumer checks it before it acts:
@@ -35,9 +35,9 @@ from enum import StrEnum
 from typing import Final, NamedTuple
 
 from services.core import topics
+from services.core.contract import TOPIC_TYPES
 from services.core.envelope import Envelope, hash_of_bytes
 from services.core.errors import Reason
-from services.core.events import TOPIC_TYPES
 
 DEMO_KEYRING_SEED: Final = b"casino-ledger public demo keyring - not a secret"
 """The documented constant the public demo keyring is derived from: principal ``p``'s secret is

@@ -1,7 +1,7 @@
 """The monitor's per-account stage: players followed across tables (issue #13).
 
 Input: ``casino.wallet.events`` only (keyed by account, written by settlement's wallet stage: one
-ordered input per stateful stage, DESIGN §1.5). Every deposit and every stake of an account passes
+ordered input per stateful stage, docs/architecture.md). Every deposit and every stake of an account passes
 through its wallet whatever the table, so this stage sees a player at all tables at once. Output:
 ``AnomalyDetected`` on ``casino.monitor.alerts`` keyed by the **account** (its own chain, never
 interleaved with a table's); ``table_id`` names the table of the latest evidence (``cage`` for a
@@ -28,19 +28,15 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Final
 
+from pydantic import ValidationError
+
 from services.core import topics
+from services.core.contract import FundsDeposited, Payload, StakeReserved, read_payload
 from services.core.envelope import Draft, Envelope
-from services.core.events import Severity
+from services.core.ledger import BPS
 from services.core.processor import Processor
-from services.monitor.processor import (
-    BPS,
-    HEDGE_SIDES,
-    LINK_BAND_BPS,
-    UNREADABLE,
-    Detector,
-    alert,
-    millis,
-)
+from services.core.reasons import Detector, DomainError, Severity
+from services.monitor.processor import HEDGE_SIDES, LINK_BAND_BPS, UNREADABLE, alert, millis
 from services.monitor.sequential import binomial_tail, binomial_threshold
 
 REPORTING_THRESHOLD_MINOR: Final = 1_000_000
@@ -100,11 +96,9 @@ def in_band(amount_minor: int) -> bool:
     return amount_minor < REPORTING_THRESHOLD_MINOR and amount_minor * BPS >= floor
 
 
-def on_deposit(player: Player, rec: Envelope) -> tuple[Player, list[Draft]]:
+def on_deposit(player: Player, rec: Envelope, deposited: FundsDeposited) -> tuple[Player, list[Draft]]:
     """Count the deposit in the window; alert (and forget the window) at the threshold."""
-    amount = rec.payload["amount_minor"]
-    if not isinstance(amount, int) or isinstance(amount, bool):
-        raise TypeError(f"amount_minor is an integer, not {amount!r}")
+    amount = deposited.amount_minor
     deposits = (*player.deposits, (rec.event_id, in_band(amount)))[-DEPOSIT_WINDOW:]
     hits = [e for e, band in deposits if band]
     if len(hits) < DEPOSIT_STRUCTURING_AT:
@@ -124,13 +118,12 @@ def on_deposit(player: Player, rec: Envelope) -> tuple[Player, list[Draft]]:
     return replace(player, deposits=()), [found]
 
 
-def on_stake(player: Player, rec: Envelope) -> tuple[Player, list[Draft]]:
+def on_stake(player: Player, rec: Envelope, reserved: StakeReserved) -> tuple[Player, list[Draft]]:
     """Look for an opposite matched stake at another table within the window; alert at the count."""
-    p = rec.payload
-    spot, table = str(p["spot"]), str(p["table_id"])
+    spot, table = reserved.spot, reserved.table_id
     if spot not in HEDGE_SIDES:
         return player, []
-    stake, at = int(p["amount_minor"]), millis(rec.occurred_at)
+    stake, at = reserved.amount_minor, millis(rec.occurred_at)
     last = next((s for s in reversed(player.stakes) if s[1] != table), None)  # the one bet it could hedge
     hedge = (last is not None and last[2] != spot and at - last[4] <= CROSS_WINDOW_MS
              and abs(last[3] - stake) * BPS <= max(last[3], stake) * LINK_BAND_BPS)  # fmt: skip
@@ -145,7 +138,7 @@ def on_stake(player: Player, rec: Envelope) -> tuple[Player, list[Draft]]:
     found = alert(
         Detector.CROSS_TABLE_HEDGE, Severity.WARNING, table, key=account,
         subject={"event_ids": [partner[0], rec.event_id], "account_id": account,
-                 "table_ids": sorted({partner[1], table}), "bet_ids": [str(p["bet_id"])]},
+                 "table_ids": sorted({partner[1], table}), "bet_ids": [reserved.bet_id]},
         observed={"hedged_pairs": n, "bets": len(hedges)},
         threshold={"hedged_pairs": CROSS_HEDGE_AT, "window_bets": CROSS_WINDOW_BETS,
                    "window_ms": CROSS_WINDOW_MS, "p0": str(CROSS_P0)},
@@ -166,13 +159,25 @@ class AccountMonitor(Processor[AccountsState]):
         return AccountsState()
 
     def handle(self, state: AccountsState, record: Envelope) -> tuple[AccountsState, list[Draft]]:
-        """Fold a deposit or a stake into its account; other wallet events pass."""
-        fold = {"FundsDeposited": on_deposit, "StakeReserved": on_stake}.get(record.type)
-        if fold is None:
+        """:meth:`apply` to the record's payload, read here (one the contract refuses passes)."""
+        try:
+            payload = read_payload(record)
+        except (ValidationError, DomainError):
             return state, []
+        return self.apply(state, record, payload)
+
+    def apply(
+        self, state: AccountsState, record: Envelope, payload: Payload | None
+    ) -> tuple[AccountsState, list[Draft]]:
+        """Fold a deposit or a stake into its account; other wallet events pass."""
         player = state.players.get(record.key) or Player()
         try:
-            player, out = fold(player, record)
+            if isinstance(payload, FundsDeposited):
+                player, out = on_deposit(player, record, payload)
+            elif isinstance(payload, StakeReserved):
+                player, out = on_stake(player, record, payload)
+            else:
+                return state, []
         except UNREADABLE:
             return state, []
         return AccountsState({**state.players, record.key: player}), out

@@ -1,9 +1,9 @@
-"""The fraud and anomaly monitor: pure detectors over a table's event stream (DESIGN §4).
+"""The fraud and anomaly monitor: pure detectors over a table's event stream (docs/architecture.md).
 
-Input: ``casino.table.events`` (keyed by table; DESIGN §1.5: one ordered input per stateful
+Input: ``casino.table.events`` (keyed by table; docs/architecture.md: one ordered input per stateful
 processor) and ``casino.deadletter`` (stateless: one alert per record refused at the input).
 Output: ``AnomalyDetected`` on ``casino.monitor.alerts``, keyed by the same table_id and
-chained. Every alert's payload (:class:`~services.core.events.AnomalyDetected`) holds ``detector`` (a
+chained. Every alert's payload (:class:`~services.core.contract.AnomalyDetected`) holds ``detector`` (a
 stable :class:`Detector` code), ``category`` (the detector's family), ``severity``, ``table_id``,
 ``subject`` (the ids concerned: ``event_ids``, ``bet_ids``, ``account_id``, ``coup_id``, ``shoe_id``
 where they apply), ``observed``, ``threshold`` and ``detail``. No float is written: probabilities are
@@ -22,7 +22,7 @@ Detectors (each a small pure function below; thresholds are named constants with
   :data:`WIN_STREAK_LENGTH` decided wins (computed from :data:`WIN_PROBABILITY_MAX` and
   :data:`STREAK_PROBABILITY_MAX`), and a net result over the last :data:`OUTLIER_WINDOW_BETS` decided
   bets more than :data:`OUTLIER_Z` standard deviations above the most the game allows, are flagged.
-* **refused record** (DESIGN §9) — a record refused at the input (``unauthenticated``,
+* **refused record** (docs/trust.md) — a record refused at the input (``unauthenticated``,
   ``not_permitted``, ``key_mismatch``: a forgery or a writer beyond its rights), read from its dead
   letter. Several processors read some topics and each dead-letters the record, so only the dead
   letter of the topic's primary consumer (:data:`services.core.trust.PRIMARY_CONSUMER`) raises one.
@@ -63,18 +63,36 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from enum import StrEnum
 from fractions import Fraction
-from typing import Any, Final
+from typing import Any, Final, TypeVar
+
+from pydantic import ValidationError
 
 from services.core import topics
-from services.core.baccarat import CoupResult, TableConfig, Variant, Wager, get_variant
-from services.core.baccarat.engine import result_from_dict
+from services.core.baccarat import CoupResult, TableConfig, Variant, get_variant
+from services.core.baccarat.coup import result_of
+from services.core.contract import (
+    PAYLOADS,
+    AnomalyDetected,
+    BetAccepted,
+    BetRefused,
+    BettingOpened,
+    CardDealt,
+    CommandRefused,
+    CoupResolved,
+    DeadLetter,
+    Payload,
+    ShoeClosed,
+    ShoeOpened,
+    TableOpened,
+    read_payload,
+    to_draft,
+)
 from services.core.envelope import Draft, Envelope
 from services.core.errors import DomainError, Reason
-from services.core.events import Severity
-from services.core.money import BPS, settle
+from services.core.ledger import BPS, Wager, settle
 from services.core.processor import Processor
+from services.core.reasons import CATEGORY, Detector, Severity
 from services.core.trust import PRIMARY_CONSUMER, REFUSALS
 from services.monitor.sequential import (
     FALSE_ALARMS_PER_10K_TARGET,
@@ -87,54 +105,6 @@ from services.monitor.sequential import (
     run_length,
     run_probability,
 )
-
-
-class Detector(StrEnum):
-    """Stable codes of what the monitor detects (part of the event contract: add, never rename)."""
-
-    PAST_POSTING = "past_posting"
-    CARD_NOT_DUE = "card_not_due"
-    CARD_OVERCOUNT = "card_overcount"
-    SHOE_POSITION = "shoe_position"
-    WIN_STREAK = "win_streak"
-    NET_RESULT_OUTLIER = "net_result_outlier"
-    HEDGED_BETS = "hedged_bets"
-    STRUCTURING = "structuring"
-    UNREADABLE_EVENT = "unreadable_event"
-    INTERNAL_ERROR = "internal_error"
-    REFUSED_RECORD = "refused_record"
-    LATE_DECISION = "late_decision"
-    SHOE_BIAS = "shoe_bias"
-    EDGE_SORTING = "edge_sorting"
-    BOT_REGULARITY = "bot_regularity"
-    LINKED_HEDGE = "linked_hedge"
-    PAIRED_PLAY = "paired_play"
-    DEPOSIT_STRUCTURING = "deposit_structuring"
-    CROSS_TABLE_HEDGE = "cross_table_hedge"
-
-
-CATEGORY: Final[Mapping[Detector, str]] = {
-    Detector.PAST_POSTING: "past_posting",
-    Detector.CARD_NOT_DUE: "shoe_tampering",
-    Detector.CARD_OVERCOUNT: "shoe_tampering",
-    Detector.SHOE_POSITION: "shoe_tampering",
-    Detector.WIN_STREAK: "statistical_outlier",
-    Detector.NET_RESULT_OUTLIER: "statistical_outlier",
-    Detector.HEDGED_BETS: "bet_pattern",
-    Detector.STRUCTURING: "bet_pattern",
-    Detector.UNREADABLE_EVENT: "integrity",
-    Detector.INTERNAL_ERROR: "integrity",
-    Detector.REFUSED_RECORD: "trust",
-    Detector.LATE_DECISION: "dealer_collusion",
-    Detector.SHOE_BIAS: "shoe_tampering",
-    Detector.EDGE_SORTING: "advantage_play",
-    Detector.BOT_REGULARITY: "automation",
-    Detector.LINKED_HEDGE: "bet_pattern",
-    Detector.PAIRED_PLAY: "chip_dumping",
-    Detector.DEPOSIT_STRUCTURING: "structuring",
-    Detector.CROSS_TABLE_HEDGE: "bet_pattern",
-}
-"""The family of each detector, for the back office to group alerts."""
 
 # --- thresholds -----------------------------------------------------------------------------------
 
@@ -326,14 +296,25 @@ def alert(
     """An ``AnomalyDetected`` draft on the table's alert stream (``table_id`` is its key, unless
     ``key`` names another: the account stage keys its alerts by account). ``honest_probability``: how
     likely what was seen is under honest play (a bound, as a decimal string), where one is known."""
-    payload = {
-        "detector": detector.value, "category": CATEGORY[detector], "severity": severity.value,
-        "table_id": table_id, "subject": dict(subject), "observed": dict(observed),
-        "threshold": dict(threshold), "detail": detail[:DETAIL_MAX_CHARS],
-    }  # fmt: skip
-    if honest_probability is not None:
-        payload["honest_probability"] = honest_probability
-    return Draft("AnomalyDetected", topics.MONITOR_ALERTS, key or table_id, payload)
+    given = {} if honest_probability is None else {"honest_probability": honest_probability}
+    found = AnomalyDetected(
+        detector=detector.value, category=CATEGORY[detector].value, severity=severity, table_id=table_id,
+        subject=dict(subject), observed=dict(observed), threshold=dict(threshold),
+        detail=detail[:DETAIL_MAX_CHARS], **given,
+    )  # fmt: skip
+    return to_draft(found, key or table_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """The event a detector fires on, as its alert names it: its id, its key (the table: the alert's
+    key), and the coup and shoe it belongs to where it names them."""
+
+    event_id: str
+    key: str
+    occurred_at: str
+    coup_id: str | None = None
+    shoe_id: str | None = None
 
 
 Drafts = list[Draft]
@@ -341,11 +322,12 @@ Drafts = list[Draft]
 # --- detectors: small pure functions ----------------------------------------------------------------
 
 
-def past_posting(punter: Punter, coup_number: int, rec: Envelope) -> tuple[Punter, Drafts]:
+def past_posting(
+    punter: Punter, coup_number: int, refused: BetRefused, rec: Seen
+) -> tuple[Punter, Drafts]:
     """A late bet (refused as ``betting_closed``/``wrong_coup``): one alert, its severity by how many
     late attempts the account made within :data:`PAST_POSTING_WINDOW_COUPS` coups."""
-    p = rec.payload
-    reason = str(p["reason"])
+    reason = refused.reason.value
     if reason not in LATE_REASONS:
         return punter, []
     since = coup_number - PAST_POSTING_WINDOW_COUPS
@@ -356,9 +338,9 @@ def past_posting(punter: Punter, coup_number: int, rec: Envelope) -> tuple[Punte
         else Severity.WARNING if n >= PAST_POSTING_WARNING_AT
         else Severity.INFO
     )  # fmt: skip
-    account = str(p["account_id"])
-    subject = {"event_ids": [rec.event_id], "bet_ids": [str(p["bet_id"])], "account_id": account,
-               "coup_id": p.get("coup_id")}  # fmt: skip
+    account = refused.account_id
+    subject = {"event_ids": [rec.event_id], "bet_ids": [refused.bet_id], "account_id": account,
+               "coup_id": refused.coup_id}  # fmt: skip
     observed = {"reason": reason, "attempts_in_window": n}
     threshold = {"window_coups": PAST_POSTING_WINDOW_COUPS, "warning_at": PAST_POSTING_WARNING_AT,
                  "critical_at": PAST_POSTING_CRITICAL_AT,
@@ -372,26 +354,27 @@ def past_posting(punter: Punter, coup_number: int, rec: Envelope) -> tuple[Punte
     return replace(punter, late=late), [found]
 
 
-NOT_DUE: Final[Mapping[str, Detector]] = {
-    Reason.CARD_NOT_DUE.value: Detector.CARD_NOT_DUE,
-    Reason.DECISION_NOT_DUE.value: Detector.LATE_DECISION,
+NOT_DUE: Final[Mapping[Reason, Detector]] = {
+    Reason.CARD_NOT_DUE: Detector.CARD_NOT_DUE,
+    Reason.DECISION_NOT_DUE: Detector.LATE_DECISION,
 }
 """Refused commands that change a coup late: a card nobody asked for (a card slid in), a decision
 sent after the coup moved on (a dealer changing a decision). An honest operator and shoe never send
 either, so the first is a ``warning`` (probability under honest play: none but a slip)."""
 
 
-def card_not_due(shoe: ShoeWatch | None, rec: Envelope) -> tuple[ShoeWatch | None, Drafts]:
+def card_not_due(
+    shoe: ShoeWatch | None, refused: CommandRefused, rec: Seen
+) -> tuple[ShoeWatch | None, Drafts]:
     """A card read refused as not due: a card the rules never asked the shoe for."""
-    p = rec.payload
-    detector = NOT_DUE.get(str(p["reason"]))
+    detector = NOT_DUE.get(refused.reason)
     if detector is None:
         return shoe, []
     count = (shoe.not_due if shoe else 0) + 1
     severity = Severity.CRITICAL if count >= CARD_NOT_DUE_CRITICAL_AT else Severity.WARNING
-    subject = {"event_ids": [rec.event_id, str(p.get("command_id"))],
+    subject = {"event_ids": [rec.event_id, refused.command_id],
                "shoe_id": shoe.shoe_id if shoe else None}  # fmt: skip
-    detail = f"a {p.get('command')} was refused: {p.get('detail')}"
+    detail = f"a {refused.command} was refused: {refused.detail}"
     out = alert(
         detector, severity, rec.key, subject=subject, observed={"in_shoe": count},
         threshold={"critical_at": CARD_NOT_DUE_CRITICAL_AT}, detail=detail, honest_probability="0",
@@ -399,13 +382,13 @@ def card_not_due(shoe: ShoeWatch | None, rec: Envelope) -> tuple[ShoeWatch | Non
     return (replace(shoe, not_due=count) if shoe else None), [out]
 
 
-def card_overcount(shoe: ShoeWatch, card: str, rec: Envelope) -> tuple[ShoeWatch, Drafts]:
+def card_overcount(shoe: ShoeWatch, card: str, rec: Seen) -> tuple[ShoeWatch, Drafts]:
     """Count ``card`` in its shoe; alert when it appears more often than the shoe's decks hold."""
     n = shoe.counts.get(card, 0) + 1
     shoe = replace(shoe, counts={**shoe.counts, card: n})
     if shoe.decks is None or n <= shoe.decks:
         return shoe, []
-    subject = {"event_ids": [rec.event_id], "shoe_id": shoe.shoe_id, "coup_id": rec.payload.get("coup_id")}
+    subject = {"event_ids": [rec.event_id], "shoe_id": shoe.shoe_id, "coup_id": rec.coup_id}
     detail = f"{card} dealt {n} times from shoe {shoe.shoe_id} of {shoe.decks} deck(s)"
     found = alert(
         Detector.CARD_OVERCOUNT, Severity.CRITICAL, rec.key, subject=subject,
@@ -414,7 +397,7 @@ def card_overcount(shoe: ShoeWatch, card: str, rec: Envelope) -> tuple[ShoeWatch
     return shoe, [found]
 
 
-def shoe_position(shoe: ShoeWatch, position: int, rec: Envelope) -> tuple[ShoeWatch, Drafts]:
+def shoe_position(shoe: ShoeWatch, position: int, rec: Seen) -> tuple[ShoeWatch, Drafts]:
     """Alert when a card's ``shoe_position`` repeats or goes back: a card put back or re-dealt."""
     last, last_id = shoe.last_position, shoe.last_event_id
     shoe = replace(shoe, last_position=position, last_event_id=rec.event_id)
@@ -422,7 +405,7 @@ def shoe_position(shoe: ShoeWatch, position: int, rec: Envelope) -> tuple[ShoeWa
         return shoe, []
     kind = "repeats" if position == last else "goes backwards"
     subject = {"event_ids": [last_id, rec.event_id], "shoe_id": shoe.shoe_id,
-               "coup_id": rec.payload.get("coup_id")}  # fmt: skip
+               "coup_id": rec.coup_id}  # fmt: skip
     detail = f"shoe {shoe.shoe_id}: position {position} {kind} (last was {last})"
     found = alert(
         Detector.SHOE_POSITION, Severity.CRITICAL, rec.key, subject=subject,
@@ -431,7 +414,7 @@ def shoe_position(shoe: ShoeWatch, position: int, rec: Envelope) -> tuple[ShoeWa
     return shoe, [found]
 
 
-def win_streak(punter: Punter, wager: Wager, won: bool, rec: Envelope) -> tuple[Punter, Drafts]:
+def win_streak(punter: Punter, wager: Wager, won: bool, rec: Seen) -> tuple[Punter, Drafts]:
     """Extend or break the account's run of decided wins; alert (and restart) at :data:`WIN_STREAK_LENGTH`."""
     if not won:
         return replace(punter, streak=()), []
@@ -440,7 +423,7 @@ def win_streak(punter: Punter, wager: Wager, won: bool, rec: Envelope) -> tuple[
         return replace(punter, streak=streak), []
     n = len(streak)
     subject = {"event_ids": [rec.event_id], "bet_ids": list(streak), "account_id": wager.account_id,
-               "coup_id": rec.payload.get("coup_id")}  # fmt: skip
+               "coup_id": rec.coup_id}  # fmt: skip
     threshold = {"consecutive_wins": WIN_STREAK_LENGTH, "win_probability_max": str(WIN_PROBABILITY_MAX),
                  "run_probability_max": str(STREAK_PROBABILITY_MAX)}  # fmt: skip
     detail = f"{wager.account_id} won {n} even-money bets in a row (chance < {STREAK_PROBABILITY_MAX})"
@@ -451,7 +434,7 @@ def win_streak(punter: Punter, wager: Wager, won: bool, rec: Envelope) -> tuple[
     return replace(punter, streak=()), [found]
 
 
-def net_outlier(punter: Punter, wager: Wager, net_minor: int, rec: Envelope) -> tuple[Punter, Drafts]:
+def net_outlier(punter: Punter, wager: Wager, net_minor: int, rec: Seen) -> tuple[Punter, Drafts]:
     """Add one decided bet to the account's window; alert (and clear it) when its net result exceeds
     the best expectation by more than :data:`OUTLIER_Z` standard deviations (see there)."""
     window = (*punter.window, (wager.bet_id, net_minor, wager.stake_minor))[-OUTLIER_WINDOW_BETS:]
@@ -467,7 +450,7 @@ def net_outlier(punter: Punter, wager: Wager, net_minor: int, rec: Envelope) -> 
         return punter, []
     z = f"{float(excess) / math.sqrt(variance):.2f}"
     subject = {"event_ids": [rec.event_id], "bet_ids": [b for b, _, _ in window],
-               "account_id": wager.account_id, "coup_id": rec.payload.get("coup_id")}  # fmt: skip
+               "account_id": wager.account_id, "coup_id": rec.coup_id}  # fmt: skip
     observed = {"net_minor": net, "bets": len(window), "staked_minor": staked, "z": z}
     threshold = {"z": str(float(OUTLIER_Z)), "expected_net_minor_max": math.ceil(expected),
                  "win_probability_max": str(WIN_PROBABILITY_MAX), "window_bets": OUTLIER_WINDOW_BETS,
@@ -484,7 +467,7 @@ HEDGE_SIDES: Final = frozenset({"player", "banker"})
 """Opposite sides of one coup: one account on both risks only the commission (and a tie)."""
 
 
-def hedged_bets(coup: CoupWatch, wager: Wager, rec: Envelope) -> tuple[CoupWatch, Drafts]:
+def hedged_bets(coup: CoupWatch, wager: Wager, rec: Seen) -> tuple[CoupWatch, Drafts]:
     """Alert (once per account and coup) when an account holds bets on both hedge sides."""
     if wager.spot not in HEDGE_SIDES or wager.account_id in coup.hedged:
         return coup, []
@@ -510,7 +493,7 @@ def near_limit(stake_minor: int, max_minor: int) -> bool:
 
 
 def structuring(
-    punter: Punter, wager: Wager, max_minor: int | None, coup_number: int, rec: Envelope
+    punter: Punter, wager: Wager, max_minor: int | None, coup_number: int, rec: Seen
 ) -> tuple[Punter, Drafts]:
     """Alert when :data:`STRUCTURING_MIN_BETS` stakes just under the spot's maximum fall within
     :data:`STRUCTURING_WINDOW_COUPS` coups; the bets of an alert are then forgotten."""
@@ -522,7 +505,7 @@ def structuring(
     if len(recent) < STRUCTURING_MIN_BETS:
         return replace(punter, near_limit=recent), []
     subject = {"event_ids": [rec.event_id], "bet_ids": [b for _, b in recent],
-               "account_id": wager.account_id, "coup_id": str(rec.payload.get("coup_id"))}  # fmt: skip
+               "account_id": wager.account_id, "coup_id": str(rec.coup_id)}  # fmt: skip
     threshold = {"max_minor": max_minor, "band_bps": STRUCTURING_BAND_BPS,
                  "bets": STRUCTURING_MIN_BETS, "window_coups": STRUCTURING_WINDOW_COUPS}  # fmt: skip
     detail = f"{wager.account_id} staked just under the {wager.spot} maximum {len(recent)} times"
@@ -603,7 +586,7 @@ PAIR_RUN: Final = run_length(PAIR_REPEAT_MAX, 8 * 10_000)
 ``k`` with ``80 000 · (1/2)^k ≤ 1/10``: 20."""
 
 
-def shoe_bias(t: TableWatch, winner: str, rec: Envelope) -> tuple[TableWatch, Drafts]:
+def shoe_bias(t: TableWatch, winner: str, rec: Seen) -> tuple[TableWatch, Drafts]:
     """Two one-sided CUSUMs on the decided coups' winner (banker, player): a stacked or slowly biased
     shoe makes one side win far more than the exact odds allow. Alerts and restarts at the threshold."""
     if winner not in EVEN_MONEY_SPOTS:
@@ -615,8 +598,8 @@ def shoe_bias(t: TableWatch, winner: str, rec: Envelope) -> tuple[TableWatch, Dr
         coups[i] = coups[i] + 1 if s > 0 else 0
         stats[i] = s
         if s >= BIAS_H_MICRO:
-            subject = {"event_ids": [rec.event_id], "coup_id": rec.payload.get("coup_id"),
-                       "shoe_id": rec.payload.get("shoe_id")}  # fmt: skip
+            subject = {"event_ids": [rec.event_id], "coup_id": rec.coup_id,
+                       "shoe_id": rec.shoe_id}  # fmt: skip
             observed = {"side": side, "cusum_nats": nats(s), "coups_in_run": coups[i]}
             threshold = {"cusum_nats": nats(BIAS_H_MICRO), "p0": str(BIAS_P0), "p1": str(BIAS_P1),
                          "false_alarms_per_10k": str(FALSE_ALARMS_PER_10K_TARGET)}  # fmt: skip
@@ -629,7 +612,7 @@ def shoe_bias(t: TableWatch, winner: str, rec: Envelope) -> tuple[TableWatch, Dr
     return replace(t, bias_micro=(stats[0], stats[1]), bias_coups=(coups[0], coups[1])), out
 
 
-def edge_sorting(punter: Punter, wager: Wager, first_card: str, rec: Envelope) -> tuple[Punter, Drafts]:
+def edge_sorting(punter: Punter, wager: Wager, first_card: str, rec: Seen) -> tuple[Punter, Drafts]:
     """CUSUM over an account's player bets: does the coup's first card (dealt after the bet) favour
     player far more often than chance? Alerts and restarts at :data:`EDGE_H_MICRO`."""
     hit = first_card[:1] in EDGE_RANKS
@@ -638,7 +621,7 @@ def edge_sorting(punter: Punter, wager: Wager, first_card: str, rec: Envelope) -
     if s < EDGE_H_MICRO:
         return replace(punter, edge_micro=s, edge_bets=bets), []
     subject = {"event_ids": [rec.event_id], "bet_ids": list(bets), "account_id": wager.account_id,
-               "coup_id": rec.payload.get("coup_id")}  # fmt: skip
+               "coup_id": rec.coup_id}  # fmt: skip
     observed = {"cusum_nats": nats(s), "bets_in_run": len(bets), "first_card": first_card}
     threshold = {"cusum_nats": nats(EDGE_H_MICRO), "p0": str(EDGE_P0), "p1": str(EDGE_P1),
                  "ranks": sorted(EDGE_RANKS)}  # fmt: skip
@@ -651,7 +634,7 @@ def edge_sorting(punter: Punter, wager: Wager, first_card: str, rec: Envelope) -
 
 
 def bot_regularity(
-    punter: Punter, wager: Wager, delay_ms: int, rec: Envelope
+    punter: Punter, wager: Wager, delay_ms: int, rec: Seen
 ) -> tuple[Punter, Drafts]:
     """An account's first bet of each coup: the same stake and the same timing after the window opened
     (within :data:`BOT_JITTER_MS`) :data:`BOT_RUN` coups in a row."""
@@ -662,7 +645,7 @@ def bot_regularity(
     if len(run) < BOT_RUN:
         return replace(punter, bot=run), []
     subject = {"event_ids": [rec.event_id], "bet_ids": [b for b, _, _ in run],
-               "account_id": wager.account_id, "coup_id": rec.payload.get("coup_id")}  # fmt: skip
+               "account_id": wager.account_id, "coup_id": rec.coup_id}  # fmt: skip
     observed = {"bets": len(run), "stake_minor": wager.stake_minor, "delays_ms": [d for _, _, d in run]}
     threshold = {"run": BOT_RUN, "jitter_ms": BOT_JITTER_MS, "repeat_probability_max": str(BOT_REPEAT_MAX)}
     detail = (f"{wager.account_id} bet {wager.stake_minor} about {delay_ms} ms after the window opened, "
@@ -678,7 +661,7 @@ def _matched(a: int, b: int) -> bool:
     return abs(a - b) * BPS <= max(a, b) * LINK_BAND_BPS
 
 
-def linked_hedge(t: TableWatch, coup: CoupWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
+def linked_hedge(t: TableWatch, coup: CoupWatch, rec: Seen) -> tuple[TableWatch, Drafts]:
     """At the coup's end: pairs of accounts on opposite even-money sides with matched stakes; a pair
     matched :data:`LINK_AT` times within :data:`LINK_WINDOW_COUPS` coups is a linked hedge."""
     sides: dict[str, dict[str, int]] = {}
@@ -719,7 +702,7 @@ def linked_hedge(t: TableWatch, coup: CoupWatch, rec: Envelope) -> tuple[TableWa
     return replace(t, pairs=pairs), out
 
 
-def paired_play(punter: Punter, wager: Wager, banker: str, rec: Envelope) -> tuple[Punter, Drafts]:
+def paired_play(punter: Punter, wager: Wager, banker: str, rec: Seen) -> tuple[Punter, Drafts]:
     """A punter at a player-banked game facing the same banker :data:`PAIR_RUN` coups in a row: money
     can be passed from one to the other by losing on purpose (chip dumping)."""
     run = (*punter.faced_run, wager.bet_id) if punter.faced == banker else (wager.bet_id,)
@@ -727,7 +710,7 @@ def paired_play(punter: Punter, wager: Wager, banker: str, rec: Envelope) -> tup
     if len(run) < PAIR_RUN:
         return replace(punter, faced=banker, faced_run=run), []
     subject = {"event_ids": [rec.event_id], "bet_ids": list(run), "account_id": wager.account_id,
-               "account_ids": [wager.account_id, banker], "coup_id": rec.payload.get("coup_id")}  # fmt: skip
+               "account_ids": [wager.account_id, banker], "coup_id": rec.coup_id}  # fmt: skip
     threshold = {"run": PAIR_RUN, "repeat_probability_max": str(PAIR_REPEAT_MAX)}
     detail = f"{wager.account_id} played against banker {banker} {len(run)} coups in a row"
     found = alert(
@@ -746,48 +729,40 @@ def millis(timestamp: str) -> int:
 
 # --- handlers: fold one event into a table, calling the detectors -----------------------------------
 
-Handler = Callable[[TableWatch, Envelope], tuple[TableWatch, Drafts]]
+E = TypeVar("E", bound=Payload)
+Handler = Callable[[TableWatch, E, Seen], tuple[TableWatch, Drafts]]
+"""A table event's handler: the table, the typed event and where it was seen; the table after it."""
 
 
-def on_table_opened(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
+def on_table_opened(t: TableWatch, opened: TableOpened, rec: Seen) -> tuple[TableWatch, Drafts]:
     """Remember the configuration (checked against the registry) and each spot's maximum stake."""
-    p = rec.payload
-    config = TableConfig.from_dict(p["config"])
+    config = TableConfig.from_dict(opened.config.model_dump(mode="json"))
     get_variant(config.variant)
-    limits = {str(s): int(v["max_minor"]) for s, v in dict(p.get("limits") or {}).items()}
+    limits = {s: v.max_minor for s, v in opened.limits.items()}
     return replace(t, config=config, max_minor=limits), []
 
 
-def on_shoe_opened(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
+def on_shoe_opened(t: TableWatch, opened: ShoeOpened, rec: Seen) -> tuple[TableWatch, Drafts]:
     """A new shoe: fresh card counts and positions."""
-    p = rec.payload
-    decks = p.get("decks", t.config.decks if t.config else None)
-    return replace(t, shoe=ShoeWatch(str(p["shoe_id"]), None if decks is None else int(decks))), []
+    return replace(t, shoe=ShoeWatch(opened.shoe_id, opened.decks)), []
 
 
-def on_shoe_closed(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
+def on_shoe_closed(t: TableWatch, closed: ShoeClosed, rec: Seen) -> tuple[TableWatch, Drafts]:
     """The shoe is done: forget it."""
     return replace(t, shoe=None), []
 
 
-def on_betting_opened(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
+def on_betting_opened(t: TableWatch, opened: BettingOpened, rec: Seen) -> tuple[TableWatch, Drafts]:
     """The next coup: the table's coup clock advances; an unresolved earlier coup is dropped."""
     number = t.coups + 1
-    coup = CoupWatch(str(rec.payload["coup_id"]), number)
+    coup = CoupWatch(opened.coup_id, number)
     return replace(t, coups=number, coup=coup, opened_at=rec.occurred_at, first_card=""), []
 
 
-def _wager(p: Mapping[str, Any]) -> Wager:
-    stake = p["stake_minor"]
-    if not isinstance(stake, int) or isinstance(stake, bool):
-        raise TypeError(f"stake_minor is an integer, not {stake!r}")
-    return Wager(str(p["bet_id"]), str(p["account_id"]), str(p["spot"]), stake)
-
-
-def on_bet_accepted(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
+def on_bet_accepted(t: TableWatch, bet: BetAccepted, rec: Seen) -> tuple[TableWatch, Drafts]:
     """Keep the bet for grading; look for a hedge in the coup and for structuring."""
-    wager = _wager(rec.payload)
-    coup_id = str(rec.payload["coup_id"])
+    wager = Wager(bet.bet_id, bet.account_id, bet.spot, bet.stake_minor)
+    coup_id = bet.coup_id
     coup = t.coup if t.coup is not None and t.coup.coup_id == coup_id else CoupWatch(coup_id, t.coups)
     coup, out = hedged_bets(coup, wager, rec)
     coup = replace(coup, wagers=(*coup.wagers, wager))
@@ -801,39 +776,34 @@ def on_bet_accepted(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
     return replace(t, coup=coup).with_punter(wager.account_id, punter), out + more
 
 
-def on_bet_refused(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
+def on_bet_refused(t: TableWatch, refused: BetRefused, rec: Seen) -> tuple[TableWatch, Drafts]:
     """A refused bet: past posting when it came too late."""
-    account = str(rec.payload["account_id"])
-    punter, out = past_posting(t.punter(account), t.coups, rec)
+    account = refused.account_id
+    punter, out = past_posting(t.punter(account), t.coups, refused, rec)
     return (t.with_punter(account, punter) if out else t), out
 
 
-def on_command_refused(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
+def on_command_refused(t: TableWatch, refused: CommandRefused, rec: Seen) -> tuple[TableWatch, Drafts]:
     """A refused command: shoe tampering when it was a card nobody asked for."""
-    shoe, out = card_not_due(t.shoe, rec)
+    shoe, out = card_not_due(t.shoe, refused, rec)
     return replace(t, shoe=shoe), out
 
 
-def on_card_dealt(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
+def on_card_dealt(t: TableWatch, dealt: CardDealt, rec: Seen) -> tuple[TableWatch, Drafts]:
     """Count the card in its shoe and check its position."""
-    p = rec.payload
-    shoe_id, card, position = str(p["shoe_id"]), str(p["card"]), p["shoe_position"]
-    if not isinstance(position, int) or isinstance(position, bool):
-        raise TypeError(f"shoe_position is an integer, not {position!r}")
     shoe = t.shoe
-    if shoe is None or shoe.shoe_id != shoe_id:
-        shoe = ShoeWatch(shoe_id, t.config.decks if t.config else None)
-    shoe, out = card_overcount(shoe, card, rec)
-    shoe, more = shoe_position(shoe, position, rec)
-    first = t.first_card or (card if p.get("hand") == "player" else "")
+    if shoe is None or shoe.shoe_id != dealt.shoe_id:
+        shoe = ShoeWatch(dealt.shoe_id, t.config.decks if t.config else None)
+    shoe, out = card_overcount(shoe, dealt.card, rec)
+    shoe, more = shoe_position(shoe, dealt.shoe_position, rec)
+    first = t.first_card or (dealt.card if dealt.hand == "player" else "")
     return replace(t, shoe=shoe, first_card=first), out + more
 
 
-def on_coup_resolved(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
+def on_coup_resolved(t: TableWatch, resolved: CoupResolved, rec: Seen) -> tuple[TableWatch, Drafts]:
     """Grade the coup's even-money bets and run the streak and net-result tests per account."""
-    coup_id = str(rec.payload["coup_id"])
     coup, t = t.coup, replace(t, coup=None)
-    if coup is None or coup.coup_id != coup_id or t.config is None:
+    if coup is None or coup.coup_id != resolved.coup_id or t.config is None:
         return t, []
     config = t.config
     out: Drafts = []
@@ -848,10 +818,10 @@ def on_coup_resolved(t: TableWatch, rec: Envelope) -> tuple[TableWatch, Drafts]:
         return t, out
     t, more = linked_hedge(t, coup, rec)
     out += more
-    t, more = shoe_bias(t, str(rec.payload.get("outcome")), rec)
+    t, more = shoe_bias(t, resolved.outcome, rec)
     out += more
     variant = get_variant(config.variant)
-    result = result_from_dict(rec.payload, variant.hands(config))
+    result = result_of(resolved, variant.hands(config))
     for wager in coup.wagers:
         if wager.spot == "player" and t.first_card:
             punter, found = edge_sorting(t.punter(wager.account_id), wager, t.first_card, rec)
@@ -878,49 +848,49 @@ def _net_minor(variant: Variant, config: TableConfig, result: CoupResult, wager:
     return s.credit_minor - s.stake_minor
 
 
-HANDLERS: Final[Mapping[str, Handler]] = {
-    "TableOpened": on_table_opened,
-    "ShoeOpened": on_shoe_opened,
-    "ShoeClosed": on_shoe_closed,
-    "BettingOpened": on_betting_opened,
-    "BetAccepted": on_bet_accepted,
-    "BetRefused": on_bet_refused,
-    "CommandRefused": on_command_refused,
-    "CardDealt": on_card_dealt,
-    "CoupResolved": on_coup_resolved,
+HANDLERS: Final[Mapping[type[Payload], Handler[Any]]] = {
+    TableOpened: on_table_opened,
+    ShoeOpened: on_shoe_opened,
+    ShoeClosed: on_shoe_closed,
+    BettingOpened: on_betting_opened,
+    BetAccepted: on_bet_accepted,
+    BetRefused: on_bet_refused,
+    CommandRefused: on_command_refused,
+    CardDealt: on_card_dealt,
+    CoupResolved: on_coup_resolved,
 }
 """The table events the monitor reads; every other type passes without effect."""
 
-DEAD_LETTER_ALERTS: Final[Mapping[str, tuple[Detector, Severity]]] = {
-    "internal_error": (Detector.INTERNAL_ERROR, Severity.CRITICAL),
+DEAD_LETTER_ALERTS: Final[Mapping[Reason, tuple[Detector, Severity]]] = {
+    Reason.INTERNAL_ERROR: (Detector.INTERNAL_ERROR, Severity.CRITICAL),
 }
 """Dead-letter reasons that raise an alert: a processor failed on a record (a bug or a hole in
 validation that a record found) — the record is set aside and play goes on, so someone must look."""
 
 
-def dead_letter_alert(rec: Envelope, own_name: str) -> Drafts:
+def dead_letter_alert(rec: Envelope, dead: DeadLetter, own_name: str) -> Drafts:
     """The alert a dead letter raises, if its reason is one of :data:`DEAD_LETTER_ALERTS`. Keyed by the
     original record's key (the table, or the account) when it is readable, else by the source topic.
     The monitor's own dead letters raise nothing: a failure on a dead letter must not feed itself."""
-    p = rec.payload
-    found = DEAD_LETTER_ALERTS.get(str(p.get("reason")))
+    found = DEAD_LETTER_ALERTS.get(dead.reason)
     if found is None or rec.producer == own_name:
         return []
-    key = str(p.get("source_topic") or rec.key)
+    key = dead.source_topic
     try:
-        original = json.loads(str(p.get("original") or ""))
+        original = json.loads(dead.original or "")
         if isinstance(original, dict) and isinstance(original.get("key"), str) and original["key"].strip():
             key = original["key"]
     except (ValueError, RecursionError):
         pass
     key = "".join(key.split())[:256] or rec.key
     detector, severity = found
-    original_id = p.get("original_event_id")
+    original_id = dead.original_event_id
     subject = {"event_ids": [rec.event_id, *([original_id] if original_id else [])]}
-    source = str(p.get("source_topic"))
-    observed = {"reason": str(p.get("reason")), "producer": rec.producer, "source_topic": source}
-    detail = str(p.get("detail") or "")
-    return [alert(detector, severity, key, subject=subject, observed=observed, threshold={}, detail=detail)]
+    source = dead.source_topic
+    observed = {"reason": dead.reason.value, "producer": rec.producer, "source_topic": source}
+    return [
+        alert(detector, severity, key, subject=subject, observed=observed, threshold={}, detail=dead.detail)
+    ]
 
 
 UNREADABLE: Final = (LookupError, TypeError, ValueError, AttributeError, ArithmeticError, DomainError)
@@ -938,50 +908,70 @@ class Monitor(Processor[MonitorState]):
         return MonitorState()
 
     def handle(self, state: MonitorState, record: Envelope) -> tuple[MonitorState, list[Draft]]:
+        """:meth:`apply` to the record's payload, read here: a table event the contract refuses is an
+        ``unreadable_event`` alert (the monitor never raises; through ``step`` the edge refuses it first)."""
+        try:
+            payload = read_payload(record)
+        except (ValidationError, DomainError) as exc:
+            watched = record.topic != topics.DEADLETTER and PAYLOADS.get(record.type) in HANDLERS
+            return state, [unreadable(record, exc)] if watched else []
+        return self.apply(state, record, payload)
+
+    def apply(
+        self, state: MonitorState, record: Envelope, payload: Payload | None
+    ) -> tuple[MonitorState, list[Draft]]:
         """Fold one table event through the detectors, or raise the alert a dead letter calls for (a
         record refused at the input, or a processor's internal error)."""
         if record.topic == topics.DEADLETTER:
-            return state, refused_record(record) or dead_letter_alert(record, self.name)
-        handler = HANDLERS.get(record.type)
+            if not isinstance(payload, DeadLetter):
+                return state, []
+            return state, refused_record(record, payload) or dead_letter_alert(record, payload, self.name)
+        handler = None if payload is None else HANDLERS.get(type(payload))
         if handler is None:
             return state, []
         table = state.tables.get(record.key) or TableWatch(record.key)
+        seen = Seen(
+            record.event_id, record.key, record.occurred_at,
+            getattr(payload, "coup_id", None), getattr(payload, "shoe_id", None),
+        )  # fmt: skip
         try:
-            table, out = handler(table, record)
+            table, out = handler(table, payload, seen)
         except UNREADABLE as exc:
-            subject = {"event_ids": [record.event_id]}
-            detail = f"{record.type} could not be read: {type(exc).__name__}: {exc}"
-            found = alert(
-                Detector.UNREADABLE_EVENT, Severity.WARNING, record.key,
-                subject=subject, observed={"type": record.type}, threshold={}, detail=detail,
-            )  # fmt: skip
-            return state, [found]
+            return state, [unreadable(record, exc)]
         return MonitorState({**state.tables, record.key: table}), out
 
 
-REFUSED_SEVERITY: Final[Mapping[str, Severity]] = {
-    Reason.UNAUTHENTICATED.value: Severity.WARNING,
-    Reason.NOT_PERMITTED.value: Severity.CRITICAL,
-    Reason.KEY_MISMATCH.value: Severity.CRITICAL,
+def unreadable(record: Envelope, exc: Exception) -> Draft:
+    """The ``unreadable_event`` alert of a table event the monitor could not use."""
+    detail = f"{record.type} could not be read: {type(exc).__name__}: {exc}"
+    return alert(
+        Detector.UNREADABLE_EVENT, Severity.WARNING, record.key,
+        subject={"event_ids": [record.event_id]}, observed={"type": record.type}, threshold={}, detail=detail,
+    )  # fmt: skip
+
+
+REFUSED_SEVERITY: Final[Mapping[Reason, Severity]] = {
+    Reason.UNAUTHENTICATED: Severity.WARNING,
+    Reason.NOT_PERMITTED: Severity.CRITICAL,
+    Reason.KEY_MISMATCH: Severity.CRITICAL,
 }
 """An unauthenticated record is a writer without our key (a stranger, a misconfigured system); a
 known principal writing beyond its rights is a compromised or rogue insider: critical."""
 
 
-def refused_record(dead: Envelope) -> Drafts:
+def refused_record(rec: Envelope, dead: DeadLetter) -> Drafts:
     """One ``refused_record`` alert for a record refused at the input by its topic's primary consumer
     (see the module docstring); nothing for any other dead letter."""
-    p = dead.payload
-    reason, source = str(p.get("reason")), str(p.get("source_topic"))
+    reason, source = dead.reason, dead.source_topic
     primary = PRIMARY_CONSUMER.get(source)
-    if reason not in REFUSALS or primary is None or dead.producer != primary.value:
+    if reason not in REFUSALS or primary is None or rec.producer != primary.value:
         return []
     subject: dict[str, Any] = {
-        "event_ids": [str(p.get("original_event_id"))],
-        "dead_letter_id": dead.event_id,
+        "event_ids": [str(dead.original_event_id)],
+        "dead_letter_id": rec.event_id,
     }
     try:
-        original = json.loads(str(p.get("original") or ""))
+        original = json.loads(dead.original or "")
     except (ValueError, RecursionError):
         original = None
     if isinstance(original, dict):
@@ -990,6 +980,6 @@ def refused_record(dead: Envelope) -> Drafts:
         )
     return [alert(
         Detector.REFUSED_RECORD, REFUSED_SEVERITY[reason], source,
-        subject=subject, observed={"reason": reason}, threshold={},
-        detail=f"refused at the input of {source}: {p.get('detail', '')}",
+        subject=subject, observed={"reason": reason.value}, threshold={},
+        detail=f"refused at the input of {source}: {dead.detail}",
     )]  # fmt: skip

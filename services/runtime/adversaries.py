@@ -25,6 +25,7 @@ from services.core.baccarat import apply_card, start
 from services.core.baccarat.engine import Deal, Resolved, next_step
 from services.core.cards import shoe_cards
 from services.core.envelope import request
+from services.core.reasons import Detector
 from services.core.shoe import play_window, shuffle
 from services.core.trust import Principal, authenticate
 from services.monitor.accounts import REPORTING_THRESHOLD_MINOR
@@ -96,7 +97,7 @@ class PastPoster(Adversary):
     """Sends a bet after the window closed in half the coups at the first table."""
 
     name: ClassVar[str] = "past_poster"
-    detectors: ClassVar[frozenset[str]] = frozenset({"past_posting"})
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.PAST_POSTING})
     accounts: tuple[str, ...] = ("adv:past-poster",)
 
     def closed(self, play: TablePlay) -> None:
@@ -112,7 +113,9 @@ class Hedger(Adversary):
     drawn from the seed."""
 
     name: ClassVar[str] = "hedger"
-    detectors: ClassVar[frozenset[str]] = frozenset({"hedged_bets", "linked_hedge", "cross_table_hedge"})
+    detectors: ClassVar[frozenset[str]] = frozenset(
+        {Detector.HEDGED_BETS, Detector.LINKED_HEDGE, Detector.CROSS_TABLE_HEDGE}
+    )
     variants: ClassVar[tuple[str, ...]] = ("punto_banco", "punto_banco")
     accounts: tuple[str, ...] = ("adv:hedger-a", "adv:hedger-b")
     mode: str = ""
@@ -153,7 +156,7 @@ class Structurer(Adversary):
     maximum one coup in two, at the first table."""
 
     name: ClassVar[str] = "structurer"
-    detectors: ClassVar[frozenset[str]] = frozenset({"structuring", "deposit_structuring"})
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.STRUCTURING, Detector.DEPOSIT_STRUCTURING})
     accounts: tuple[str, ...] = ("adv:structurer",)
     coups: int = 0
 
@@ -178,7 +181,7 @@ class ChipDumper(Adversary):
     passing money to it coup after coup."""
 
     name: ClassVar[str] = "chip_dumper"
-    detectors: ClassVar[frozenset[str]] = frozenset({"paired_play"})
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.PAIRED_PLAY})
     variants: ClassVar[tuple[str, ...]] = ("chemin_de_fer",)
     accounts: tuple[str, ...] = ("adv:dumper", "adv:receiver")
 
@@ -225,7 +228,7 @@ class PresetShoe(Adversary):
     :meth:`rigged` per coup (always, for the preset shoe)."""
 
     name: ClassVar[str] = "preset_shoe"
-    detectors: ClassVar[frozenset[str]] = frozenset({"shoe_bias"})
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.SHOE_BIAS})
     accounts: tuple[str, ...] = ()
     left: list[str] = field(default_factory=list)
     coups: int = 0
@@ -287,7 +290,7 @@ class CollusiveDealer(Adversary):
     decision change (as the operator) at the first table."""
 
     name: ClassVar[str] = "colluding_dealer"
-    detectors: ClassVar[frozenset[str]] = frozenset({"card_not_due", "late_decision"})
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.CARD_NOT_DUE, Detector.LATE_DECISION})
     accounts: tuple[str, ...] = ()
 
     def start(self, session: Session, plays: Sequence[TablePlay]) -> None:
@@ -315,7 +318,7 @@ class EdgeSorter(Adversary):
     shoe's order) and bets player on a 7, 8 or 9, banker otherwise, at the statistical tables."""
 
     name: ClassVar[str] = "edge_sorter"
-    detectors: ClassVar[frozenset[str]] = frozenset({"edge_sorting"})
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.EDGE_SORTING})
     accounts: tuple[str, ...] = ("adv:edge-sorter",)
     order: dict[str, tuple[str, ...]] = field(default_factory=dict)
     pos: dict[str, int] = field(default_factory=dict)
@@ -353,7 +356,7 @@ class Bot(Adversary):
     """Bets the same stake on banker 800 ms after every window opens, at every statistical table."""
 
     name: ClassVar[str] = "bot"
-    detectors: ClassVar[frozenset[str]] = frozenset({"bot_regularity"})
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.BOT_REGULARITY})
     accounts: tuple[str, ...] = ("adv:bot",)
 
     def bets(self, play: TablePlay, bets: Bets) -> Bets:

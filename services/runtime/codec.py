@@ -5,7 +5,7 @@ A record's value is the canonical JSON of its envelope (``Envelope.to_json()``),
 
 :func:`decode` never lets a foreign exception escape: anything it cannot turn into an envelope raises
 :class:`DecodeError` carrying a stable :class:`~services.core.errors.Reason` and a sentence that depends
-on the bytes only, so the caller can dead-letter the raw bytes (DESIGN §1.4) instead of crashing or
+on the bytes only, so the caller can dead-letter the raw bytes (docs/architecture.md) instead of crashing or
 dropping them. ``undecodable``: not UTF-8 JSON, or not an envelope; ``invalid_payload``: a valid
 envelope written to a topic other than the one it names.
 """

@@ -21,7 +21,7 @@ is the demo and test path.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -172,8 +172,10 @@ class Composition:
             return [self.payout_stage(), self.wallet_stage()]
         if name == "monitor":
             return [self.monitor(), self.account_monitor()]
-        build = {"dealer": self.dealer, "audit": self.audit, "monitor": self.monitor}[name]
-        return [build()]
+        builders: dict[str, Callable[[], Processor[Any]]] = {
+            "dealer": self.dealer, "audit": self.audit, "monitor": self.monitor,
+        }  # fmt: skip
+        return [builders[name]()]
 
     def pipeline(self) -> list[tuple[str, Processor[Any]]]:
         """Every processor with its consumer name, in the order the embedded bus steps them."""

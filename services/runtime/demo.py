@@ -375,8 +375,9 @@ def _stored_options(path: Path) -> dict[str, int] | None:
         data = json.loads(text) if text else None
     except ValueError:
         return None
-    ok = isinstance(data, dict) and set(data) == {"seed", "tables", "coups"}
-    return {k: int(v) for k, v in data.items()} if ok and all(type(v) is int for v in data.values()) else None
+    if not isinstance(data, dict) or set(data) != {"seed", "tables", "coups"}:
+        return None
+    return {k: int(v) for k, v in data.items()} if all(type(v) is int for v in data.values()) else None
 def _write_public_keyring(path: Path, composition: Composition) -> None:
     """The public half of the demo's checkpoint key beside its log, where ``replay --db`` finds it."""
     doc = public_keyring(composition.checkpoint_public_keys())

@@ -1,4 +1,5 @@
-"""The embedded runtime (DESIGN §5, the default): the log in one SQLite file and a runner per processor.
+"""The embedded runtime (docs/architecture.md, the default): the log in one SQLite file and a runner per
+processor.
 
 **The log.** One table ``records`` holds every record of every topic, each the canonical JSON bytes of
 its envelope (``Envelope.to_json()``) or, for outside writers, the bytes they sent. ``offset`` is one
@@ -9,7 +10,7 @@ under an existing id raises :class:`LogConflict` (TigerBeetle's ``exists`` vs
 ``exists_with_different_*``). Ids are unique per origin: a processor's output (``internal``) and an
 outside writer's record live in two id spaces, because an outsider can compute the id a processor is
 about to derive (ids are derived from public data) and write a forgery under it first: the forgery is
-refused by its consumer (DESIGN §9) and the real output still goes in, instead of a
+refused by its consumer (docs/trust.md) and the real output still goes in, instead of a
 :class:`LogConflict` that would stop the pipeline on every restart. Dead letters are
 ``casino.deadletter`` records, also seen through the ``deadletter`` view.
 
@@ -38,7 +39,7 @@ processor instead of hiding it). The ids a consumer has applied are rows of the 
 (:class:`LoggedIds`), written in the same transaction, not part of the snapshot: a snapshot stays the
 size of the processor's own state however many years the log holds.
 
-Snapshots are data, never pickles (DESIGN §9): JSON written and read by :mod:`services.runtime.snapshot`,
+Snapshots are data, never pickles (docs/trust.md): JSON written and read by :mod:`services.runtime.snapshot`,
 a codec driven by the state's type annotations — the code decides what classes a snapshot becomes,
 the bytes only fill in values, so opening a crafted log file cannot run code. A snapshot is a cache
 of the log: one of another processor class or format, one that does not decode into today's state

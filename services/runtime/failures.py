@@ -1,4 +1,4 @@
-"""What the command line says when something outside the code goes wrong (DESIGN §6, issue #8).
+"""What the command line says when something outside the code goes wrong (docs/cli.md, issue #8).
 
 Bad input and a hostile environment — a missing, foreign or damaged log file, a directory where a
 file belongs, a full disk, an unreachable broker, a malformed setting — are not bugs: the operator

@@ -1,4 +1,5 @@
-"""``casino-ledger ingest`` (DESIGN §10): outside writers' records into the embedded log, then the pipeline.
+"""``casino-ledger ingest`` (docs/integration.md): outside writers' records into the embedded log, then the
+pipeline.
 
 One JSON object per line, either a full envelope or ``{"type", "key", "payload"[, "event_id",
 "occurred_at"]}`` (the tool fills the rest: the topic from the type, ``event_id`` derived from the
@@ -6,7 +7,7 @@ input's digest and the line number, so ingesting the same file twice appends not
 ``occurred_at`` the time of the first ingestion). With ``--as PRINCIPAL`` (repeatable) each record is
 authenticated with that principal's key from the keyring (``CASINO_KEYRING``); a line's own ``"as"``
 picks one of those given, the first by default. Without ``--as`` lines go in exactly as given, as an
-outsider's would: the consumers then refuse what they must (DESIGN §9).
+outsider's would: the consumers then refuse what they must (docs/trust.md).
 
 Every line is read and checked before anything is written; then all are appended in one transaction
 (nothing half-written), the pipeline runs until idle, and a JSON summary is printed: lines read,
@@ -29,8 +30,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from services.core import topics
+from services.core.contract import TOPIC_OF_TYPE
 from services.core.envelope import Envelope, name_id, parse_record, request
-from services.core.events import TOPIC_OF_TYPE
 from services.core.trust import PRIMARY_CONSUMER, REFUSALS, Principal, authenticate
 from services.runtime.compose import Composition
 from services.runtime.keyring import Keyring, KeyringError

@@ -108,7 +108,7 @@ EXIT_CRASH = 70
 """Exit status of a worker that stopped on an error while handling a record (EX_SOFTWARE)."""
 
 RETENTION_FOREVER_MS = -1
-"""``retention.ms`` of every topic: game and account records are kept for years (DESIGN §8)."""
+"""``retention.ms`` of every topic: game and account records are kept for years (docs/architecture.md)."""
 
 ServiceFactory = Callable[[], "Processor[Any] | Sequence[Processor[Any]]"]
 
@@ -237,7 +237,7 @@ class OutputIndex:
     own_keys: Mapping[str, PrincipalKey] | None = None
     """The service's own keys by key id: when set, only records authenticated by one of them count
     (a forgery written under the id the service is about to derive must not make it skip the real
-    output: DESIGN §9)."""
+    output: docs/trust.md)."""
     ids: set[str] = field(default_factory=set)
     positions: dict[TopicPartition, int] = field(default_factory=dict)
     stale: bool = True

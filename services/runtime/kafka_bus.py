@@ -1,4 +1,4 @@
-"""The simulator's :class:`~services.runtime.simulator.Bus` over a real Kafka broker (DESIGN §5).
+"""The simulator's :class:`~services.runtime.simulator.Bus` over a real Kafka broker (docs/architecture.md).
 
 The very processors of the embedded demo run as separate faust workers, one process per service
 (:class:`Workers`: ``python -m services.runtime.kafka NAME``, configured by ``CASINO_*`` variables);

@@ -1,4 +1,4 @@
-"""The keyring file (DESIGN §9): one secret per principal, read and written here and nowhere else.
+"""The keyring file (docs/trust.md): one secret per principal, read and written here and nowhere else.
 
 Format (JSON, mode 0600)::
 

@@ -1,4 +1,4 @@
-"""``casino-ledger keys public --in KEYRING --out PUBLIC``: the public half of a keyring (DESIGN §9).
+"""``casino-ledger keys public --in KEYRING --out PUBLIC``: the public half of a keyring (docs/trust.md).
 
 A regulator verifies audit's Ed25519 checkpoints with this file and nothing else. It holds, per key
 id, the public key derived from the audit principal's secret (:mod:`services.core.signing`):

@@ -54,8 +54,9 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from services.core.contract import PAYLOADS
 from services.core.envelope import Envelope
-from services.core.events import PAYLOADS
+from services.core.reasons import Reason
 
 LOOP_STALL_S = 5.0
 """/healthz answers 503 when the event loop took longer than this to come back to the probe."""
@@ -69,7 +70,7 @@ WATCHED = REFUSAL_TYPES | {"DeadLetter", "BetAccepted", "PayoutIssued", "AuditFi
 """Output types whose payloads feed a metric; every other output is only counted."""
 
 KNOWN_TYPES = frozenset(PAYLOADS)
-UNDECODABLE = "undecodable"
+UNDECODABLE = Reason.UNDECODABLE.value
 UNKNOWN = "unknown"
 _LABEL_MAX = 64
 

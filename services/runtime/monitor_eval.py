@@ -171,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=None, help="coups per table per run (default 200)")
     ap.add_argument("--honest-coups", type=int, default=None, help="honest coups in total (default 10,500)")
     args = ap.parse_args(argv)
-    pick = lambda given, quick, full: (quick if args.quick else full) if given is None else given  # noqa: E731
+
+    def pick(given: int | None, quick: int, full: int) -> int:
+        return (quick if args.quick else full) if given is None else given
+
     runs = pick(args.runs, 1, 20)
     rounds = pick(args.rounds, 120, 200)
     honest = pick(args.honest_coups, 300, 10_500)

@@ -1,4 +1,4 @@
-"""Export and replay: the log as JSONL, and the regulatory replay over it (DESIGN §6, issue 5).
+"""Export and replay: the log as JSONL, and the regulatory replay over it (docs/cli.md, issue 5).
 
 The replay re-runs the audit processor — the very core code production ran — over every record of a
 log, in log order, from scratch: it trusts nothing the log says about itself. It re-derives every coup
@@ -73,6 +73,15 @@ from services.core.baccarat import TableConfig, resolve
 from services.core.baccarat.variants.french_club import COVER_SPOT
 from services.core.envelope import Draft, Envelope, hash_of_bytes
 from services.core.errors import DomainError
+from services.core.reasons import (
+    AUTH_REFUSALS,
+    INTEGRITY_REASONS,
+    ROOT_PRIORITY,
+    FindingReason,
+    Reason,
+    ReplayReason,
+    Severity,
+)
 from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring, verify
 from services.runtime.failures import BadInput
 from services.runtime.settings import int_from_env
@@ -83,8 +92,8 @@ DEDUP_WINDOW = 1 << 16
 MAX_FINDINGS_LISTED = 10_000
 """Findings listed in a report; more are counted (``findings_total``), not listed."""
 
-REFUSED_REASONS = frozenset({"unauthenticated", "not_permitted"})
-"""Dead-letter reasons of records refused by authentication (DESIGN §9): counted, listed, not findings."""
+REFUSED_REASONS = AUTH_REFUSALS
+"""Dead-letter reasons of records refused by authentication (docs/trust.md): counted, listed, not findings."""
 
 MAX_ALERTS_LISTED = 1000
 """The monitor's alerts listed in a report (the count per type is in ``types``)."""
@@ -92,12 +101,6 @@ MAX_ALERTS_LISTED = 1000
 MAX_REFUSED_LISTED = 100
 """Ids of refused records listed per reason; more are counted."""
 
-INTEGRITY_REASONS = frozenset({
-    "hash_mismatch", "seq_gap", "seq_duplicate", "seq_reordered", "chain_broken", "duplicate_event",
-    "undecodable", "unprocessable", "checkpoint_signature_invalid", "checkpoint_mismatch",
-    "checkpoint_missing",
-})  # fmt: skip
-"""Findings about the log itself: reported whatever the scope."""
 
 ENV_PUBLIC_KEYRING = "CASINO_PUBLIC_KEYRING"
 ENV_CHECKPOINT_EVERY = "CASINO_AUDIT_CHECKPOINT_EVERY"
@@ -278,55 +281,67 @@ def stable(obj: Any) -> Any:
 
 # --- root causes ---------------------------------------------------------------------------------
 
-ROOT_PRIORITY = (
-    "card_mismatch", "outcome_mismatch", "bet_set_mismatch", "shoe_commitment_mismatch", "unknown_table",
-    "commission_posting_mismatch", "payout_mismatch", "commission_mismatch", "postings_mismatch",
-    "payout_unexpected", "duplicate_payout", "escrow_not_zero", "postings_unbalanced", "balance_mismatch",
-    "invalid_payload", "seq_gap", "seq_reordered", "seq_duplicate", "chain_broken", "duplicate_event",
-    "undecodable", "unprocessable", "hash_mismatch", "checkpoint_signature_invalid", "checkpoint_missing",
-    "checkpoint_mismatch",
-)  # fmt: skip
-"""Which finding of a group is its root: the first of these reasons present (the most specific)."""
+# ROOT_PRIORITY (which finding of a group is its root) and INTEGRITY_REASONS (findings about the log
+# itself, reported whatever the scope) live with the codes, in services.core.reasons.
 
-CONSEQUENTIAL = frozenset({"checkpoint_mismatch", "checkpoint_missing"})
+CONSEQUENTIAL = frozenset({FindingReason.CHECKPOINT_MISMATCH, FindingReason.CHECKPOINT_MISSING})
 """Findings that follow from an earlier one at the same table (a changed round changes every later
 checkpoint of its table): listed under it."""
 
-EXPLAIN = {
-    "card_mismatch": "The cards recorded cannot have been dealt this way: not the order the rules or the "
-                     "revealed shoe give.",
-    "outcome_mismatch": "Re-running the rules on the recorded cards and decisions gives another result than "
-                        "the one recorded.",
-    "bet_set_mismatch": "The coup was resolved with another set of bets than the dealer accepted.",
-    "shoe_commitment_mismatch": "The revealed shoe seed does not give the order committed before play.",
-    "unknown_table": "A coup at a table that was never opened.",
-    "payout_mismatch": "The payout recorded is not what the table's recorded paytable and rules give for "
-                       "this bet and outcome.",
-    "commission_mismatch": "The commission charged is not the table's commission rule applied to this win.",
-    "commission_posting_mismatch": "What the payout posts to the commission account is not the commission it "
-                                   "reports.",
-    "postings_mismatch": "The payout's amounts are right but its postings move money between other accounts "
-                         "than the rules call for.",
-    "payout_unexpected": "A payout for a bet that was not accepted in its coup.",
-    "duplicate_payout": "A bet was settled more than once.",
-    "escrow_not_zero": "The stakes put into the table's escrow for this coup are not what its payouts took "
-                       "out.",
-    "postings_unbalanced": "A transfer's postings do not sum to zero.",
-    "balance_mismatch": "A wallet's recorded balance is not the fold of its postings.",
-    "invalid_payload": "A recorded event breaks the event contract.",
-    "seq_gap": "Records are missing from a chained stream: deleted.",
-    "seq_reordered": "Two records of a chained stream are in swapped order.",
-    "seq_duplicate": "A record reuses a sequence number: replayed or re-inserted.",
-    "chain_broken": "A record's prev_hash does not link to the record before it.",
-    "duplicate_event": "An event id appears twice in the log.",
-    "undecodable": "A line of the log is not an event envelope.",
-    "unprocessable": "A record could not be processed at all.",
-    "hash_mismatch": "The record was changed after it was written: its hash no longer matches its content.",
-    "checkpoint_signature_invalid": "A checkpoint does not verify under the public keyring: not written by "
-                                    "audit's key, or altered.",
-    "checkpoint_missing": "A checkpoint the cadence calls for is not in the log.",
-    "checkpoint_mismatch": "The log no longer holds what audit signed at the time.",
-}  # fmt: skip
+EXPLAIN: dict[str, str] = {
+    FindingReason.CARD_MISMATCH: (
+        "The cards recorded cannot have been dealt this way: not the order the rules or the revealed shoe"
+        " give."
+    ),
+    FindingReason.OUTCOME_MISMATCH: (
+        "Re-running the rules on the recorded cards and decisions gives another result than the one "
+        "recorded."
+    ),
+    FindingReason.BET_SET_MISMATCH: (
+        "The coup was resolved with another set of bets than the dealer accepted."
+    ),
+    FindingReason.SHOE_COMMITMENT_MISMATCH: (
+        "The revealed shoe seed does not give the order committed before play."
+    ),
+    FindingReason.UNKNOWN_TABLE: "A coup at a table that was never opened.",
+    FindingReason.PAYOUT_MISMATCH: (
+        "The payout recorded is not what the table's recorded paytable and rules give for this bet and "
+        "outcome."
+    ),
+    FindingReason.COMMISSION_MISMATCH: (
+        "The commission charged is not the table's commission rule applied to this win."
+    ),
+    FindingReason.COMMISSION_POSTING_MISMATCH: (
+        "What the payout posts to the commission account is not the commission it reports."
+    ),
+    FindingReason.POSTINGS_MISMATCH: (
+        "The payout's amounts are right but its postings move money between other accounts than the rules"
+        " call for."
+    ),
+    FindingReason.PAYOUT_UNEXPECTED: "A payout for a bet that was not accepted in its coup.",
+    FindingReason.DUPLICATE_PAYOUT: "A bet was settled more than once.",
+    FindingReason.ESCROW_NOT_ZERO: (
+        "The stakes put into the table's escrow for this coup are not what its payouts took out."
+    ),
+    FindingReason.POSTINGS_UNBALANCED: "A transfer's postings do not sum to zero.",
+    FindingReason.BALANCE_MISMATCH: "A wallet's recorded balance is not the fold of its postings.",
+    FindingReason.INVALID_PAYLOAD: "A recorded event breaks the event contract.",
+    FindingReason.SEQ_GAP: "Records are missing from a chained stream: deleted.",
+    FindingReason.SEQ_REORDERED: "Two records of a chained stream are in swapped order.",
+    FindingReason.SEQ_DUPLICATE: "A record reuses a sequence number: replayed or re-inserted.",
+    FindingReason.CHAIN_BROKEN: "A record's prev_hash does not link to the record before it.",
+    ReplayReason.DUPLICATE_EVENT: "An event id appears twice in the log.",
+    Reason.UNDECODABLE: "A line of the log is not an event envelope.",
+    ReplayReason.UNPROCESSABLE: "A record could not be processed at all.",
+    FindingReason.HASH_MISMATCH: (
+        "The record was changed after it was written: its hash no longer matches its content."
+    ),
+    FindingReason.CHECKPOINT_SIGNATURE_INVALID: (
+        "A checkpoint does not verify under the public keyring: not written by audit's key, or altered."
+    ),
+    FindingReason.CHECKPOINT_MISSING: "A checkpoint the cadence calls for is not in the log.",
+    FindingReason.CHECKPOINT_MISMATCH: "The log no longer holds what audit signed at the time.",
+}
 
 
 def _event_ids(f: Mapping[str, Any]) -> list[str]:
@@ -369,16 +384,16 @@ def group_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     members: dict[int, list[int]] = {}
     for i in range(len(findings)):
         members.setdefault(find(i), []).append(i)
-    rank = {r: n for n, r in enumerate(ROOT_PRIORITY)}
+    rank: dict[str, int] = {r: n for n, r in enumerate(ROOT_PRIORITY)}
     groups = []
     for idx in sorted(members.values(), key=lambda m: m[0]):
         root_i = min(idx, key=lambda i: (rank.get(str(findings[i].get("reason")), len(rank)), i))
         root = dict(findings[root_i])
         explanation = EXPLAIN.get(str(root.get("reason")), "")
-        hashed = [findings[i] for i in idx if findings[i].get("reason") == "hash_mismatch"]
+        hashed = [findings[i] for i in idx if findings[i].get("reason") == FindingReason.HASH_MISMATCH]
         edited = {e for f in hashed for e in _event_ids(f)}
-        if root.get("reason") != "hash_mismatch" and edited & set(_event_ids(root)):
-            explanation += " " + EXPLAIN["hash_mismatch"]
+        if root.get("reason") != FindingReason.HASH_MISMATCH and edited & set(_event_ids(root)):
+            explanation += " " + EXPLAIN[FindingReason.HASH_MISMATCH]
         root["explanation"] = explanation
         consequences = [
             {k: findings[i].get(k) for k in _CONSEQUENCE_FIELDS} for i in idx if i != root_i
@@ -481,7 +496,7 @@ class Summaries:
         shoe = self.shoes.get(str(shoe_id)) if shoe_id else None
         if shoe is not None:
             shoe["findings"] += 1
-            if item.get("reason") in ("shoe_commitment_mismatch", "card_mismatch"):
+            if item.get("reason") in (FindingReason.SHOE_COMMITMENT_MISMATCH, FindingReason.CARD_MISMATCH):
                 shoe["commitment_verified"] = False
 
     def finish(self, state: AuditState) -> None:
@@ -551,8 +566,8 @@ class Checkpoints:
             tables[table] = tables.get(table, 0) + 1
         else:
             detail = f"{why}: the checkpoint does not verify under key id {p.get('key_id')!r}"
-            out.append(_item("checkpoint_signature_invalid", table, subject, None, p.get("signature"),
-                             detail=detail))  # fmt: skip
+            reason = FindingReason.CHECKPOINT_SIGNATURE_INVALID
+            out.append(_item(reason, table, subject, None, p.get("signature"), detail=detail))
         alerts = p.get("alerts")
         if isinstance(alerts, Mapping) and isinstance(alerts.get("count"), int) and alerts["count"] > 0:
             self.claims[(table, alerts["count"])] = (alerts.get("head"), env.event_id)
@@ -574,7 +589,7 @@ class Checkpoints:
             ": rewritten rounds or chain" if set(diff) - {"findings"} else ": edited after audit ran"
         )
         expected, recorded = {f: want.get(f) for f in diff}, {f: got.get(f) for f in diff}
-        return [_item("checkpoint_mismatch", table, subject, expected, recorded, detail=detail)]
+        return [_item(FindingReason.CHECKPOINT_MISMATCH, table, subject, expected, recorded, detail=detail)]
 
     def finish(self) -> list[dict[str, Any]]:
         """Checkpoints the cadence called for but the log lacks, and recorded ones nothing matches.
@@ -592,15 +607,14 @@ class Checkpoints:
             for rounds, want in wants[len(gots) :]:
                 subject = {"table_id": table, "rounds": rounds}
                 detail = "no checkpoint in the log for this round count: deleted or never written"
-                out.append(
-                    _item("checkpoint_missing", table, subject, want.get("table_digest"), detail=detail)
-                )
+                digest = want.get("table_digest")
+                out.append(_item(FindingReason.CHECKPOINT_MISSING, table, subject, digest, detail=detail))
             for rounds, (got, event_id) in gots[len(wants) :]:
                 subject = {"event_id": event_id, "table_id": table, "rounds": rounds, "fields": ["rounds"]}
                 detail = "a checkpoint for rounds the replay never completed at this table"
-                out.append(
-                    _item("checkpoint_mismatch", table, subject, None, got.get("table_digest"), detail=detail)
-                )
+                digest = got.get("table_digest")
+                reason = FindingReason.CHECKPOINT_MISMATCH
+                out.append(_item(reason, table, subject, None, digest, detail=detail))
         return out
 
     def _check_alert_claims(self) -> list[dict[str, Any]]:
@@ -613,7 +627,7 @@ class Checkpoints:
             held = 1 + max((s for t, s in self.alert_hashes if t == table), default=-1)
             subject = {"event_id": event_id, "table_id": table, "fields": ["alerts"]}
             detail = f"the checkpoint counted {count} alerts at this table, the log holds {held}"
-            out.append(_item("checkpoint_mismatch", table, subject, {"alerts": held},
+            out.append(_item(FindingReason.CHECKPOINT_MISMATCH, table, subject, {"alerts": held},
                              {"alerts": {"count": count, "head": head}}, detail=detail))  # fmt: skip
         return out
 
@@ -624,7 +638,7 @@ class Checkpoints:
 
 
 def _item(
-    reason: str,
+    reason: FindingReason | ReplayReason | Reason,
     table: str,
     subject: dict[str, Any],
     expected: Any = None,
@@ -632,8 +646,8 @@ def _item(
     *,
     detail: str,
 ) -> dict[str, Any]:
-    return {"reason": reason, "severity": "critical", "table_id": table, "subject": subject,
-            "expected": expected, "recorded": recorded, "detail": detail}  # fmt: skip
+    return {"reason": reason.value, "severity": Severity.CRITICAL.value, "table_id": table,
+            "subject": subject, "expected": expected, "recorded": recorded, "detail": detail}  # fmt: skip
 
 
 def _table_of(env: Envelope) -> str:
@@ -732,8 +746,9 @@ class Replayer:
         try:
             env, want_hash = decode(raw)
         except (ValueError, ValidationError) as exc:
-            self.found({"reason": "undecodable", "severity": "critical", "table_id": None,
-                        "subject": {"record": n}, "detail": str(exc)[:300]}, None)  # fmt: skip
+            undecodable = {"reason": Reason.UNDECODABLE.value, "severity": Severity.CRITICAL.value,
+                           "table_id": None, "subject": {"record": n}, "detail": str(exc)[:300]}  # fmt: skip
+            self.found(undecodable, None)
             return
         report.types[env.type] = report.types.get(env.type, 0) + 1
         self.last = (n, env)
@@ -742,7 +757,7 @@ class Replayer:
             same = "an exact re-delivery" if earlier == env.hash else "another record under a used id"
             detail = f"event id seen before in this log: {same}; not applied twice"
             subject = {"event_id": env.event_id, "topic": env.topic, "record": n}
-            self.found(_item("duplicate_event", _table_of(env), subject, detail=detail), env)
+            self.found(_item(ReplayReason.DUPLICATE_EVENT, _table_of(env), subject, detail=detail), env)
             return
         self.window.add(env.event_id, env.hash)
         side = _SIDE.get(env.type)
@@ -760,7 +775,8 @@ class Replayer:
                     self.found(item, env)
         elif env.hash != want_hash:
             subject = {"event_id": env.event_id, "topic": env.topic, "key": env.key}
-            self.found(_item("hash_mismatch", env.key, subject, want_hash, env.hash, detail=""), env)
+            edited = _item(FindingReason.HASH_MISMATCH, env.key, subject, want_hash, env.hash, detail="")
+            self.found(edited, env)
 
     def alert(self, env: Envelope) -> None:
         """Remember a monitor alert: its place in its stream (checkpoints claim it) and, in scope, a row."""
@@ -816,9 +832,10 @@ class Replayer:
         except (DomainError, ValidationError, KeyError, TypeError, ValueError) as exc:
             subject = {"event_id": env.event_id, "type": env.type, "record": n}
             detail = f"{type(exc).__name__}: {str(exc)[:300]}"
-            self.found(_item("unprocessable", _table_of(env), subject, detail=detail), env)
+            self.found(_item(ReplayReason.UNPROCESSABLE, _table_of(env), subject, detail=detail), env)
             return
-        if not any(d.type == "AuditFinding" and d.payload["reason"] == "invalid_payload" for d in drafts):
+        invalid = FindingReason.INVALID_PAYLOAD
+        if not any(d.type == "AuditFinding" and d.payload["reason"] == invalid for d in drafts):
             self.summaries.observe(env)
             if env.type in _TALLIED and self.scope.table(_table_of(env)) and self.scope.at(env.occurred_at):
                 self.tally(env)
@@ -1292,6 +1309,7 @@ def report_meta(
 ) -> dict[str, Any]:
     """What the human report says about itself: when (``at``, read by the caller), which tool, which
     source and its SHA-256, which keyring verified the checkpoints."""
+    src: dict[str, str | None]
     if source is not None:
         kind = "SQLite log" if args.db else "JSONL export"
         src = {"kind": kind, "path": str(source), "sha256": file_digest(source)}

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from services.core.reasons import FindingReason
+
 _STYLE = """
 :root{--ink:#1d2330;--muted:#5b6475;--line:#d6dae3;--bad:#b3261e;--good:#1e6b35;--warn:#8a5a00;--band:#cfe0f5}
 *{box-sizing:border-box}
@@ -190,9 +192,10 @@ def _summary(report: Mapping[str, Any]) -> str:
     return f'<section id="summary"><h2>Table summary</h2>{table}{note}</section>'
 
 
-MONEY_REASONS = frozenset(
-    {"commission_posting_mismatch", "escrow_not_zero", "balance_mismatch", "postings_unbalanced"}
-)
+MONEY_REASONS = frozenset({
+    FindingReason.COMMISSION_POSTING_MISMATCH, FindingReason.ESCROW_NOT_ZERO, FindingReason.BALANCE_MISMATCH,
+    FindingReason.POSTINGS_UNBALANCED,
+})  # fmt: skip
 """Findings whose expected and recorded values are amounts (minor units)."""
 
 

@@ -1,4 +1,4 @@
-"""``casino-ledger settle``: the dispute calculator (DESIGN §10).
+"""``casino-ledger settle``: the dispute calculator (docs/integration.md).
 
 One coup and its bets in; acceptance, result, every payout and every posting out — computed by the
 live pipeline's own code, not a copy: the records go through the real dealer processor
@@ -68,10 +68,11 @@ def _is_int(value: Any) -> bool:
 def parse_input(text: str) -> dict[str, Any]:
     """Decode and check the shape of the input object (types only; the rules are the dealer's)."""
     try:
-        data = json.loads(text)
+        loaded = json.loads(text)
     except ValueError as exc:
         raise SettleInputError(f"the input is not JSON: {exc}") from None
-    _require(isinstance(data, dict), "the input is one JSON object")
+    _require(isinstance(loaded, dict), "the input is one JSON object")
+    data: dict[str, Any] = loaded
     unknown = sorted(set(data) - {"variant", "config", "cards", "decisions", "bets"})
     _require(not unknown, f"unknown input fields: {unknown}")
     _require(isinstance(data.get("variant"), str), "variant: a variant id is required")

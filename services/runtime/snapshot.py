@@ -1,4 +1,4 @@
-"""Processor state as data: a typed JSON codec for snapshots (DESIGN §9: never pickles).
+"""Processor state as data: a typed JSON codec for snapshots (docs/trust.md: never pickles).
 
 A snapshot is read back by the *types in the code*, never by names in the data: :func:`decode` walks
 the state's type annotations (dataclasses, named tuples, ``dict``/``Mapping``, ``tuple``, ``list``,

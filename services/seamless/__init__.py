@@ -1,2 +1,2 @@
-"""The seamless wallet (DESIGN §10): the adapter stage, its HTTP shell, the reference operator wallet
+"""The seamless wallet (docs/integration.md): the adapter stage, its HTTP shell, the reference operator wallet
 and the reconciliation report."""

@@ -2,7 +2,7 @@
 
 Thin on purpose: every decision (which call, which try, when to give up) is in
 :mod:`services.core.seamless`. This module turns a ``SeamlessCallRequested`` into
-``POST {base}/{debit|credit|rollback}`` with the protocol's JSON body (DESIGN §10), signed
+``POST {base}/{debit|credit|rollback}`` with the protocol's JSON body (docs/integration.md), signed
 ``X-Signature: hex(HMAC-SHA256(secret, body))``, waits the request's ``delay_ms`` first, and turns
 whatever happens into a ``SeamlessCallAnswered``: the operator's definite answer, or ``timeout``,
 ``server_error`` (5xx), ``transport_error`` (no connection) or ``bad_answer`` (a body that is not the

@@ -123,16 +123,18 @@ def reconcile(ours: Mapping[str, Mapping[str, Any]], theirs: list[dict[str, Any]
         by_id[tx] = row
     excused = {str(o["reference_transaction_id"]) for o in ours.values() if o["abandons"]}
     for tx, mine in ours.items():
-        row = by_id.get(tx)
-        if row is None:
+        found = by_id.get(tx)
+        if found is None:
             out.append(Difference("missing_at_operator", tx, dict(mine), None))
             continue
         want = int(mine["amount_minor"])
         if mine["abandons"]:
             debit = by_id.get(str(mine["reference_transaction_id"]))
             want = int(debit["amount_minor"]) if debit is not None else 0
-        if (row["kind"], row["account_id"], row["amount_minor"]) != (mine["kind"], mine["account_id"], want):
-            out.append(Difference("amount_mismatch", tx, {**mine, "amount_minor": want}, row))
+        if (found["kind"], found["account_id"], found["amount_minor"]) != (
+            mine["kind"], mine["account_id"], want
+        ):
+            out.append(Difference("amount_mismatch", tx, {**mine, "amount_minor": want}, found))
     for tx, row in by_id.items():
         if tx not in ours and tx not in excused:
             out.append(Difference("missing_here", tx, None, row))

@@ -1,5 +1,5 @@
 """The reference operator wallet: a small ASGI app (starlette) over its own SQLite ledger, speaking the
-seamless protocol of DESIGN §10, with fault injection. For the tests, the demo and the bench.
+seamless protocol of docs/integration.md, with fault injection. For the tests, the demo and the bench.
 
 Protocol: ``POST /debit``, ``/credit``, ``/rollback``, ``/balance``; JSON bodies ``{"transaction_id",
 "account_id", "round_id", "bet_id", "amount_minor", "currency"}`` (plus ``reference_transaction_id``

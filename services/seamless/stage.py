@@ -1,5 +1,5 @@
 """The wallet adapter stage: settlement's wallet stage for the currencies whose balances the operator
-keeps (DESIGN §10), selected by the composition root (``CASINO_SEAMLESS_URL``).
+keeps (docs/integration.md), selected by the composition root (``CASINO_SEAMLESS_URL``).
 
 It reads ``casino.wallet.requests`` like the internal :class:`~services.settlement.processor.WalletStage`
 and keeps its name and output namespace (``settlement.wallet``), so the rest of the pipeline sees the

@@ -1,4 +1,4 @@
-"""Settlement's two pure stages (DESIGN §3–§4).
+"""Settlement's two pure stages (docs/event-contract.md, docs/architecture.md).
 
 **Payout stage** (input ``casino.table.events``, per table): remembers each coup's accepted bets and,
 on ``CoupResolved``, asks the variant to settle them — commission, tie pushes, side-bet paytables,
@@ -22,13 +22,38 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.core import topics
-from services.core.baccarat import TableConfig, Wager, get_variant
-from services.core.baccarat.engine import Payout, result_from_dict
+from services.core.baccarat import TableConfig, get_variant
+from services.core.baccarat.coup import result_of
+from services.core.contract import (
+    BetAccepted,
+    BetPlaced,
+    BetRefundDue,
+    BetRefused,
+    BetRejected,
+    CoupResolved,
+    Deposit,
+    FundsDeposited,
+    FundsWithdrawn,
+    Payload,
+    PayoutApplied,
+    PayoutIssued,
+    PlaceBet,
+    Posting,
+    RefusalReason,
+    StakeRefunded,
+    StakeReserved,
+    TableOpened,
+    Transfer,
+    TransferRefused,
+    Withdraw,
+    WithdrawalRejected,
+    to_draft,
+)
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError, Reason
+from services.core.ledger import Payout, Wager, cage_account, table_accounts
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
-from services.core.payouts import cage_account, table_accounts
-from services.core.processor import Processor
+from services.core.processor import TypedProcessor
 
 __all__ = ["PayoutStage", "WalletStage", "cage_account", "payout_payload", "table_accounts"]
 
@@ -52,18 +77,22 @@ class PayoutState:
     tables: Mapping[str, PayoutTable] = field(default_factory=dict)
 
 
-def payout_payload(p: Payout, coup_id: str, table_id: str, currency: str) -> dict[str, Any]:
-    """The ``PayoutIssued`` payload of one settled bet."""
-    return {
-        "payout_id": f"payout/{p.bet_id}", "bet_id": p.bet_id, "account_id": p.account_id,
-        "table_id": table_id, "coup_id": coup_id, "spot": p.spot, "stake_minor": p.stake_minor,
-        "result": p.result, "win_minor": p.win_minor, "commission_minor": p.commission_minor,
-        "credit_minor": p.credit_minor, "currency": currency,
-        "postings": [{"account": a, "amount_minor": m} for a, m in p.postings],
-    }  # fmt: skip
+def payout_payload(p: Payout, coup_id: str, table_id: str, currency: str) -> PayoutIssued:
+    """The ``PayoutIssued`` of one settled bet."""
+    return PayoutIssued(
+        payout_id=f"payout/{p.bet_id}", bet_id=p.bet_id, account_id=p.account_id, table_id=table_id,
+        coup_id=coup_id, spot=p.spot, stake_minor=p.stake_minor, result=p.result, win_minor=p.win_minor,
+        commission_minor=p.commission_minor, credit_minor=p.credit_minor, currency=currency,
+        postings=postings_of(p.postings),
+    )  # fmt: skip
 
 
-class PayoutStage(Processor[PayoutState]):
+def postings_of(rows: tuple[tuple[str, int], ...] | list[tuple[str, int]]) -> tuple[Posting, ...]:
+    """``(account, amount_minor)`` rows as the contract's postings."""
+    return tuple(Posting(account=a, amount_minor=m) for a, m in rows)
+
+
+class PayoutStage(TypedProcessor[PayoutState]):
     """Settlement's payout stage (see the module docstring)."""
 
     name = "settlement"
@@ -74,55 +103,51 @@ class PayoutStage(Processor[PayoutState]):
         """No tables."""
         return PayoutState()
 
-    def handle(self, state: PayoutState, record: Envelope) -> tuple[PayoutState, list[Draft]]:
+    def apply(
+        self, state: PayoutState, record: Envelope, payload: Payload | None
+    ) -> tuple[PayoutState, list[Draft]]:
         """Track configs and accepted bets; settle each resolved coup."""
-        p, key = record.payload, record.key
+        key = record.key
         tables = dict(state.tables)
-        if record.type == "TableOpened":
-            tables[key] = PayoutTable(TableConfig.from_dict(p["config"]), str(p["currency"]))
+        if isinstance(payload, TableOpened):
+            config = TableConfig.from_dict(payload.config.model_dump(mode="json"))
+            tables[key] = PayoutTable(config, payload.currency)
             return PayoutState(tables), []
         table = tables.get(key)
-        if record.type == "BetAccepted" and table is not None:
-            coup_id = str(p["coup_id"])
-            w = Wager(str(p["bet_id"]), str(p["account_id"]), str(p["spot"]), int(p["stake_minor"]))
+        if isinstance(payload, BetAccepted) and table is not None:
+            w = Wager(payload.bet_id, payload.account_id, payload.spot, payload.stake_minor)
             wagers = dict(table.wagers)
-            wagers[coup_id] = (*wagers.get(coup_id, ()), w)
+            wagers[payload.coup_id] = (*wagers.get(payload.coup_id, ()), w)
             tables[key] = replace(table, wagers=wagers)
             return PayoutState(tables), []
-        if record.type == "BetRefused":
-            return state, [_refund_due(p, key)]
-        if record.type == "CoupResolved" and table is not None:
-            return self._settle(tables, table, record)
+        if isinstance(payload, BetRefused):
+            return state, [to_draft(_refund_due(payload, key), payload.account_id)]
+        if isinstance(payload, CoupResolved) and table is not None:
+            return self._settle(tables, table, key, payload)
         return state, []
 
     def _settle(
-        self, tables: dict[str, PayoutTable], table: PayoutTable, record: Envelope
+        self, tables: dict[str, PayoutTable], table: PayoutTable, key: str, resolved: CoupResolved
     ) -> tuple[PayoutState, list[Draft]]:
-        p, key = record.payload, record.key
-        coup_id = str(p["coup_id"])
         wagers = dict(table.wagers)
-        accepted = wagers.pop(coup_id, ())
+        accepted = wagers.pop(resolved.coup_id, ())
         variant = get_variant(table.config.variant)
-        result = result_from_dict(p, variant.hands(table.config))
+        result = result_of(resolved, variant.hands(table.config))
         payouts = variant.settle(result, accepted, table.config, table_accounts(key))
         drafts = [
-            Draft(
-                "PayoutIssued", topics.WALLET_REQUESTS, po.account_id,
-                payout_payload(po, coup_id, key, table.currency), chained=False,
-            )
+            to_draft(payout_payload(po, resolved.coup_id, key, table.currency), po.account_id)
             for po in payouts
-        ]  # fmt: skip
+        ]
         tables[key] = replace(table, wagers=wagers)
         return PayoutState(tables), drafts
 
 
-def _refund_due(p: Mapping[str, Any], table_id: str) -> Draft:
-    payload = {
-        "refund_id": f"refund/{p['bet_id']}", "bet_id": p["bet_id"], "account_id": p["account_id"],
-        "table_id": table_id, "coup_id": p.get("coup_id"), "stake_minor": p["stake_minor"],
-        "currency": p["currency"], "reason": p["reason"],
-    }  # fmt: skip
-    return Draft("BetRefundDue", topics.WALLET_REQUESTS, str(p["account_id"]), payload, chained=False)
+def _refund_due(refused: BetRefused, table_id: str) -> BetRefundDue:
+    return BetRefundDue(
+        refund_id=f"refund/{refused.bet_id}", bet_id=refused.bet_id, account_id=refused.account_id,
+        table_id=table_id, coup_id=refused.coup_id, stake_minor=refused.stake_minor,
+        currency=refused.currency, reason=refused.reason,
+    )  # fmt: skip
 
 
 # --- wallet stage -------------------------------------------------------------------------------
@@ -146,16 +171,27 @@ def _mutable(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return mapping
 
 
-def _fingerprint(payload: Mapping[str, Any]) -> str:
-    return sha256_hex(canonical(dict(payload)))
+Request = Deposit | Withdraw | PlaceBet | PayoutIssued | BetRefundDue
+"""What the wallet stage applies."""
+
+REQUESTS: tuple[type[Payload], ...] = (Deposit, Withdraw, PlaceBet, PayoutIssued, BetRefundDue)
+
+CEILED = (Deposit, Withdraw, PlaceBet)
+"""The requests whose amount the ceiling bounds (payouts and refunds follow from accepted stakes)."""
+
+CREDITS = (Deposit, PayoutIssued, BetRefundDue)
+"""The requests that add to the wallet: refused past the largest balance."""
+
+DEBITS = (Withdraw, PlaceBet)
+"""The requests that take from the wallet: refused when it cannot cover them."""
 
 
-def _postings(rows: list[tuple[str, int]]) -> list[dict[str, Any]]:
-    assert sum(m for _, m in rows) == 0, rows
-    return [{"account": a, "amount_minor": m} for a, m in rows]
+def fingerprint(record: Envelope) -> str:
+    """What a transfer id stands for: the request's type and its content as written."""
+    return sha256_hex(canonical({"type": record.type, **record.payload}))
 
 
-class WalletStage(Processor[WalletState]):
+class WalletStage(TypedProcessor[WalletState]):
     """Settlement's wallet stage (see the module docstring).
 
     ``amount_max_minor`` is the ceiling of one stake, deposit or withdrawal: a request above it is
@@ -176,43 +212,38 @@ class WalletStage(Processor[WalletState]):
         """No wallets."""
         return WalletState()
 
-    def handle(self, state: WalletState, record: Envelope) -> tuple[WalletState, list[Draft]]:
+    def apply(
+        self, state: WalletState, record: Envelope, payload: Payload | None
+    ) -> tuple[WalletState, list[Draft]]:
         """Apply one request to its wallet, exactly once per transfer id."""
-        kind = record.type
-        p = record.payload
-        tid = _transfer_id(kind, p, record)
-        fp = _fingerprint({"type": kind, **p})
+        if not isinstance(payload, REQUESTS):
+            raise DomainError(Reason.UNKNOWN_TYPE, f"the wallet stage does not take {record.type!r}")
+        request: Request = payload  # type: ignore[assignment]
+        account = record.key
+        tid = transfer_id(request, record.event_id)
+        fp = fingerprint(record)
         seen = state.transfers.get(tid)
         if seen == fp:
             return state, []
-        account = record.key
         if seen is not None:
-            return state, [self._event("TransferRefused", account, {
-                "transfer_id": tid, "account_id": account, "request": kind,
-                "reason": Reason.TRANSFER_ID_CONFLICT.value,
-                "detail": "the same transfer id was used with different content",
-            })]  # fmt: skip
-        amount = _amount(kind, p)
+            conflict = TransferRefused(
+                transfer_id=tid, account_id=account, request=record.type,
+                reason=RefusalReason.TRANSFER_ID_CONFLICT,
+                detail="the same transfer id was used with different content",
+            )  # fmt: skip
+            return state, [to_draft(conflict, account)]
+        amount = amount_of(request)
         balance = state.balances.get(account, 0)
-        currency = state.currencies.get(account, str(p.get("currency", "")))
-        if kind in CEILED and amount > self.amount_max_minor:
-            return state, [self._refusal(kind, account, tid, p, Reason.AMOUNT_TOO_LARGE)]
-        if str(p.get("currency", currency)) != currency:
-            return state, [self._refusal(kind, account, tid, p, Reason.CURRENCY_MISMATCH)]
-        if kind in ("Deposit", "PayoutIssued", "BetRefundDue") and balance + amount > BALANCE_MAX_MINOR:
-            return state, [self._refusal(kind, account, tid, p, Reason.AMOUNT_TOO_LARGE)]
-        if kind in ("Withdraw", "PlaceBet") and amount > balance:
-            return state, [self._refusal(kind, account, tid, p, Reason.INSUFFICIENT_FUNDS)]
-        delta, rows, event, extra = _movement(kind, p, account, amount, currency)
-        new_balance = balance + delta
-        payload = {
-            "transfer_id": tid, "account_id": account, "amount_minor": amount, "currency": currency,
-            "postings": _postings(rows), "balance_before_minor": balance,
-            "balance_after_minor": new_balance, **extra,
-        }  # fmt: skip
-        drafts = [self._event(event, account, payload)]
-        if kind == "PlaceBet":
-            drafts.append(_bet_placed(p, account))
+        currency = state.currencies.get(account, request.currency)
+        reason = self._refusal_reason(request, amount, balance, currency)
+        if reason is not None:
+            refusal = _refusal(request, record.type, account, tid=tid, amount=amount, reason=reason)
+            return state, [to_draft(refusal, account)]
+        event = _movement(request, account, tid=tid, amount=amount, balance=balance, currency=currency)
+        new_balance = event.balance_after_minor
+        drafts = [to_draft(event, account)]
+        if isinstance(request, PlaceBet):
+            drafts.append(to_draft(_bet_placed(request, account), request.table_id))
         # Every check passed and every draft is built: only now the state changes, in place (step()
         # owns it). Copying the three maps per request cost O(every transfer ever) per record.
         _mutable(state.balances)[account] = new_balance
@@ -220,76 +251,95 @@ class WalletStage(Processor[WalletState]):
         _mutable(state.transfers)[tid] = fp
         return state, drafts
 
-    def _event(self, kind: str, account: str, payload: dict[str, Any]) -> Draft:
-        return Draft(kind, topics.WALLET_EVENTS, account, payload)
-
-    def _refusal(self, kind: str, account: str, tid: str, p: Mapping[str, Any], reason: Reason) -> Draft:
-        name = "BetRejected" if kind == "PlaceBet" else "WithdrawalRejected"
-        if kind not in ("PlaceBet", "Withdraw"):
-            name = "TransferRefused"
-        return self._event(name, account, {
-            "transfer_id": tid, "account_id": account, "request": kind, "bet_id": p.get("bet_id"),
-            "table_id": p.get("table_id"), "amount_minor": _amount(kind, p),
-            "currency": p.get("currency"), "reason": reason.value,
-        })  # fmt: skip
-
-
-CEILED = frozenset({"Deposit", "Withdraw", "PlaceBet"})
-"""The requests whose amount the ceiling bounds (payouts and refunds follow from accepted stakes)."""
+    def _refusal_reason(
+        self, request: Request, amount: int, balance: int, currency: str
+    ) -> RefusalReason | None:
+        """The first check the request fails, in :class:`RefusalReason` order; ``None`` when it passes."""
+        if isinstance(request, CEILED) and amount > self.amount_max_minor:
+            return RefusalReason.AMOUNT_TOO_LARGE
+        if request.currency != currency:
+            return RefusalReason.CURRENCY_MISMATCH
+        if isinstance(request, CREDITS) and balance + amount > BALANCE_MAX_MINOR:
+            return RefusalReason.AMOUNT_TOO_LARGE
+        if isinstance(request, DEBITS) and amount > balance:
+            return RefusalReason.INSUFFICIENT_FUNDS
+        return None
 
 
-def _transfer_id(kind: str, p: Mapping[str, Any], record: Envelope) -> str:
-    if kind == "PlaceBet":
-        return f"stake/{p['bet_id']}"
-    if kind == "PayoutIssued":
-        return str(p["payout_id"])
-    if kind == "BetRefundDue":
-        return str(p["refund_id"])
-    if kind in ("Deposit", "Withdraw"):
-        return str(p.get("transfer_id") or f"{kind.lower()}/{record.event_id}")
-    raise DomainError(Reason.UNKNOWN_TYPE, f"the wallet stage does not take {kind!r}")
+def transfer_id(request: Request, event_id: str) -> str:
+    """The id a request's transfer goes by: a retry under it is applied once."""
+    if isinstance(request, PlaceBet):
+        return f"stake/{request.bet_id}"
+    if isinstance(request, PayoutIssued):
+        return request.payout_id
+    if isinstance(request, BetRefundDue):
+        return request.refund_id
+    kind = "deposit" if isinstance(request, Deposit) else "withdraw"
+    return request.transfer_id or f"{kind}/{event_id}"
 
 
-def _amount(kind: str, p: Mapping[str, Any]) -> int:
-    field_name = {"PayoutIssued": "credit_minor", "PlaceBet": "stake_minor", "BetRefundDue": "stake_minor"}
-    value = p[field_name.get(kind, "amount_minor")]
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise DomainError(Reason.BAD_AMOUNT, f"{kind}: an amount is a non-negative integer, not {value!r}")
-    if kind != "PayoutIssued" and value == 0:
-        raise DomainError(Reason.BAD_AMOUNT, f"{kind}: the amount must be positive")
-    return value
+def amount_of(request: Request) -> int:
+    """What the request moves: the stake, the payout's credit, or the amount."""
+    if isinstance(request, PayoutIssued):
+        return request.credit_minor
+    if isinstance(request, PlaceBet | BetRefundDue):
+        return request.stake_minor
+    return request.amount_minor
+
+
+def _refusal(
+    request: Request, kind: str, account: str, *, tid: str, amount: int, reason: RefusalReason
+) -> Payload:
+    bet_id = getattr(request, "bet_id", None)
+    table_id = getattr(request, "table_id", None)
+    if isinstance(request, PlaceBet):
+        return BetRejected(
+            transfer_id=tid, account_id=account, request=kind, bet_id=request.bet_id,
+            table_id=request.table_id, amount_minor=amount, currency=request.currency, reason=reason,
+        )  # fmt: skip
+    refusal = WithdrawalRejected if isinstance(request, Withdraw) else TransferRefused
+    return refusal(
+        transfer_id=tid, account_id=account, request=kind, bet_id=bet_id, table_id=table_id,
+        amount_minor=amount, currency=request.currency, reason=reason,
+    )  # fmt: skip
 
 
 def _movement(
-    kind: str, p: Mapping[str, Any], account: str, amount: int, currency: str
-) -> tuple[int, list[tuple[str, int]], str, dict[str, Any]]:
-    """(wallet delta, postings, event type, extra payload fields) of one accepted request."""
-    if kind == "Deposit":
-        return amount, [(cage_account(currency), -amount), (account, amount)], "FundsDeposited", {}
-    if kind == "Withdraw":
-        return -amount, [(account, -amount), (cage_account(currency), amount)], "FundsWithdrawn", {}
-    escrow = table_accounts(str(p["table_id"])).escrow
-    bet = {"bet_id": p["bet_id"], "table_id": p["table_id"]}
-    if kind == "PlaceBet":
-        extra = {**bet, "coup_id": p.get("coup_id"), "spot": p["spot"]}
-        return -amount, [(account, -amount), (escrow, amount)], "StakeReserved", extra
-    if kind == "BetRefundDue":
-        return amount, [(escrow, -amount), (account, amount)], "StakeRefunded", {**bet, "reason": p["reason"]}
-    rows = [(str(r["account"]), int(r["amount_minor"])) for r in p["postings"]]
-    if sum(m for _, m in rows) != 0:
-        raise DomainError(Reason.BAD_AMOUNT, f"payout {p['payout_id']}: postings do not sum to zero")
-    mine = sum(m for a, m in rows if a == account)
-    if mine != amount:
-        detail = f"payout {p['payout_id']}: wallet posting {mine} != credit {amount}"
-        raise DomainError(Reason.BAD_AMOUNT, detail)
-    extra = {**bet, "coup_id": p["coup_id"], "payout_id": p["payout_id"], "result": p["result"]}
-    return amount, rows, "PayoutApplied", extra
-
-
-def _bet_placed(p: Mapping[str, Any], account: str) -> Draft:
-    payload = {
-        "bet_id": p["bet_id"], "account_id": account, "table_id": p["table_id"],
-        "coup_id": p.get("coup_id"), "spot": p["spot"], "stake_minor": p["stake_minor"],
-        "currency": p["currency"],
+    request: Request, account: str, *, tid: str, amount: int, balance: int, currency: str
+) -> Transfer:
+    """The transfer event of one accepted request, with its balanced postings."""
+    common: dict[str, Any] = {
+        "transfer_id": tid, "account_id": account, "amount_minor": amount, "currency": currency,
+        "balance_before_minor": balance,
     }  # fmt: skip
-    return Draft("BetPlaced", topics.TABLE_INBOX, str(p["table_id"]), payload, chained=False)
+    if isinstance(request, Deposit):
+        rows = [(cage_account(currency), -amount), (account, amount)]
+        return FundsDeposited(**common, postings=postings_of(rows), balance_after_minor=balance + amount)
+    if isinstance(request, Withdraw):
+        rows = [(account, -amount), (cage_account(currency), amount)]
+        return FundsWithdrawn(**common, postings=postings_of(rows), balance_after_minor=balance - amount)
+    escrow = table_accounts(request.table_id).escrow
+    if isinstance(request, PlaceBet):
+        return StakeReserved(
+            **common, postings=postings_of([(account, -amount), (escrow, amount)]),
+            balance_after_minor=balance - amount, bet_id=request.bet_id, table_id=request.table_id,
+            coup_id=request.coup_id, spot=request.spot,
+        )  # fmt: skip
+    if isinstance(request, BetRefundDue):
+        return StakeRefunded(
+            **common, postings=postings_of([(escrow, -amount), (account, amount)]),
+            balance_after_minor=balance + amount, bet_id=request.bet_id, table_id=request.table_id,
+            reason=request.reason,
+        )  # fmt: skip
+    return PayoutApplied(
+        **common, postings=request.postings, balance_after_minor=balance + amount, bet_id=request.bet_id,
+        table_id=request.table_id, coup_id=request.coup_id, payout_id=request.payout_id,
+        result=request.result,
+    )  # fmt: skip
+
+
+def _bet_placed(bet: PlaceBet, account: str) -> BetPlaced:
+    return BetPlaced(
+        bet_id=bet.bet_id, account_id=account, table_id=bet.table_id, coup_id=bet.coup_id, spot=bet.spot,
+        stake_minor=bet.stake_minor, currency=bet.currency,
+    )  # fmt: skip

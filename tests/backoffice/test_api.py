@@ -26,7 +26,7 @@ from tests.backoffice.folds import fold, records
 
 T = "T01-punto-banco"
 
-# Who may do what (DESIGN §10 roles), written out here rather than read from the code under test.
+# Who may do what (docs/integration.md roles), written out here rather than read from the code under test.
 EXPECTED_ROLES = {
     "balance": {"auditor", "cashier", "terminal", "admin"},
     "statement": {"auditor", "cashier", "admin"},
@@ -294,7 +294,7 @@ def test_errors_are_problem_json(shared: tuple[str, dict[str, str]]) -> None:
 
 
 def test_openapi_document_lists_the_design_endpoints(shared: tuple[str, dict[str, str]]) -> None:
-    """/openapi.json is OpenAPI 3.1 and has every endpoint DESIGN §10 names."""
+    """/openapi.json is OpenAPI 3.1 and has every endpoint docs/integration.md names."""
     doc = httpx.get(shared[0] + "/openapi.json").json()
     assert doc["openapi"].startswith("3.1")
     for path in ("/v1/accounts/{account_id}/balance", "/v1/accounts/{account_id}/statement",

@@ -18,8 +18,7 @@ from playwright.sync_api import BrowserContext, Page, sync_playwright
 
 import services.settlement.processor as settlement_mod
 from services.cli import main
-from services.core.baccarat.engine import Accounts
-from services.core.payouts import table_accounts
+from services.core.ledger import Accounts, table_accounts
 from services.runtime.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 

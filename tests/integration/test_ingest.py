@@ -1,4 +1,4 @@
-"""`casino-ledger ingest` (DESIGN §10): outside writers' records into a real SQLite log, with and
+"""`casino-ledger ingest` (docs/integration.md): outside writers' records into a real SQLite log, with and
 without `--as`, then the pipeline; a JSON summary; nothing half-written on a bad line."""
 
 from __future__ import annotations

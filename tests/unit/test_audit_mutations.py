@@ -16,10 +16,10 @@ import pytest
 
 import services.dealer.processor as dealer_mod
 import services.settlement.processor as settlement_mod
-from services.core.baccarat import Wager
-from services.core.baccarat.engine import Accounts, CoupResult, Payout, TableConfig
+from services.core.baccarat.engine import CoupResult, TableConfig
+from services.core.contract import PayoutIssued
 from services.core.envelope import Envelope
-from services.core.payouts import table_accounts
+from services.core.ledger import Accounts, Payout, Wager, table_accounts
 from services.runtime.replay import replay
 from services.runtime.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
@@ -95,9 +95,9 @@ def _commission_to_house(m: pytest.MonkeyPatch) -> None:
 def _commission_reported_zero(m: pytest.MonkeyPatch) -> None:
     real = settlement_mod.payout_payload
 
-    def payload(p: Payout, coup_id: str, table_id: str, currency: str) -> dict[str, Any]:
+    def payload(p: Payout, coup_id: str, table_id: str, currency: str) -> PayoutIssued:
         out = real(p, coup_id, table_id, currency)
-        return {**out, "commission_minor": 0} if out["commission_minor"] else out
+        return out.model_copy(update={"commission_minor": 0}) if out.commission_minor else out
 
     m.setattr(settlement_mod, "payout_payload", payload)
 
@@ -105,8 +105,8 @@ def _commission_reported_zero(m: pytest.MonkeyPatch) -> None:
 def _paid_twice(m: pytest.MonkeyPatch) -> None:
     real = settlement_mod.PayoutStage._settle
 
-    def settle(self: Any, tables: Any, table: Any, record: Envelope) -> Any:
-        state, drafts = real(self, tables, table, record)
+    def settle(self: Any, tables: Any, table: Any, key: str, resolved: Any) -> Any:
+        state, drafts = real(self, tables, table, key, resolved)
         again = [
             replace(d, payload={**d.payload, "payout_id": d.payload["payout_id"] + "/again"})
             for d in drafts
@@ -120,13 +120,14 @@ def _paid_twice(m: pytest.MonkeyPatch) -> None:
 def _wrong_account(m: pytest.MonkeyPatch) -> None:
     real = settlement_mod.payout_payload
 
-    def payload(p: Payout, coup_id: str, table_id: str, currency: str) -> dict[str, Any]:
+    def payload(p: Payout, coup_id: str, table_id: str, currency: str) -> PayoutIssued:
         out = real(p, coup_id, table_id, currency)
-        if out["result"] != "win":
+        if out.result != "win":
             return out
         other = "acct-not-the-bettor"
-        rows = [{**r, "account": other} if r["account"] == p.account_id else r for r in out["postings"]]
-        return {**out, "account_id": other, "postings": rows}
+        rows = tuple(r.model_copy(update={"account": other}) if r.account == p.account_id else r
+                     for r in out.postings)  # fmt: skip
+        return out.model_copy(update={"account_id": other, "postings": rows})
 
     m.setattr(settlement_mod, "payout_payload", payload)
 

@@ -3,7 +3,7 @@
 Authority: Arrêté du 14 mai 2007 (etalab/lois-non-codifiees-et-reglements-francais,
 arrete/2007/arrete-du-14-mai-2007-intd0754510a/titre-iii/chapitre-iii/), art. 58 (decks, stop card),
 59 (levy rounding), 60 (2 % limitée, 1.25 % ouverte), 61 (banque ouverte), 62 (levy base); seed 004 and
-DESIGN §2 for the free banker and the option at 5.
+docs/architecture.md for the free banker and the option at 5.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.baccarat import engine
-from services.core.baccarat.engine import Accounts, Deal, Decide, Resolved, TableConfig, Wager
+from services.core.baccarat.engine import Deal, Decide, Resolved, TableConfig
 from services.core.baccarat.variants import get_variant
 from services.core.baccarat.variants.baccarat_banque import VARIANT, BaccaratBanque
 from services.core.cards import deck
 from services.core.errors import DomainError, Reason
+from services.core.ledger import Accounts, Wager
 
 ACCOUNTS = Accounts(escrow="escrow", house="house", commission="cagnotte", bank="table:bank")
 RANK_OF_VALUE = "KA23456789"  # a card rank for each point value 0..9
@@ -97,7 +98,7 @@ def test_deal_order() -> None:
 # --- each tableau ------------------------------------------------------------------------------------
 
 TABLEAU_RULE = [
-    # each tableau "has the option at 5" (DESIGN §2); draws on 0–4, stands on 6–7, natural on 8–9
+    # each tableau "has the option at 5" (docs/architecture.md); draws on 0–4, stands on 6–7, natural on 8–9
     (0, "draw"), (1, "draw"), (2, "draw"), (3, "draw"), (4, "draw"),
     (5, "option"),
     (6, "stand"), (7, "stand"),
@@ -125,7 +126,8 @@ def test_tableau_rule(tab: str, total: int, rule: str) -> None:
 
 @pytest.mark.parametrize("banker", range(8))
 def test_banker_free(banker: int) -> None:
-    """Seed 004 / DESIGN §2: "banker free to draw or stand" on every total that is not a natural."""
+    """Seed 004 / docs/architecture.md: "banker free to draw or stand" on every total that is not a
+    natural."""
     step = play(VARIANT.config(), deal(two(6, "S"), two(7, "H"), two(banker, "D")))
     assert step == Decide("banker", cell="banker_free")
 

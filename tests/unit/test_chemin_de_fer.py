@@ -14,11 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.baccarat import engine
-from services.core.baccarat.engine import Accounts, Deal, Decide, Resolved, TableConfig, Wager
+from services.core.baccarat.engine import Deal, Decide, Resolved, TableConfig
 from services.core.baccarat.variants import get_variant
 from services.core.baccarat.variants.chemin_de_fer import VARIANT, CheminDeFer, banker_cell
 from services.core.cards import deck
 from services.core.errors import DomainError, Reason
+from services.core.ledger import Accounts, Wager
 
 ACCOUNTS = Accounts(escrow="escrow", house="house", commission="cagnotte", bank="table:bank")
 RANK_OF_VALUE = "KA23456789"  # a card rank for each point value 0..9

@@ -1,6 +1,7 @@
 """EZ Baccarat and Super 6: the commission-free banker bets and their side bets, with exact Grades.
 
-Both are beyond the seeds (DESIGN §2: ``ez_baccarat`` "commission-free: a banker win with a three-card 7
+Both are beyond the seeds (docs/architecture.md: ``ez_baccarat`` "commission-free: a banker win with a
+three-card 7
 pushes; Dragon 7 / Panda 8 side bets"; ``super6`` "commission-free: a banker win on 6 pays 1:2"). Rule
 cards as published: Wizard of Odds, EZ Baccarat ("if the banker wins with a three-card total of 7, then
 the Banker bet will push"; Dragon 7 pays 40, Panda 8 pays 25); Super 6 ("Unless the Banker's Hand wins
@@ -14,13 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.baccarat import engine
-from services.core.baccarat.engine import LOSE, PUSH, Grade
 from services.core.baccarat.variants import get_variant
 from services.core.baccarat.variants.ez_baccarat import VARIANT as EZ
 from services.core.baccarat.variants.super6 import VARIANT as SUPER6
 from services.core.cards import shoe_cards
 from services.core.errors import DomainError, Reason
-from services.core.money import settle
+from services.core.ledger import LOSE, PUSH, Grade, settle
 from services.core.shoe import shuffle
 
 EVEN = Grade("win", (1, 1))

@@ -12,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.baccarat import engine
-from services.core.baccarat.engine import Accounts, CoupResult, Deal, Resolved, TableConfig, Wager
+from services.core.baccarat.engine import CoupResult, Deal, Resolved, TableConfig
 from services.core.baccarat.variants import get_variant
 from services.core.baccarat.variants.french_club import VARIANT, bank_credit_minor, ponte_account
 from services.core.cards import deck
 from services.core.errors import DomainError, Reason
+from services.core.ledger import Accounts, Wager
 
 ACCOUNTS = Accounts(escrow="escrow", house="house", commission="commission", bank="table:bank")
 RANK_OF_VALUE = "KA23456789"  # a card rank for each point value 0..9

@@ -1,4 +1,4 @@
-"""Hostile records never stop a processor (issue #8, DESIGN §9).
+"""Hostile records never stop a processor (issue #8, docs/trust.md).
 
 Each processor — dealer, both settlement stages, audit, monitor — is warmed up by a real session, then
 fed a hypothesis corpus of hostile records built from real ones: wrong types, huge and negative
@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from services.audit.processor import Audit
 from services.core import topics
 from services.core.baccarat import VARIANTS
+from services.core.contract import TOPIC_TYPES
 from services.core.envelope import Envelope, name_id, request
 from services.core.errors import Reason
-from services.core.events import TOPIC_TYPES
 from services.core.processor import Processor, ProcessorState, step
 from services.dealer.processor import Dealer
 from services.monitor.processor import Monitor

@@ -1,4 +1,4 @@
-"""The keyring file and the composition root's choice of keys (DESIGN §9): 0600, validated, never
+"""The keyring file and the composition root's choice of keys (docs/trust.md): 0600, validated, never
 shown, and the public demo keys refused outside demo and test mode."""
 
 from __future__ import annotations

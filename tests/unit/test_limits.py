@@ -1,4 +1,4 @@
-"""Nothing is unbounded (issue #8, DESIGN §9): amount ceilings in settlement and the dealer, and the
+"""Nothing is unbounded (issue #8, docs/trust.md): amount ceilings in settlement and the dealer, and the
 sizes of records, strings and collections in the event contract."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from services.core import topics
-from services.core.envelope import ENVELOPE_MAX_CHARS, RECORD_MAX_BYTES, name_id, parse_record, request
-from services.core.events import (
+from services.core.contract import (
     BETS_MAX,
     ITEMS_MAX,
     JSON_MAX_CHARS,
@@ -19,6 +18,7 @@ from services.core.events import (
     JSON_MAX_NODES,
     validate_payload,
 )
+from services.core.envelope import ENVELOPE_MAX_CHARS, RECORD_MAX_BYTES, name_id, parse_record, request
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import ORIGINAL_MAX_CHARS, dead_letter, initial_state, step
 from services.dealer.processor import Dealer

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from services.core import topics
 from services.core.baccarat import VARIANTS, get_variant, resolve
 from services.core.baccarat.odds import enumerate_coups, grade_counts
+from services.core.contract import AnomalyDetected, dump_payload, payload_as
 from services.core.envelope import Envelope, canonical, name_id, request, sha256_hex
-from services.core.events import AnomalyDetected, payload_as
 from services.core.processor import initial_state, step
+from services.core.reasons import Detector
 from services.dealer.processor import Dealer, DealerState
 from services.monitor.processor import (
     EVEN_MONEY_SPOTS,
@@ -36,7 +37,6 @@ from services.monitor.processor import (
     STRUCTURING_WINDOW_COUPS,
     WIN_PROBABILITY_MAX,
     WIN_STREAK_LENGTH,
-    Detector,
     Monitor,
 )
 from services.runtime.simulator import DEFAULT_TABLES, Session
@@ -149,7 +149,8 @@ def run_monitor(events: list[Envelope]) -> list[Envelope]:
         out += step(monitor, state, env)
     for a in out:
         if a.topic == topics.MONITOR_ALERTS:
-            payload_as(a, AnomalyDetected)  # every alert keeps the event contract, strictly
+            # every alert keeps the event contract, strictly, and is exactly its model's dump
+            assert dump_payload(payload_as(a, AnomalyDetected)) == a.payload
             assert Detector(a.payload["detector"]).value == a.payload["detector"]
     return out
 

@@ -71,8 +71,10 @@ def test_the_detectors_thresholds_are_the_derived_ones() -> None:
 
 
 def _deposit(account: str, n: int, amount: int):  # type: ignore[no-untyped-def]
+    postings = [{"account": "cage:EUR", "amount_minor": -amount},
+                {"account": account, "amount_minor": amount}]  # fmt: skip
     payload = {"transfer_id": f"t{n}", "account_id": account, "amount_minor": amount, "currency": "EUR",
-               "postings": [], "balance_before_minor": 0, "balance_after_minor": amount}  # fmt: skip
+               "postings": postings, "balance_before_minor": 0, "balance_after_minor": amount}  # fmt: skip
     return request("FundsDeposited", topics.WALLET_EVENTS, account, payload, event_id=f"e-{account}-{n}",
                    occurred_at="2026-11-22T20:00:00.000Z", producer="settlement")  # fmt: skip
 

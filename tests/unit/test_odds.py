@@ -145,7 +145,7 @@ def test_pairs_hit_frequency() -> None:
 
 
 def test_json_shape() -> None:
-    """The report has DESIGN §6's keys; each probability is its count over the total."""
+    """The report has docs/cli.md's keys; each probability is its count over the total."""
     out = report("punto_banco")
     assert {"variant", "decks", "total", "outcomes", "bets"} <= set(out)
     assert (out["variant"], out["decks"]) == ("punto_banco", 8)

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.baccarat import engine
-from services.core.baccarat.engine import LOSE, PUSH, Accounts, Grade, Wager
 from services.core.baccarat.variants import get_variant
 from services.core.baccarat.variants.punto_banco import VARIANT, banker_draws
 from services.core.cards import CARD_POINTS, shoe_cards
 from services.core.errors import DomainError, Reason
+from services.core.ledger import LOSE, PUSH, Accounts, Grade, Wager
 from services.core.shoe import shuffle
 
 CONFIG = VARIANT.config()
@@ -238,7 +238,7 @@ def test_naturals(player: tuple[str, str], banker: tuple[str, str], outcome: str
 TIE_GRADES = [
     # seed 002: "the bets to the Player and the bets to the Banker are returned (nobody wins, and nobody
     # loses) and only the bets on the Tie are paid"; seed 004: "those wagering on the Tie bet will be paid
-    # at 8:1"; DESIGN §2: "tie 8:1 (9:1 configurable)"
+    # at 8:1"; docs/architecture.md: "tie 8:1 (9:1 configurable)"
     ("player", 8, PUSH),
     ("banker", 8, PUSH),
     ("tie", 8, Grade("win", (8, 1))),

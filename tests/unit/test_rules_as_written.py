@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 
 from services import cli
 from services.core import topics
-from services.core.baccarat import VARIANTS, Wager, apply_card, engine, get_variant, resolve, start
-from services.core.baccarat.engine import ROUNDING_NAMES, Accounts
+from services.core.baccarat import VARIANTS, apply_card, engine, get_variant, resolve, start
+from services.core.baccarat.engine import ROUNDING_NAMES
 from services.core.baccarat.odds import bet_figures, enumerate_generic
 from services.core.baccarat.settings import config_errors
 from services.core.baccarat.variants.french_club import VARIANT as FRENCH
 from services.core.envelope import Envelope, request
 from services.core.errors import DomainError, Reason
-from services.core.money import ROUNDINGS
+from services.core.ledger import ROUNDINGS, Accounts, Wager
 from services.core.processor import initial_state, step
 from services.core.shoe import play_window
 from services.dealer.processor import Dealer

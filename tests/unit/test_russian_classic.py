@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.baccarat import engine
-from services.core.baccarat.engine import Accounts, CoupResult, Deal, Decide, Resolved, TableConfig, Wager
+from services.core.baccarat.engine import CoupResult, Deal, Decide, Resolved, TableConfig
 from services.core.baccarat.variants import get_variant
 from services.core.baccarat.variants.russian_classic import (
     MAX_PUNTERS,
@@ -24,6 +24,7 @@ from services.core.baccarat.variants.russian_classic import (
 )
 from services.core.cards import deck
 from services.core.errors import DomainError, Reason
+from services.core.ledger import Accounts, Wager
 
 ACCOUNTS = Accounts(escrow="escrow", house="house", commission="commission", bank="table:bank")
 

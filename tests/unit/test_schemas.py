@@ -12,14 +12,14 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from services.core import topics
+from services.core.contract import PAYLOADS, SCHEMA_VERSIONS, TOPIC_OF_TYPE
 from services.core.envelope import Envelope
-from services.core.events import PAYLOADS, SCHEMA_VERSIONS, TOPIC_OF_TYPE
 from services.runtime import schemas_export
 from services.runtime.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 from tests.unit.test_events import SAMPLES
 
-STALE = "schemas/ is out of date with services/core/events.py: run `make schemas` and commit the result"
+STALE = "schemas/ is out of date with services/core/contract/: run `make schemas` and commit the result"
 
 
 def test_committed_schemas_are_up_to_date(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Punto banco's bets graded coup by coup: main bets, pairs and the Dragon Bonus, with exact Grades.
 
-The side bets are beyond the seeds (DESIGN §2 "Side bets (player pair, banker pair, Dragon Bonus...) are
+The side bets are beyond the seeds (docs/architecture.md "Side bets (player pair, banker pair, Dragon
+Bonus...) are
 paytables over the same coup result"); their paytables are the usual casino ones, as published by Wizard
 of Odds (wizardofodds.com/games/baccarat/side-bets/, "Dragon Bonus": natural win 1, natural tie 0, win
 by 9 pays 30, by 8 10, by 7 6, by 6 4, by 5 2, by 4 1) and for the pairs 11:1.
@@ -11,9 +12,10 @@ from __future__ import annotations
 import pytest
 
 from services.core.baccarat import engine
-from services.core.baccarat.engine import LOSE, PUSH, Accounts, Grade, TableConfig, Wager
+from services.core.baccarat.engine import TableConfig
 from services.core.baccarat.variants.punto_banco import VARIANT
 from services.core.errors import DomainError, Reason
+from services.core.ledger import LOSE, PUSH, Accounts, Grade, Wager
 
 CONFIG = VARIANT.config()
 BANKER_WIN = Grade("win", (1, 1), 500)

@@ -1,4 +1,5 @@
-"""Trust at the input (DESIGN §9): record authentication, the policy table, and its enforcement in step."""
+"""Trust at the input (docs/trust.md): record authentication, the policy table, and its enforcement in
+step."""
 
 from __future__ import annotations
 
@@ -105,7 +106,7 @@ def test_a_mac_under_any_other_secret_never_verifies(secret: bytes, key_id: str)
     assert isinstance(verify(stranger, KEYS), Refusal)
 
 
-# who may write what: straight from DESIGN §9 and issue #8
+# who may write what: straight from docs/trust.md and issue #8
 P = Principal
 POLICY_CASES = [
     (topics.WALLET_REQUESTS, "PayoutIssued", {P.SETTLEMENT}),

@@ -1,18 +1,15 @@
 """The baccarat rules engine: a pure state machine over hands, one module per variant."""
 
 from services.core.baccarat.engine import (
-    Accounts,
     CoupResult,
     CoupState,
     Deal,
     Decide,
-    Grade,
     HandResult,
     Resolved,
     Step,
     TableConfig,
     Variant,
-    Wager,
     apply_card,
     apply_decision,
     next_step,
@@ -20,6 +17,7 @@ from services.core.baccarat.engine import (
     start,
 )
 from services.core.baccarat.variants import VARIANTS, get_variant
+from services.core.ledger import Accounts, Grade, Wager
 
 __all__ = [
     "VARIANTS",

@@ -15,7 +15,7 @@ produce a wrong result. States are immutable; each step returns a new one.
 
 Grading a bet (:meth:`Variant.grade`) gives a :class:`Grade`: win, lose or push, the win per unit
 staked as an exact integer ratio and the commission rate in basis points. Turning that into minor
-units (with the table's named rounding) is :mod:`services.core.money`'s job.
+units (with the table's named rounding) is :mod:`services.core.ledger`'s job.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from typing import Any, ClassVar, Literal
 from services.core.baccarat.settings import Setting, config_errors
 from services.core.cards import CARD_POINTS, Card, check_shoe_holds, hand_total, parse_card
 from services.core.errors import DomainError, Reason
+from services.core.ledger import Accounts, Grade, Payout, Wager, payout_against
 from services.core.shoe import ShoeRules
 
 ROUNDING_NAMES: tuple[str, ...] = ("floor", "half_up", "ceil")
-"""The rounding rules a table may name (:data:`services.core.money.ROUNDINGS`; a test keeps them equal)."""
+"""The rounding rules a table may name (:data:`services.core.ledger.ROUNDINGS`; a test keeps them equal)."""
 
 
 def rounding_setting(default: str, source: str) -> Setting:
@@ -145,7 +146,7 @@ class CoupResult:
         raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of DESIGN §6 (``deal``) plus ``versus``/``decisions`` where present."""
+        """The JSON shape of docs/cli.md (``deal``) plus ``versus``/``decisions`` where present."""
         out: dict[str, Any] = {
             "variant": self.variant,
             "hands": {h.name: {"cards": list(h.cards), "total": h.total} for h in self.hands},
@@ -194,25 +195,6 @@ Step = Deal | Decide | Resolved
 
 
 @dataclass(frozen=True, slots=True)
-class Grade:
-    """How one bet on one spot fares in a resolved coup, per unit staked.
-
-    ``win_ratio`` is the win as an exact fraction of the stake (``(1, 1)`` even money, ``(8, 1)`` a tie
-    at 8:1, ``(1, 2)`` a Super 6 banker win); ``commission_bps`` is levied on the win (or on the stake
-    when ``commission_base`` is ``"stake"``). A push returns the stake; a loss returns nothing.
-    """
-
-    result: Literal["win", "lose", "push"]
-    win_ratio: tuple[int, int] = (0, 1)
-    commission_bps: int = 0
-    commission_base: Literal["win", "stake"] = "win"
-
-
-LOSE = Grade("lose")
-PUSH = Grade("push")
-
-
-@dataclass(frozen=True, slots=True)
 class CoupState:
     """A coup in progress: the cards dealt to each hand in order, and the decisions taken."""
 
@@ -234,50 +216,6 @@ class CoupState:
             if name == hand:
                 return choice
         return None
-
-
-@dataclass(frozen=True, slots=True)
-class Wager:
-    """An accepted bet as the engine sees it: who staked how much on which spot."""
-
-    bet_id: str
-    account_id: str
-    spot: str
-    stake_minor: int
-
-
-@dataclass(frozen=True, slots=True)
-class Accounts:
-    """The ledger accounts of one table.
-
-    ``escrow`` holds accepted stakes until the coup is settled; ``house`` is the house bankroll at
-    the table (the counterparty of every bet in a house-banked game); ``commission`` collects
-    commission and levies; ``bank`` is, in a player-banked game, the account of whoever holds the
-    bank this coup (the counterparty of the punters), else ``None``.
-    """
-
-    escrow: str
-    house: str
-    commission: str
-    bank: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Payout:
-    """One bet's settlement: the money and the balanced postings that move it.
-
-    ``postings`` are ``(account, amount_minor)`` pairs summing to zero; the stake leaves ``escrow``.
-    """
-
-    bet_id: str
-    account_id: str
-    spot: str
-    stake_minor: int
-    result: Literal["win", "lose", "push", "refund"]
-    win_minor: int
-    commission_minor: int
-    credit_minor: int
-    postings: tuple[tuple[str, int], ...]
 
 
 Strategy = Callable[["CoupState", Decide], str]
@@ -312,7 +250,7 @@ class Variant(ABC):
         """What a table of this variant may configure (the README's table is generated from it)."""
         return (
             Setting("decks", "int", str(self.default_decks), self.source, values=self.allowed_decks),
-            rounding_setting("floor", "the house's rule (a named rounding, DESIGN §3)"),
+            rounding_setting("floor", "the house's rule (a named rounding, docs/event-contract.md)"),
         )
 
     def make_config(self, **overrides: Any) -> TableConfig:
@@ -375,9 +313,10 @@ class Variant(ABC):
     ) -> tuple[Payout, ...]:
         """Every wager's payout, in the order given. House-banked by default: the house pays wins,
         takes losses and commission goes to ``accounts.commission``."""
-        from services.core.payouts import house_banked  # noqa: PLC0415 (payouts imports this module)
-
-        return tuple(house_banked(self, result, w, config, accounts) for w in wagers)
+        rounding, house = config.commission_rounding, accounts.house
+        return tuple(
+            payout_against(house, w, self.grade(result, w.spot, config), rounding, accounts) for w in wagers
+        )
 
     def odds_grade(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
         """How the odds count a bet on ``spot`` per unit staked: its :meth:`grade` unless the money a

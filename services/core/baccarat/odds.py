@@ -46,7 +46,6 @@ from services.core.baccarat.engine import (
     CoupResult,
     CoupState,
     Decide,
-    Grade,
     HandResult,
     Resolved,
     Strategy,
@@ -57,7 +56,7 @@ from services.core.baccarat.variants import get_variant
 from services.core.baccarat.variants.punto_banco import BANKER_DRAW_TABLE, STOOD, TwoHandGame
 from services.core.cards import Card, shoe_cards
 from services.core.errors import DomainError, Reason
-from services.core.money import BPS
+from services.core.ledger import BPS, Grade
 
 PAIR_SPOTS: Final[Mapping[str, str]] = {"player_pair": "player", "banker_pair": "banker"}
 """Spots that look at ranks (the first two cards of the hand named), computed analytically."""
@@ -464,7 +463,7 @@ def bet_figures(enum: Enumeration, spot: str) -> dict[str, Any]:
 
 
 def odds_report(variant_id: str, decks: int, strategy: str | None = None, **overrides: Any) -> dict[str, Any]:
-    """DESIGN §6's ``odds --json`` object for ``variant_id`` with ``decks`` decks.
+    """docs/cli.md's ``odds --json`` object for ``variant_id`` with ``decks`` decks.
 
     ``total`` is the number of equally likely ordered sequences of ``cards_per_sequence`` cards (see
     the module docstring); ``outcomes`` counts them per coup outcome; ``bets`` gives, per spot of the

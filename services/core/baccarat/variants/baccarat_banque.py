@@ -1,7 +1,8 @@
 """Baccarat banque (baccara à deux tableaux): a permanent banker against two punter hands (seed 004).
 
 Sources, in order of authority: the French regulation (*Arrêté du 14 mai 2007*, titre III, chapitre III,
-sections 3 and 4, articles 58–62), then seed 004 and DESIGN §2; where both are silent, the traditional
+sections 3 and 4, articles 58–62), then seed 004 and docs/architecture.md; where both are silent, the
+traditional
 game, as written below.
 
 * **Shoe** (art. 58): "On emploie trois jeux de cinquante-deux cartes [...] pour la banque dite
@@ -38,22 +39,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from services.core.baccarat.engine import (
-    LOSE,
-    PUSH,
-    Accounts,
     CoupResult,
     CoupState,
     Deal,
     Decide,
-    Grade,
     HandResult,
-    Payout,
     Resolved,
     Step,
     Strategy,
     TableConfig,
     Variant,
-    Wager,
     rounding_setting,
 )
 from services.core.baccarat.settings import Setting
@@ -69,6 +64,7 @@ from services.core.baccarat.variants.chemin_de_fer import (
 )
 from services.core.cards import CARD_POINTS
 from services.core.errors import DomainError, Reason
+from services.core.ledger import LOSE, PUSH, Accounts, Grade, Payout, Wager
 from services.core.shoe import ShoeRules
 
 TABLEAUX: tuple[str, str] = ("right", "left")

@@ -1,4 +1,4 @@
-"""Chemin de fer: the player-banked game with the ponte's option at 5 (seed 004, DESIGN §2).
+"""Chemin de fer: the player-banked game with the ponte's option at 5 (seed 004, docs/architecture.md).
 
 Sources, in order of authority: the French regulation (*Arrêté du 14 mai 2007 relatif à la réglementation
 des jeux dans les casinos*, titre III, chapitre III, section 3, articles 58–60), then seed 004, then the
@@ -40,29 +40,35 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from services.core.baccarat.engine import (
-    LOSE,
-    PUSH,
-    Accounts,
     CoupResult,
     CoupState,
     Deal,
     Decide,
-    Grade,
-    Payout,
     Resolved,
     Step,
     Strategy,
     TableConfig,
     Variant,
-    Wager,
     rounding_setting,
 )
 from services.core.baccarat.settings import Setting
 from services.core.baccarat.variants.punto_banco import TwoHandGame, banker_draws
 from services.core.cards import CARD_POINTS
 from services.core.errors import DomainError, Reason
-from services.core.money import BPS, ROUNDINGS, Settlement, round_ratio, settle
-from services.core.payouts import postings_for
+from services.core.ledger import (
+    BPS,
+    LOSE,
+    PUSH,
+    ROUNDINGS,
+    Accounts,
+    Grade,
+    Payout,
+    Settlement,
+    Wager,
+    postings_for,
+    round_ratio,
+    settle,
+)
 from services.core.shoe import ShoeRules
 
 BANK_SPOT = "bank"
@@ -168,7 +174,7 @@ def settle_player_banked(
     """Every wager's payout at a player-banked table, in the order given.
 
     The punters play against ``accounts.bank``, the table's bank account, exactly as house-banked bets
-    play against the house (:func:`~services.core.payouts.postings_for`): a punter graded a win by
+    play against the house (:func:`~services.core.ledger.postings_for`): a punter graded a win by
     ``variant.grade`` gets stake and win (escrow −stake, bank −win, wallet +stake+win), a loss goes to the
     bank (escrow −stake, bank +stake), a push returns the stake. The bank's own payout releases its stake
     from escrow and settles the bank account's net for the coup (``won − paid``): the levy

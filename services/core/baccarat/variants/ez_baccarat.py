@@ -1,6 +1,7 @@
 """EZ Baccarat: punto banco without commission, with the Dragon 7 and Panda 8 side bets.
 
-Beyond the seeds (DESIGN §2). The deal and the tableau are punto banco's (:class:`TwoHandGame`). The
+Beyond the seeds (docs/architecture.md). The deal and the tableau are punto banco's (:class:`TwoHandGame`).
+The
 banker bet pays even money with no commission, except that a banker win with a three-card total of 7
 (the "Dragon 7") pushes it. Player 1:1; tie 8:1 (``tie_pays``); player and banker push on a tie.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
-from services.core.baccarat.engine import LOSE, PUSH, CoupResult, Grade, TableConfig
+from services.core.baccarat.engine import CoupResult, TableConfig
 from services.core.baccarat.variants.punto_banco import (
     COMMON_SIDE_BET_PAYTABLE,
     COMMON_SIDE_BETS,
@@ -29,6 +30,7 @@ from services.core.baccarat.variants.punto_banco import (
     fixed_pays,
 )
 from services.core.errors import DomainError, Reason
+from services.core.ledger import LOSE, PUSH, Grade
 
 DRAGON_7_PAYS: Final = (40, 1)
 """Dragon 7: a banker win with a three-card 7 pays 40:1."""

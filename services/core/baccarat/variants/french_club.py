@@ -76,25 +76,30 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 from services.core.baccarat.engine import (
-    LOSE,
-    PUSH,
-    Accounts,
     CoupResult,
     CoupState,
     Deal,
-    Grade,
-    Payout,
     Resolved,
     Step,
     TableConfig,
-    Wager,
     rounding_setting,
 )
 from services.core.baccarat.settings import Setting
 from services.core.baccarat.variants.punto_banco import TwoHandGame
 from services.core.cards import CARD_POINTS
 from services.core.errors import DomainError, Reason
-from services.core.money import BPS, ROUNDINGS, Settlement, settle
+from services.core.ledger import (
+    BPS,
+    LOSE,
+    PUSH,
+    ROUNDINGS,
+    Accounts,
+    Grade,
+    Payout,
+    Settlement,
+    Wager,
+    settle,
+)
 from services.core.shoe import ShoeRules
 
 BANK_SPOT: Final = "bank"

@@ -41,12 +41,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from services.core.baccarat.engine import (
-    LOSE,
-    PUSH,
     CoupResult,
     CoupState,
     Deal,
-    Grade,
     HandResult,
     Resolved,
     Step,
@@ -58,6 +55,7 @@ from services.core.baccarat.engine import (
 from services.core.baccarat.settings import Setting
 from services.core.cards import CARD_POINTS, Card
 from services.core.errors import DomainError, Reason
+from services.core.ledger import LOSE, PUSH, Grade
 from services.core.shoe import ShoeRules
 
 STOP_FROM_END: Final = 10
@@ -311,7 +309,8 @@ class BankedTwoHandGame(TwoHandGame):
     decks_source: ClassVar[str] = "beyond the seeds: the game's rule card (8 decks usual)"
     tie_pays_allowed: ClassVar[tuple[int, ...]] = (8, 9)
     tie_pays_source: ClassVar[str] = (
-        'seed 004: "those wagering on the Tie bet will be paid at 8:1"; DESIGN §2: "9:1 configurable"'
+        'seed 004: "those wagering on the Tie bet will be paid at 8:1"; '
+        'docs/architecture.md: "9:1 configurable"'
     )
 
     def commission_setting(self) -> Setting:

@@ -72,28 +72,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final, Literal
 
 from services.core.baccarat.engine import (
-    LOSE,
-    PUSH,
-    Accounts,
     CoupResult,
     CoupState,
     Deal,
     Decide,
-    Grade,
     HandResult,
-    Payout,
     Resolved,
     Step,
     Strategy,
     TableConfig,
     Variant,
-    Wager,
     rounding_setting,
 )
 from services.core.baccarat.settings import Setting
 from services.core.cards import CARD_POINTS, Card
 from services.core.errors import DomainError, Reason
-from services.core.money import Settlement
+from services.core.ledger import LOSE, PUSH, Accounts, Grade, Payout, Settlement, Wager
 from services.core.shoe import ShoeRules
 
 BANK_SPOT: Final = "bank"

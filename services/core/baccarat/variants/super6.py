@@ -1,6 +1,7 @@
 """Super 6 (also "no-commission baccarat", "Punto 2000"): a banker win on 6 pays 1:2.
 
-Beyond the seeds (DESIGN §2). The deal and the tableau are punto banco's (:class:`TwoHandGame`). The
+Beyond the seeds (docs/architecture.md). The deal and the tableau are punto banco's (:class:`TwoHandGame`).
+The
 banker bet pays even money with no commission, except that a banker win with a total of 6 (two or
 three cards) pays 1:2 (half the stake). Player 1:1; tie 8:1 (``tie_pays``); player and banker push on a
 tie.
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
-from services.core.baccarat.engine import LOSE, PUSH, CoupResult, Grade, TableConfig
+from services.core.baccarat.engine import CoupResult, TableConfig
 from services.core.baccarat.settings import Setting
 from services.core.baccarat.variants.ez_baccarat import validate_commission_free
 from services.core.baccarat.variants.punto_banco import (
@@ -26,6 +27,7 @@ from services.core.baccarat.variants.punto_banco import (
     SideBetPaytable,
 )
 from services.core.errors import DomainError, Reason
+from services.core.ledger import LOSE, PUSH, Grade
 
 BANKER_SIX_PAYS: Final = (1, 2)
 """A banker win on 6 pays half the stake."""
