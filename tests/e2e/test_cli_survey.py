@@ -245,7 +245,9 @@ def test_a_demo_killed_midway_and_resumed_ends_as_an_uninterrupted_one(tmp_path:
     from services.cli import main  # noqa: PLC0415
     from services.runtime import demo as _demo  # noqa: F401, PLC0415 (imported once, before the forks)
 
-    args = ["demo", "--seed", "8", "--tables", "2", "--coups", "12"]
+    # long enough that six kills land inside the work even on an idle machine (the embedded runner's
+    # group commit made 2 x 12 coups a 0.7 s job: the second run finished before its kill)
+    args = ["demo", "--seed", "8", "--tables", "2", "--coups", "60"]
     ref = subprocess.run([*CLI, *args, "--db", str(tmp_path / "ref.db")], env=BASE_ENV, capture_output=True,
                          text=True, timeout=300, check=True)  # fmt: skip
     db = tmp_path / "killed.db"
@@ -256,7 +258,7 @@ def test_a_demo_killed_midway_and_resumed_ends_as_an_uninterrupted_one(tmp_path:
         ready()
         assert main([*args, "--quiet", "--resume", "--db", str(db)]) == 0
 
-    report = run_with_kills(work, kills=6, seed=8, min_delay_s=0.05, max_delay_s=0.6, timeout_s=300)
+    report = run_with_kills(work, kills=6, seed=8, min_delay_s=0.05, max_delay_s=0.3, timeout_s=300)
     assert report.kills == 6
     assert _streams(db) == _streams(tmp_path / "ref.db")
     again = subprocess.run([*CLI, *args[:1], "--resume", "--db", str(db)], env=BASE_ENV, capture_output=True,
