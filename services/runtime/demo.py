@@ -133,8 +133,11 @@ _LABEL_MIN = 9
 """The narrowest a label column (table, variant) wraps to."""
 
 
-def render(console: Console, summaries: dict[str, TableSummary], report: Report, where: str) -> None:
-    """Print the summary table, its legend, the audit verdict and where the log is.
+def render(
+    console: Console, summaries: dict[str, TableSummary], report: Report, where: str, db: Path | None = None
+) -> None:
+    """Print the summary table, its legend, the audit verdict and where the log is (``db``: the SQLite
+    log, named in the hint that explains the alerts).
 
     Money is never cut: on a narrow terminal the labels wrap, then the counts go to a table of their
     own, then each table's figures are printed one per line."""
@@ -150,7 +153,8 @@ def render(console: Console, summaries: dict[str, TableSummary], report: Report,
     by = Counter(str(a.get("severity")) for a in d.get("alerts", []))  # monitor alerts (issue #13)
     shown = ", ".join(f"{by.get(s, 0)} {s}" for s in ("critical", "warning", "info"))
     console.print(f"monitor alerts: {shown}")
-    console.print(f"  each explained by: {invoked_as()} alerts --db LOG", soft_wrap=True)  # one line to copy
+    if db is not None:  # one line to copy (``alerts`` reads a SQLite log)
+        console.print(f"  each explained by: {invoked_as()} alerts --db {db}", soft_wrap=True)
     console.print(f"digest: {report.digest}")
     console.print(f"log: {where}")
 
@@ -299,7 +303,8 @@ def main(args: argparse.Namespace) -> int:
     finally:
         bus.close()
     report = replay(read_db(path), keys=composition.checkpoint_public_keys())
-    render(console, summarise(read_db(path)), report, f"{path}  (try: {invoked_as()} replay --db {path})")
+    hint = f"{path}  (try: {invoked_as()} replay --db {path})"
+    render(console, summarise(read_db(path)), report, hint, path)
     say_written(console, path)
     from services.backoffice.cli import serve_hint  # noqa: PLC0415
 

@@ -84,7 +84,8 @@ def main_seamless(
             differences = reconcile(ours_from(read_db(path)), wallet.ledger.transactions())
             console.print(f"reconcile against {path}.operator.json: {len(differences)} differences")
     report = replay(read_db(path), keys=composition.checkpoint_public_keys())
-    render(console, summarise(read_db(path)), report, f"{path}  (try: {invoked_as()} replay --db {path})")
+    hint = f"{path}  (try: {invoked_as()} replay --db {path})"
+    render(console, summarise(read_db(path)), report, hint, path)
     operator = [(Path(f"{path}.operator.db"), "the reference wallet's ledger"),
                 (Path(f"{path}.operator.json"), "its export")] if wallet is not None else []  # fmt: skip
     say_written(console, path, operator)

@@ -232,7 +232,7 @@ def test_plurals() -> None:
 def test_demo_at_80_columns_in_a_fresh_shell(tmp_path: Path) -> None:
     """The demo run at 80 columns (``COLUMNS=80``, through a pipe) keeps its tables within 80 columns
     with every money cell whole, says "1 table (1 variant)", names every file it wrote, and its ``try:``
-    hint runs as printed in a fresh shell that has no virtualenv on its PATH."""
+    hint and its alerts hint run as printed in a fresh shell that has no virtualenv on its PATH."""
     exe = Path(sys.executable).parent / "casino-ledger"
     assert exe.exists(), "the console script is installed in the venv"
     done = subprocess.run([str(exe), "demo", "--seed", "5", "--tables", "1", "--coups", "4", "--db", "d.db"],
@@ -255,6 +255,13 @@ def test_demo_at_80_columns_in_a_fresh_shell(tmp_path: Path) -> None:
                            check=False, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert "verdict" in again.stdout
+    # the alerts hint names this log (it once printed a placeholder, ``--db LOG``) and runs as printed
+    alerts = next(line for line in out.splitlines() if "each explained by:" in line)
+    command = alerts.split("each explained by:", 1)[1].strip()
+    assert command.endswith("alerts --db d.db"), alerts
+    explained = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=300,
+                               check=False, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
+    assert explained.returncode == 0, explained.stderr
 
 
 def test_report_to_a_file_says_where(small_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
