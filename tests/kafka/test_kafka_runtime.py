@@ -22,8 +22,15 @@ import pytest
 from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.processor import initial_state, step
-from services.runtime.kafka.topic_io import aconsume_raw, aproduce, aproduce_raw, consume_all, produce
-from services.runtime.kafka.worker import RawRecord, ensure_topics
+from services.runtime.kafka.topic_io import (
+    RawRecord,
+    aconsume_raw,
+    aproduce,
+    aproduce_raw,
+    consume_all,
+    produce,
+)
+from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
 from tests.kafka.toy import Toy, add
 

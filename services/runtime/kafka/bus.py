@@ -53,7 +53,8 @@ from services.runtime.settings import Settings
 T = TypeVar("T")
 
 SERVICES = ("dealer", "settlement", "audit", "monitor")
-"""The services of the demo pipeline, each one worker process (see :data:`PROCESSORS`)."""
+"""The services of the demo pipeline, each one worker process (see
+:data:`services.runtime.kafka.worker.PROCESSORS`)."""
 
 QUICK_GROUP_TIMEOUTS: dict[str, Any] = {
     "rebalance_timeout_s": 3.0,
@@ -115,7 +116,8 @@ def service_inputs(names: Iterable[str] = SERVICES) -> dict[str, tuple[str, ...]
 
 
 def group_id(settings: Settings, service: str) -> str:
-    """The consumer group of a service's worker (its faust app id, see :func:`build_app`)."""
+    """The consumer group of a service's worker (its faust app id, see
+    :func:`services.runtime.kafka.worker.build_app`)."""
     return f"{settings.topic_prefix}casino-{service}"
 
 
