@@ -105,6 +105,9 @@ class Session:
     outbox: list[Envelope] = field(default_factory=list)
     """Records written but not yet published: they go to the bus in one call when the session next
     waits for the pipeline (:meth:`advance`), not one append per record."""
+    lockstep: bool = False
+    """Settle every processor between the steps even where the bus offers ``advance()`` (the closed
+    loop the open one is measured and checked against)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -143,7 +146,7 @@ class Session:
         """Publish what was written, then let the table's next events come: the bus's
         ``advance(envelopes)`` where it has one (it publishes them and runs the stages a table waits
         for; observers may lag), else ``publish()`` and ``settle()``."""
-        advance = getattr(self.bus, "advance", None)
+        advance = None if self.lockstep else getattr(self.bus, "advance", None)
         if advance is None:
             self.settle()
             return
