@@ -23,27 +23,35 @@ SERVICES = ("settlement",)
 """The wallet requests' stage is all the contract needs: one worker process instead of four."""
 
 
-class TestKafkaBus(BusContract, AdvanceContract, RawContract, DurableContract):
-    @pytest.fixture(scope="class")
-    def workers(self, kafka_broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
-        settings = quick_settings(
-            Settings(bootstrap_servers=kafka_broker, topic_prefix=f"b{uuid.uuid4().hex[:10]}.", partitions=3,
-                     demo_mode=True),
-            env={},
-        )  # fmt: skip
-        asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
-        workers = Workers(settings, tmp_path_factory.mktemp("bus-workers"), services=SERVICES)
-        workers.start()
-        try:
-            yield workers
-        finally:
-            status = workers.stop()
-            assert status == {"settlement": 0}, workers.log("settlement")[-3000:]
+@pytest.fixture(scope="module")
+def workers(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
+    """The settlement worker on fresh topics, for the module."""
+    settings = quick_settings(
+        Settings(bootstrap_servers=kafka_broker, topic_prefix=f"b{uuid.uuid4().hex[:10]}.", partitions=3,
+                 demo_mode=True),
+        env={},
+    )  # fmt: skip
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
+    workers = Workers(settings, tmp_path_factory.mktemp("bus-workers"), services=SERVICES)
+    workers.start()
+    try:
+        yield workers
+    finally:
+        status = workers.stop()
+        assert status == {"settlement": 0}, workers.log("settlement")[-3000:]
 
-    @pytest.fixture(scope="class")
-    def bus(self, workers: Workers) -> Iterator[KafkaBus]:
-        with KafkaBus(workers.settings, SERVICES, workers=workers) as bus:
-            yield bus
+
+@pytest.fixture(scope="module")
+def shared_bus(workers: Workers) -> Iterator[KafkaBus]:
+    """One bus over the worker, for the module."""
+    with KafkaBus(workers.settings, SERVICES, workers=workers) as bus:
+        yield bus
+
+
+class TestKafkaBus(BusContract, AdvanceContract, RawContract, DurableContract):
+    @pytest.fixture
+    def bus(self, shared_bus: KafkaBus) -> KafkaBus:
+        return shared_bus
 
     def write_raw(self, bus: KafkaBus, topic: str, key: str, raw: bytes) -> None:
         bus.publish_raw([(topic, key.encode(), raw)])
