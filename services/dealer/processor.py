@@ -86,8 +86,8 @@ class Refusal(Exception):
 _BET_ID = attrgetter("bet_id")
 
 REFUSAL_CODES = frozenset(RefusalReason)
-"""The codes a ``BetRefused`` may carry; a variant refusing a bet for another reason (``bad_amount``: a
-stake off the table's unit) is a dead letter until the contract lists it."""
+"""The codes a ``BetRefused`` may carry; a variant refusing a bet for a reason the contract does not
+list would be a dead letter (every variant's code is listed: ``bad_amount`` since issue #11)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,7 +330,7 @@ def on_bet_placed(table: Table | None, rec: Envelope, bet: BetPlaced) -> tuple[T
     refusal = variant.accepts(t.config, coup.wagers, wager)
     if refusal is not None:
         detail = f"{t.config.variant} refuses this bet: {refusal}"
-        if refusal not in REFUSAL_CODES:  # bad_amount: no BetRefused code says it yet (a dead letter)
+        if refusal not in REFUSAL_CODES:  # a code the contract does not list: a dead letter
             raise DomainError(Reason(refusal), detail)
         raise Refusal(Reason(refusal), detail)
     coup = coup.accept(wager)
