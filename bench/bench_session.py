@@ -25,9 +25,8 @@ import uuid
 from pathlib import Path
 
 from services.app.simulator import Session, demo_tables
-from services.core.envelope import Envelope
 from services.runtime.embedded.log import EmbeddedBus
-from services.runtime.kafka.bus import KafkaBus, quick_settings, running
+from services.runtime.kafka.bus import quick_settings, running
 from services.runtime.logging import configure
 from services.runtime.replay import read_db, replay
 from services.runtime.settings import Settings
@@ -36,25 +35,6 @@ from tests.helpers.broker import tansu
 TABLES = int(os.environ.get("BENCH_SESSION_TABLES", "3"))
 COUPS = int(os.environ.get("BENCH_SESSION_COUPS", "10"))
 SEED = 2026
-
-
-class Lockstep:
-    """A bus without ``advance()``: the session settles every service between its steps."""
-
-    def __init__(self, bus: KafkaBus) -> None:
-        self.bus = bus
-
-    def publish(self, envelopes: list[Envelope]) -> None:
-        """The wrapped bus's publish."""
-        self.bus.publish(envelopes)
-
-    def settle(self) -> None:
-        """Every service until idle."""
-        self.bus.settle()
-
-    def read(self, topic: str, key: str) -> list[Envelope]:
-        """The wrapped bus's read."""
-        return self.bus.read(topic, key)
 
 
 def embedded(db: Path) -> tuple[float, str]:
@@ -75,7 +55,7 @@ def on_kafka(broker: str, logs: Path, *, lockstep: bool) -> tuple[float, str]:
     with running(quick_settings(base, env={}), logs) as bus:
         bus.settle()  # every group has joined (the first join waits the rebalance timeout)
         started = time.perf_counter()
-        Session(Lockstep(bus) if lockstep else bus, seed=SEED).run(demo_tables(TABLES), COUPS)
+        Session(bus, seed=SEED, lockstep=lockstep).run(demo_tables(TABLES), COUPS)
         elapsed = time.perf_counter() - started
         records = bus.consume_all()
     return elapsed, replay(records).digest

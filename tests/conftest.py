@@ -10,6 +10,7 @@ os.environ.setdefault("LOG_LEVEL", "WARNING")
 from services.runtime.logging import configure
 
 configure()
+pytest.register_assert_rewrite("tests.helpers.bus_contract")  # its asserts explain their failures
 
 
 @pytest.fixture(autouse=True)

@@ -290,10 +290,8 @@ def main(args: argparse.Namespace) -> int:
 
     path = db or _default_db(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        composition = demo_composition(Path(f"{path}.keyring.json"))
-    except KeyringError as exc:
-        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+    composition = open_composition(Path(f"{path}.keyring.json"))
+    if composition is None:
         return 2
     _write_public_keyring(Path(f"{path}{PUBLIC_KEYRING_SUFFIX}"), composition)
     bus = EmbeddedBus(path, composition.pipeline())
@@ -401,6 +399,16 @@ def demo_composition(beside: Path) -> Composition:
     return Composition.demo(ring)
 
 
+def open_composition(beside: Path) -> Composition | None:
+    """:func:`demo_composition`, or ``None`` once the reason a keyring cannot be used is said in one line
+    on stderr (the caller exits 2)."""
+    try:
+        return demo_composition(beside)
+    except KeyringError as exc:
+        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+        return None
+
+
 def _play(console: Console, session: Session, tables: list[TableSpec], coups: int) -> None:
     variants = len({t.variant for t in tables})
     console.print(
@@ -431,10 +439,8 @@ def _main_kafka(
     settings = quick_settings(base)
     log_dir = Path("var") / "kafka" / settings.topic_prefix.rstrip(".")
     log_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        composition = demo_composition(log_dir / "keyring.json")
-    except KeyringError as exc:
-        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+    composition = open_composition(log_dir / "keyring.json")
+    if composition is None:
         return 2
     ring_path = settings.keyring or log_dir / "keyring.json"
     settings = settings.model_copy(update={"keyring": ring_path, "demo_mode": True})

@@ -14,15 +14,15 @@ import statistics
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TextIO
 
 from services.app.adversaries import ADVERSARIES, Adversary
 from services.app.simulator import Session, TableSpec
 from services.core.envelope import Envelope
-from services.core.processor import Processor, ProcessorState, initial_state, step
 from services.core.trust import Principal
 from services.monitor.accounts import AccountMonitor
 from services.runtime.compose import Composition
+from services.runtime.memory import MemoryBus
 
 TABLES = (
     TableSpec("E01-punto-banco", "punto_banco"),
@@ -34,54 +34,29 @@ TABLES = (
 WARNING_OR_WORSE = frozenset({"warning", "critical"})
 
 
-class FastBus:
-    """The pipeline's pure processors over a list, in log order (no audit, no SQLite)."""
-
-    def __init__(self, composition: Composition) -> None:
-        procs: list[Processor[Any]] = [p for p in composition.processors() if p.name != "audit"]
-        accounts = AccountMonitor()
-        accounts.guard = composition.keyring.guard(Principal.MONITOR)
-        procs.append(accounts)
-        self.procs: list[tuple[Processor[Any], ProcessorState[Any]]] = [(p, initial_state(p)) for p in procs]
-        self.log: list[Envelope] = []
-        self.offsets = [0] * len(self.procs)
-        self.cursors: dict[tuple[str, str], int] = {}
-        self.coups = 0
-        self.alerts: list[tuple[int, Envelope]] = []
-
-    def publish(self, envelopes: list[Envelope]) -> None:
-        """Append outside records."""
-        self.log.extend(envelopes)
-
-    def settle(self) -> None:
-        """Run every processor until none has anything left; count coups and keep alerts."""
-        moved = True
-        while moved:
-            moved = False
-            for i, (proc, state) in enumerate(self.procs):
-                while self.offsets[i] < len(self.log):
-                    rec = self.log[self.offsets[i]]
-                    self.offsets[i] += 1
-                    moved = True
-                    if rec.topic in proc.inputs:
-                        for out in step(proc, state, rec):
-                            self.log.append(out)
-                            if out.type == "CoupResolved":
-                                self.coups += 1
-                            elif out.type == "AnomalyDetected":
-                                self.alerts.append((self.coups, out))
-
-    def read(self, topic: str, key: str) -> list[Envelope]:
-        """Records on (topic, key) since the last call."""
-        start = self.cursors.get((topic, key), 0)
-        self.cursors[(topic, key)] = len(self.log)
-        return [e for e in self.log[start:] if e.topic == topic and e.key == key]
+def fast_bus(composition: Composition) -> MemoryBus:
+    """The pipeline's pure processors over a list, in log order: audit left out (it raises no alert),
+    the account stage of the monitor added."""
+    accounts = AccountMonitor()
+    accounts.guard = composition.keyring.guard(Principal.MONITOR)
+    return MemoryBus([*(p for p in composition.processors() if p.name != "audit"), accounts])
 
 
-def run(seed: int, rounds: int, adversary: Adversary | None = None) -> FastBus:
+def alerts(log: list[Envelope]) -> list[tuple[int, Envelope]]:
+    """Every alert of ``log`` with the number of coups resolved before it."""
+    coups, out = 0, []
+    for e in log:
+        if e.type == "CoupResolved":
+            coups += 1
+        elif e.type == "AnomalyDetected":
+            out.append((coups, e))
+    return out
+
+
+def run(seed: int, rounds: int, adversary: Adversary | None = None) -> MemoryBus:
     """One session of ``rounds`` coups at each table: the evaluation tables for honest play, the
     tables the adversary needs (:attr:`Adversary.variants`) otherwise."""
-    bus = FastBus(Composition.demo())
+    bus = fast_bus(Composition.demo())
     session = Session(bus, seed=seed, adversaries=[adversary] if adversary else [])
     tables = list(TABLES) if adversary is None else [
         TableSpec(f"A{i + 1:02d}-{v.replace('_', '-')}", v) for i, v in enumerate(adversary.variants)
@@ -100,10 +75,10 @@ def names(alert: Envelope) -> set[str]:
     return found
 
 
-def caught(bus: FastBus, adversary: Adversary) -> int | None:
+def caught(bus: MemoryBus, adversary: Adversary) -> int | None:
     """Coups played until the first warning-or-worse alert of the adversary's detectors naming it."""
     targets = set(adversary.accounts) or set(adversary.tables)
-    for coups, a in bus.alerts:
+    for coups, a in alerts(bus.log):
         p = a.payload
         if p["severity"] in WARNING_OR_WORSE and p["detector"] in adversary.detectors and names(a) & targets:
             return coups
@@ -140,8 +115,8 @@ def evaluate(runs: int, rounds: int, honest_rounds: int, honest_runs: int,
     false: Counter[str] = Counter()
     for r in range(honest_runs):
         bus = run(9000 + r, honest_rounds)
-        honest_coups += bus.coups
-        false.update(p["detector"] for p in (a.payload for _, a in bus.alerts)
+        honest_coups += len(bus.of_type("CoupResolved"))
+        false.update(p["detector"] for p in (a.payload for _, a in alerts(bus.log))
                      if p["severity"] in WARNING_OR_WORSE)  # fmt: skip
     rate = sum(false.values()) * 10_000 / max(honest_coups, 1)
     print_table(rows, rate, honest_coups, false, out)

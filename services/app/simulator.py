@@ -21,8 +21,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from services.core import topics
-from services.core.baccarat import CoupState, Decide, Wager, apply_card, apply_decision, get_variant, start
+from services.core.baccarat import Decide, Wager, get_variant, start
+from services.core.baccarat.coup import Coup, coup_opened, evolve
 from services.core.baccarat.engine import TableConfig, Variant
+from services.core.contract import BettingOpened, CoupResolved, DecisionRequested, payload_as, read_payload
 from services.core.envelope import Envelope, name_id, request
 from services.core.trust import Principal, authenticate
 from services.runtime.keyring import Keyring, demo_keyring
@@ -105,6 +107,9 @@ class Session:
     outbox: list[Envelope] = field(default_factory=list)
     """Records written but not yet published: they go to the bus in one call when the session next
     waits for the pipeline (:meth:`advance`), not one append per record."""
+    lockstep: bool = False
+    """Settle every processor between the steps even where the bus offers ``advance()`` (the closed
+    loop the open one is measured and checked against)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -143,7 +148,7 @@ class Session:
         """Publish what was written, then let the table's next events come: the bus's
         ``advance(envelopes)`` where it has one (it publishes them and runs the stages a table waits
         for; observers may lag), else ``publish()`` and ``settle()``."""
-        advance = getattr(self.bus, "advance", None)
+        advance = None if self.lockstep else getattr(self.bus, "advance", None)
         if advance is None:
             self.settle()
             return
@@ -190,6 +195,8 @@ class TablePlay:
     config: TableConfig = field(init=False)
     shoe_no: int = 0
     coup_id: str = ""
+    in_play: Coup | None = None
+    """The coup in play as the table's events tell it (:mod:`services.core.baccarat.coup`)."""
     stop_reached: bool = False
     pending: deque[Envelope] = field(default_factory=deque)
 
@@ -294,7 +301,9 @@ class TablePlay:
     def _opened_coup(self) -> str:
         while (env := self._next()) is not None:
             if env.type == "BettingOpened":
-                return str(env.payload["coup_id"])
+                event = payload_as(env, BettingOpened)
+                self.in_play = coup_opened(event, env.occurred_at)
+                return event.coup_id
         raise RuntimeError(f"{self.spec.table_id}: the dealer did not open betting")
 
     def bets(self) -> list[tuple[str, str, int]]:
@@ -343,27 +352,28 @@ class TablePlay:
     def _play_out(self) -> None:
         """Answer decisions with the variant's default strategy until the coup resolves."""
         s = self.session
-        state: CoupState = start(self.config)
         strategies = self.variant.strategies()
         name = getattr(self.variant, "default_strategy", None) or next(iter(strategies), None)
+        coup = self.in_play
+        assert coup is not None, "the coup's betting opened first"
         while (env := self._next()) is not None:
-            p = env.payload
-            if env.type == "CardDealt":
-                state = apply_card(state, str(p["card"]))
-            elif env.type == "DecisionMade":
-                state = apply_decision(state, str(p["hand"]), str(p["choice"]))
-            elif env.type == "DecisionRequested":
+            event = read_payload(env)
+            if event is None:
+                continue
+            coup = self.in_play = evolve(coup, event, self.config)
+            if isinstance(event, DecisionRequested):
                 if name is None:
                     raise RuntimeError(f"{self.spec.variant} asks for decisions but has no strategy")
-                asked = Decide(str(p["hand"]), tuple(p["options"]), str(p.get("cell", "")))
-                choice = strategies[name](state, asked)
+                asked = Decide(event.hand, tuple(event.options), event.cell)
+                choice = strategies[name](coup.state or start(self.config), asked)
                 s.command("Decision", self.spec.table_id, {
                     "coup_id": self.coup_id, "hand": asked.hand, "choice": choice,
                     "decided_by": f"strategy:{name}",
                 })  # fmt: skip
                 s.advance()
-            elif env.type == "CoupResolved":
-                self.stop_reached = bool(p.get("stop_card_reached"))
+            elif isinstance(event, CoupResolved):
+                self.stop_reached = event.stop_card_reached
+                self.in_play = None
                 s.stats["coups"] = s.stats.get("coups", 0) + 1
                 return
         raise RuntimeError(f"{self.spec.table_id}: coup {self.coup_id} stalled")

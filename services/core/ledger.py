@@ -229,3 +229,23 @@ def payout_against(
     ``counterparty`` (the house, or the bank's holder)."""
     s = settle(wager.stake_minor, grade, rounding)
     return payout_of(wager, s, postings_for(s, wager.account_id, counterparty, accounts))
+
+
+def bank_payout(
+    bank: Wager, share_minor: int, net_minor: int, accounts: Accounts, bank_account: str
+) -> Payout:
+    """A player-banked game's banker (``bank``): the stake leaves escrow and ``share_minor`` of the bank
+    account's net for the coup is settled (all of a gain; of a debt, as much as the stake holds, or
+    all of it where the stake covers every debt); ``net_minor`` gives the result."""
+    credit = bank.stake_minor + share_minor
+    rows: list[tuple[str, int]] = [(accounts.escrow, -bank.stake_minor)]
+    if share_minor:
+        rows.append((bank_account, -share_minor))
+    if credit:
+        rows.append((bank.account_id, credit))
+    result: Literal["win", "lose", "push"] = "win" if net_minor > 0 else "lose" if net_minor < 0 else "push"
+    return Payout(
+        bet_id=bank.bet_id, account_id=bank.account_id, spot=bank.spot, stake_minor=bank.stake_minor,
+        result=result, win_minor=max(net_minor, 0), commission_minor=0, credit_minor=credit,
+        postings=tuple(rows),
+    )  # fmt: skip

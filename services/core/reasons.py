@@ -156,6 +156,9 @@ class RefusalReason(StrEnum):
     """The stake is below the spot's ``min_minor``."""
     OVER_LIMIT = "over_limit"
     """The stake is above the spot's ``max_minor``."""
+    BAD_AMOUNT = "bad_amount"
+    """Player-banked games: the stake is not a positive multiple of the table's stake unit (baccarat
+    banque at 6 decks takes whole euros, art. 61)."""
     BANK_CANNOT_COVER = "bank_cannot_cover"
     """Player-banked games: the punters' stakes would exceed what the bank has put up."""
     BANK_TAKEN = "bank_taken"

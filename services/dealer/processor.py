@@ -23,16 +23,13 @@ from typing import Any, TypeVar
 
 from services.core import topics
 from services.core.baccarat import (
-    CoupState,
     Deal,
     Decide,
     TableConfig,
-    apply_card,
-    apply_decision,
     get_variant,
     next_step,
-    start,
 )
+from services.core.baccarat.coup import Coup, wager_of
 from services.core.cards import parse_card, shoe_cards
 from services.core.contract import (
     BetAccepted,
@@ -68,7 +65,6 @@ from services.core.contract import (
 )
 from services.core.envelope import Draft, Envelope
 from services.core.errors import DomainError, Reason
-from services.core.ledger import Wager
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import TypedProcessor
 from services.core.shoe import SHUFFLE_ALGORITHM, commitment, play_window, shuffle
@@ -90,8 +86,8 @@ class Refusal(Exception):
 _BET_ID = attrgetter("bet_id")
 
 REFUSAL_CODES = frozenset(RefusalReason)
-"""The codes a ``BetRefused`` may carry; a variant refusing a bet for another reason (``bad_amount``: a
-stake off the table's unit) is a dead letter until the contract lists it."""
+"""The codes a ``BetRefused`` may carry; a variant refusing a bet for a reason the contract does not
+list would be a dead letter (every variant's code is listed: ``bad_amount`` since issue #11)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,18 +102,6 @@ class Shoe:
     commitment: str | None
     position: int
     stop: int
-
-
-@dataclass(frozen=True, slots=True)
-class Coup:
-    """The coup in progress."""
-
-    coup_id: str
-    number: int
-    phase: str  # betting | closed | dealing
-    started_at: str
-    wagers: tuple[Wager, ...] = ()
-    state: CoupState | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,7 +300,7 @@ def on_open_betting(table: Table | None, rec: Envelope, command: OpenBetting) ->
         raise Refusal(Reason.WRONG_PHASE, f"coup {t.coup.coup_id} is still in play ({t.coup.phase})")
     number = t.coups + 1
     coup_id = f"{t.table_id}/{t.shoe.shoe_id}/{number}"
-    coup = Coup(coup_id, number, "betting", rec.occurred_at)
+    coup = Coup(coup_id, number, "betting", rec.occurred_at)  # what the BettingOpened below opens
     return replace(t, coup=coup), [BettingOpened(
         table_id=t.table_id, shoe_id=t.shoe.shoe_id, coup_id=coup_id, coup_number=number,
     )]  # fmt: skip
@@ -325,7 +309,7 @@ def on_open_betting(table: Table | None, rec: Envelope, command: OpenBetting) ->
 def on_bet_placed(table: Table | None, rec: Envelope, bet: BetPlaced) -> tuple[Table, Out]:
     """Accept a bet (funds already held) into the open coup, or refuse it."""
     t = _need(table)
-    wager = Wager(bet.bet_id, bet.account_id, bet.spot, bet.stake_minor)
+    wager = wager_of(bet)
     coup = t.coup
     if coup is None or coup.phase != "betting":
         raise Refusal(Reason.BETTING_CLOSED, "no betting window is open")
@@ -346,10 +330,10 @@ def on_bet_placed(table: Table | None, rec: Envelope, bet: BetPlaced) -> tuple[T
     refusal = variant.accepts(t.config, coup.wagers, wager)
     if refusal is not None:
         detail = f"{t.config.variant} refuses this bet: {refusal}"
-        if refusal not in REFUSAL_CODES:  # bad_amount: no BetRefused code says it yet (a dead letter)
+        if refusal not in REFUSAL_CODES:  # a code the contract does not list: a dead letter
             raise DomainError(Reason(refusal), detail)
         raise Refusal(Reason(refusal), detail)
-    coup = replace(coup, wagers=(*coup.wagers, wager))
+    coup = coup.accept(wager)
     return replace(t, coup=coup), [BetAccepted(
         bet_id=wager.bet_id, account_id=wager.account_id, table_id=t.table_id, coup_id=coup.coup_id,
         spot=wager.spot, stake_minor=wager.stake_minor, currency=t.currency,
@@ -361,7 +345,7 @@ def on_close_betting(table: Table | None, rec: Envelope, command: CloseBetting) 
     t = _need(table)
     if t.coup is None or t.coup.phase != "betting":
         raise Refusal(Reason.WRONG_PHASE, "no betting window is open")
-    coup = replace(t.coup, phase="closed")
+    coup = t.coup.close()
     return replace(t, coup=coup), [BettingClosed(
         table_id=t.table_id, coup_id=coup.coup_id, bet_ids=tuple(w.bet_id for w in coup.wagers),
     )]  # fmt: skip
@@ -372,7 +356,7 @@ def on_deal_coup(table: Table | None, rec: Envelope, command: DealCoup) -> tuple
     t = _need(table)
     if t.coup is None or t.coup.phase != "closed":
         raise Refusal(Reason.WRONG_PHASE, "close betting before dealing")
-    coup = replace(t.coup, phase="dealing", state=start(t.config))
+    coup = t.coup.deal(t.config)
     return _advance(replace(t, coup=coup), rec, [])
 
 
@@ -397,12 +381,12 @@ def on_decision(table: Table | None, rec: Envelope, decision: Decision) -> tuple
     t = _need(table)
     if t.coup is None or t.coup.state is None:
         raise Refusal(Reason.DECISION_NOT_DUE, "no coup is being dealt")
-    state = apply_decision(t.coup.state, decision.hand, decision.choice)
+    coup = t.coup.decide(decision.hand, decision.choice)
     made = DecisionMade(
         table_id=t.table_id, coup_id=t.coup.coup_id, hand=decision.hand, choice=decision.choice,
         decided_by=decision.decided_by or "unknown",
     )  # fmt: skip
-    return _advance(replace(t, coup=replace(t.coup, state=state)), rec, [made])
+    return _advance(replace(t, coup=coup), rec, [made])
 
 
 def on_close_shoe(table: Table | None, rec: Envelope, command: CloseShoe) -> tuple[Table, Out]:
@@ -444,7 +428,7 @@ def _advance(t: Table, rec: Envelope, out: Out) -> tuple[Table, Out]:
 def _take_card(t: Table, card: str, out: Out) -> tuple[Table, Out]:
     assert t.coup is not None and t.coup.state is not None and t.shoe is not None
     step = next_step(t.coup.state)
-    state = apply_card(t.coup.state, card)
+    coup = t.coup.card(card)
     hand = step.hand if isinstance(step, Deal) else "?"
     out = [*out, CardDealt(
         table_id=t.table_id, shoe_id=t.shoe.shoe_id, coup_id=t.coup.coup_id, hand=hand, card=card,
@@ -453,7 +437,7 @@ def _take_card(t: Table, card: str, out: Out) -> tuple[Table, Out]:
     shoe = replace(t.shoe, position=t.shoe.position + 1)
     if shoe.mode == "smart":  # a smart shoe's order is what it has read so far
         shoe = replace(shoe, order=(*shoe.order, card))
-    return replace(t, shoe=shoe, coup=replace(t.coup, state=state)), out
+    return replace(t, shoe=shoe, coup=coup), out
 
 
 def _resolve(t: Table, rec: Envelope, out: Out) -> tuple[Table, Out]:

@@ -70,7 +70,7 @@ from pydantic import ValidationError
 
 from services.core import topics
 from services.core.baccarat import CoupResult, TableConfig, Variant, get_variant
-from services.core.baccarat.coup import result_of
+from services.core.baccarat.coup import Coup, coup_opened, result_of, wager_of
 from services.core.contract import (
     PAYLOADS,
     AnomalyDetected,
@@ -229,18 +229,6 @@ class ShoeWatch:
 
 
 @dataclass(frozen=True, slots=True)
-class CoupWatch:
-    """The table's open coup: its accepted bets in order, the accounts already flagged as hedged, and
-    each account's first bet's delay after the window opened (ms) with its event id."""
-
-    coup_id: str
-    number: int
-    wagers: tuple[Wager, ...] = ()
-    hedged: frozenset[str] = frozenset()
-    delays: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
 class TableWatch:
     """What the monitor knows of one table. ``config`` is ``None`` until a readable ``TableOpened``."""
 
@@ -248,7 +236,12 @@ class TableWatch:
     config: TableConfig | None = None
     max_minor: Mapping[str, int] = field(default_factory=dict)
     coups: int = 0
-    coup: CoupWatch | None = None
+    coup: Coup | None = None
+    """The open coup (:mod:`services.core.baccarat.coup`), numbered by this table's coup clock."""
+    hedged: frozenset[str] = frozenset()
+    """The accounts already flagged as hedged in the open coup."""
+    delays: Mapping[str, int] = field(default_factory=dict)
+    """Each account's first bet's delay after the open coup's window opened (ms)."""
     shoe: ShoeWatch | None = None
     punters: Mapping[str, Punter] = field(default_factory=dict)
     bias_micro: tuple[int, int] = (0, 0)
@@ -467,14 +460,15 @@ HEDGE_SIDES: Final = frozenset({"player", "banker"})
 """Opposite sides of one coup: one account on both risks only the commission (and a tie)."""
 
 
-def hedged_bets(coup: CoupWatch, wager: Wager, rec: Seen) -> tuple[CoupWatch, Drafts]:
-    """Alert (once per account and coup) when an account holds bets on both hedge sides."""
-    if wager.spot not in HEDGE_SIDES or wager.account_id in coup.hedged:
-        return coup, []
+def hedged_bets(coup: Coup, hedged: frozenset[str], wager: Wager, rec: Seen) -> tuple[frozenset[str], Drafts]:
+    """Alert (once per account and coup: ``hedged`` are those already flagged) when an account holds
+    bets on both hedge sides."""
+    if wager.spot not in HEDGE_SIDES or wager.account_id in hedged:
+        return hedged, []
     others = HEDGE_SIDES - {wager.spot}
     other = [w for w in coup.wagers if w.account_id == wager.account_id and w.spot in others]
     if not other:
-        return coup, []
+        return hedged, []
     bets = [*other, wager]
     subject = {"event_ids": [rec.event_id], "bet_ids": [w.bet_id for w in bets],
                "account_id": wager.account_id, "coup_id": coup.coup_id}  # fmt: skip
@@ -484,7 +478,7 @@ def hedged_bets(coup: CoupWatch, wager: Wager, rec: Seen) -> tuple[CoupWatch, Dr
         Detector.HEDGED_BETS, Severity.WARNING, rec.key, subject=subject,
         observed={"stakes_minor": observed}, threshold={"sides": sorted(HEDGE_SIDES)}, detail=detail,
     )  # fmt: skip
-    return replace(coup, hedged=coup.hedged | {wager.account_id}), [found]
+    return hedged | {wager.account_id}, [found]
 
 
 def near_limit(stake_minor: int, max_minor: int) -> bool:
@@ -661,7 +655,7 @@ def _matched(a: int, b: int) -> bool:
     return abs(a - b) * BPS <= max(a, b) * LINK_BAND_BPS
 
 
-def linked_hedge(t: TableWatch, coup: CoupWatch, rec: Seen) -> tuple[TableWatch, Drafts]:
+def linked_hedge(t: TableWatch, coup: Coup, rec: Seen) -> tuple[TableWatch, Drafts]:
     """At the coup's end: pairs of accounts on opposite even-money sides with matched stakes; a pair
     matched :data:`LINK_AT` times within :data:`LINK_WINDOW_COUPS` coups is a linked hedge."""
     sides: dict[str, dict[str, int]] = {}
@@ -755,25 +749,27 @@ def on_shoe_closed(t: TableWatch, closed: ShoeClosed, rec: Seen) -> tuple[TableW
 def on_betting_opened(t: TableWatch, opened: BettingOpened, rec: Seen) -> tuple[TableWatch, Drafts]:
     """The next coup: the table's coup clock advances; an unresolved earlier coup is dropped."""
     number = t.coups + 1
-    coup = CoupWatch(opened.coup_id, number)
-    return replace(t, coups=number, coup=coup, opened_at=rec.occurred_at, first_card=""), []
+    coup = replace(coup_opened(opened, rec.occurred_at), number=number)
+    return replace(t, coups=number, coup=coup, hedged=frozenset(), delays={}, opened_at=rec.occurred_at,
+                   first_card=""), []  # fmt: skip
 
 
 def on_bet_accepted(t: TableWatch, bet: BetAccepted, rec: Seen) -> tuple[TableWatch, Drafts]:
     """Keep the bet for grading; look for a hedge in the coup and for structuring."""
-    wager = Wager(bet.bet_id, bet.account_id, bet.spot, bet.stake_minor)
-    coup_id = bet.coup_id
-    coup = t.coup if t.coup is not None and t.coup.coup_id == coup_id else CoupWatch(coup_id, t.coups)
-    coup, out = hedged_bets(coup, wager, rec)
-    coup = replace(coup, wagers=(*coup.wagers, wager))
+    wager = wager_of(bet)
+    if t.coup is None or t.coup.coup_id != bet.coup_id:  # its BettingOpened not seen: a coup of its own
+        t = replace(t, coup=Coup(bet.coup_id, t.coups, "betting", ""), hedged=frozenset(), delays={})
+    assert t.coup is not None
+    hedged, out = hedged_bets(t.coup, t.hedged, wager, rec)
+    t = replace(t, coup=t.coup.accept(wager), hedged=hedged)
     max_minor = t.max_minor.get(wager.spot)
     punter, more = structuring(t.punter(wager.account_id), wager, max_minor, t.coups, rec)
-    if wager.account_id not in coup.delays and t.opened_at and wager.spot in HEDGE_SIDES:
+    if wager.account_id not in t.delays and t.opened_at and wager.spot in HEDGE_SIDES:
         delay = millis(rec.occurred_at) - millis(t.opened_at)
-        coup = replace(coup, delays={**coup.delays, wager.account_id: delay})
+        t = replace(t, delays={**t.delays, wager.account_id: delay})
         punter, bot = bot_regularity(punter, wager, delay, rec)
         more = more + bot
-    return replace(t, coup=coup).with_punter(wager.account_id, punter), out + more
+    return t.with_punter(wager.account_id, punter), out + more
 
 
 def on_bet_refused(t: TableWatch, refused: BetRefused, rec: Seen) -> tuple[TableWatch, Drafts]:

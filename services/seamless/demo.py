@@ -21,11 +21,10 @@ from typing import Any
 from pydantic import SecretStr
 from rich.console import Console
 
-from services.app.demo import META_KEY, demo_composition, invoked_as, render, say_written, summarise
+from services.app.demo import META_KEY, invoked_as, open_composition, render, say_written, summarise
 from services.app.simulator import Session, TableSpec
 from services.runtime.compose import seamless_config
 from services.runtime.failures import one_line
-from services.runtime.keyring import KeyringError
 from services.runtime.replay import read_db, replay
 from services.runtime.settings import Settings
 from services.seamless.caller import SeamlessBus
@@ -40,10 +39,8 @@ def main_seamless(
 ) -> int:  # fmt: skip
     """Play the session through the seamless adapter; print the summary, the verdict and reconcile."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        composition = demo_composition(Path(f"{path}.keyring.json"))
-    except KeyringError as exc:
-        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+    composition = open_composition(Path(f"{path}.keyring.json"))
+    if composition is None:
         return 2
     with ExitStack() as stack:
         wallet = None

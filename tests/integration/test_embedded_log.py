@@ -31,7 +31,6 @@ from services.core.envelope import (
 from services.core.errors import DomainError, Reason
 from services.core.processor import Processor
 from services.runtime.embedded.log import (
-    EPOCH_OCCURRED_AT,
     ConsumerMoved,
     EmbeddedBus,
     EmbeddedLog,
@@ -40,6 +39,7 @@ from services.runtime.embedded.log import (
     run_until_idle,
 )
 from services.runtime.failures import ConfigError
+from services.runtime.intake import EPOCH_OCCURRED_AT
 from services.runtime.logging import bound, configure, get_logger
 from services.runtime.replay import read_db, replay
 from tests.helpers.kill import run_with_kills

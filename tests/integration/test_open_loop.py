@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from services.app.simulator import DEFAULT_TABLES, Session
-from services.core.envelope import Envelope
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.replay import read_db, replay
 
@@ -17,32 +16,11 @@ TABLES = list(DEFAULT_TABLES[:3])
 COUPS = 14
 
 
-class Lockstep:
-    """The bus without ``advance()``: the session settles every processor between its steps."""
-
-    ordered = True  # one log, as the wrapped bus
-
-    def __init__(self, bus: EmbeddedBus) -> None:
-        self.bus = bus
-
-    def publish(self, envelopes: list[Envelope]) -> None:
-        """The wrapped bus's publish."""
-        self.bus.publish(envelopes)
-
-    def settle(self) -> None:
-        """Every processor until idle."""
-        self.bus.settle()
-
-    def read(self, topic: str, key: str) -> list[Envelope]:
-        """The wrapped bus's read."""
-        return self.bus.read(topic, key)
-
-
 def play(db: Path, *, lockstep: bool) -> list[tuple[str, str, bytes]]:
     """A seeded session on a fresh log at ``db``; every record as (topic, key, bytes) in log order."""
     bus = EmbeddedBus(db, lag_records=300)
     try:
-        Session(Lockstep(bus) if lockstep else bus, seed=4).run(TABLES, COUPS)
+        Session(bus, seed=4, lockstep=lockstep).run(TABLES, COUPS)
     finally:
         bus.close()
     with EmbeddedLog(db, readonly=True) as log:

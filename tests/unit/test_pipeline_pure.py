@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from services.app.simulator import DEFAULT_TABLES, Session
+from services.app.simulator import CURRENCY, DEFAULT_TABLES, Session, TablePlay, TableSpec
 from services.core import topics
 from services.core.envelope import Envelope, canonical, request, sha256_hex
 from services.core.processor import initial_state, step
@@ -190,3 +190,31 @@ def test_sealed_event_is_self_consistent(played: MemBus) -> None:
     """Every event's hash is the SHA-256 of its canonical body."""
     for env in played.log:
         assert env.hash == env.expected_hash()
+
+
+def test_a_stake_off_the_tables_unit_is_refused_and_refunded() -> None:
+    """A baccarat banque table with a stake unit of 1.00 refuses a punter's 10.50 (``bad_amount``) like
+    any other bet it cannot take, and the stake goes back to the wallet (it was a dead letter at the
+    dealer, the stake left in escrow for good)."""
+    bus = MemBus()
+    session = Session(bus, seed=3, players=2)
+    play = TablePlay(session, TableSpec("T-banque", "baccarat_banque", {"stake_unit_minor": 100}))
+    banker, punter = session.accounts()
+    for account in (banker, punter):
+        session.wallet("Deposit", account, {"amount_minor": 100_000, "currency": CURRENCY})
+    play.open()
+    session.command("OpenBetting", "T-banque", {})
+    session.settle()
+    coup_id = play._opened_coup()
+    for account, spot, stake in ((banker, "bank", 20_000), (punter, "right", 1_050)):
+        bet = {"bet_id": f"{spot}-bet", "table_id": "T-banque", "coup_id": coup_id, "spot": spot,
+               "stake_minor": stake, "currency": CURRENCY}  # fmt: skip
+        session.wallet("PlaceBet", account, bet)
+        session.settle()
+    assert [(e.payload["bet_id"], e.payload["reason"]) for e in bus.of_type("BetRefused")] == [
+        ("right-bet", "bad_amount")
+    ]
+    assert bus.of_type("DeadLetter") == []
+    refunds = bus.of_type("StakeRefunded")
+    assert [(e.payload["bet_id"], e.key) for e in refunds] == [("right-bet", punter)]
+    assert refunds[0].payload["balance_after_minor"] == 100_000

@@ -1,4 +1,12 @@
-"""The coup record: what ``CoupResolved`` says of a coup, as the engine's :class:`CoupResult`.
+"""The coup record: one coup as its table's events tell it (:class:`Coup`), and what ``CoupResolved``
+says of it as the engine's :class:`CoupResult` (:func:`result_of`).
+
+A :class:`Coup` is the coup's identity and number, its phase, when betting opened, the accepted wagers
+in order and, once dealing began, the engine's :class:`CoupState` (cards per hand, decisions). Its
+methods are the only transitions: the dealer makes them from the commands it accepts (and writes the
+event of each), the readers of the table stream make the very same ones from those events
+(:func:`coup_opened`, :func:`evolve`): the simulator follows its coups with it, the monitor keeps its
+per-coup watch beside one. Audit's and replay's trails can fold the same events into it too.
 
 The dealer writes a :class:`~services.core.contract.CoupResolved` from a :class:`CoupResult`; every
 reader that needs the result back (settlement's payout stage, the monitor, audit, replay) rebuilds it
@@ -8,9 +16,104 @@ here, once, from the typed payload, never from the raw dict.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol
 
-from services.core.baccarat.engine import CoupResult, HandResult
-from services.core.contract import CoupResolved
+from services.core.baccarat.engine import (
+    CoupResult,
+    CoupState,
+    HandResult,
+    TableConfig,
+    apply_card,
+    apply_decision,
+    start,
+)
+from services.core.contract import (
+    BetAccepted,
+    BettingClosed,
+    BettingOpened,
+    CardDealt,
+    CoupResolved,
+    DecisionMade,
+)
+from services.core.contract.base import Payload
+from services.core.ledger import Wager
+
+Phase = Literal["betting", "closed", "dealing"]
+"""Where a coup stands: bets taken, betting closed, cards being dealt (resolved coups are no longer
+held: ``CoupResolved`` ends the record)."""
+
+
+class Bet(Protocol):
+    """What a wager is made of, in the records that carry one (``PlaceBet``, ``BetPlaced``,
+    ``BetAccepted``)."""
+
+    @property
+    def bet_id(self) -> str: ...
+    @property
+    def account_id(self) -> str: ...
+    @property
+    def spot(self) -> str: ...
+    @property
+    def stake_minor(self) -> int: ...
+
+
+def wager_of(bet: Bet) -> Wager:
+    """The :class:`Wager` a bet record stands for."""
+    return Wager(bet.bet_id, bet.account_id, bet.spot, bet.stake_minor)
+
+
+@dataclass(frozen=True, slots=True)
+class Coup:
+    """One coup in play (see the module)."""
+
+    coup_id: str
+    number: int
+    phase: Phase
+    started_at: str
+    wagers: tuple[Wager, ...] = ()
+    state: CoupState | None = None
+
+    def accept(self, wager: Wager) -> Coup:
+        """With ``wager`` accepted (after those before it)."""
+        return replace(self, wagers=(*self.wagers, wager))
+
+    def close(self) -> Coup:
+        """Betting closed."""
+        return replace(self, phase="closed")
+
+    def deal(self, config: TableConfig) -> Coup:
+        """Dealing begins: no card yet."""
+        return replace(self, phase="dealing", state=start(config))
+
+    def card(self, card: str) -> Coup:
+        """With ``card`` dealt to the hand due."""
+        assert self.state is not None, "deal() first"
+        return replace(self, state=apply_card(self.state, card))
+
+    def decide(self, hand: str, choice: str) -> Coup:
+        """With ``hand``'s ``choice`` taken."""
+        assert self.state is not None, "deal() first"
+        return replace(self, state=apply_decision(self.state, hand, choice))
+
+
+def coup_opened(event: BettingOpened, occurred_at: str) -> Coup:
+    """The coup a ``BettingOpened`` (written at ``occurred_at``) opens."""
+    return Coup(event.coup_id, event.coup_number, "betting", occurred_at)
+
+
+def evolve(coup: Coup, event: Payload, config: TableConfig) -> Coup:
+    """``coup`` after one event of its table (``config``'s): a bet accepted, betting closed, a card
+    dealt (the first one begins the dealing), a decision made; any other event leaves it as it is."""
+    if isinstance(event, BetAccepted):
+        return coup.accept(wager_of(event))
+    if isinstance(event, BettingClosed):
+        return coup.close()
+    if isinstance(event, CardDealt):
+        return (coup if coup.state is not None else coup.deal(config)).card(event.card)
+    if isinstance(event, DecisionMade):
+        return coup.decide(event.hand, event.choice)
+    return coup
 
 
 def result_of(resolved: CoupResolved, hand_order: Sequence[str]) -> CoupResult:

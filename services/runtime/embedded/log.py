@@ -53,7 +53,6 @@ skip even the attempt.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
@@ -63,11 +62,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from pydantic import ValidationError
-
-from services.core.envelope import RECORD_MAX_BYTES, ChainHead, Envelope, derive_id, parse_record, seal
-from services.core.errors import Reason
-from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
+from services.core.envelope import ChainHead, Envelope, parse_record
+from services.core.processor import Processor, ProcessorState, initial_state, step
+from services.runtime import intake
 from services.runtime.embedded import snapshot
 from services.runtime.failures import ConfigError, NotALog
 from services.runtime.logging import get_logger
@@ -99,9 +96,6 @@ def synchronous_setting() -> Synchronous:
 
 Row = tuple[int, str, str, bytes]
 """One record as read from the log: (offset, topic, key, raw bytes)."""
-
-EPOCH_OCCURRED_AT = "1970-01-01T00:00:00.000Z"
-"""``occurred_at`` of a dead letter whose original has no readable time (never the wall clock)."""
 
 SNAPSHOT_FORMAT = 3
 """Bumped when the snapshot layout changes; older snapshots are then ignored.
@@ -310,7 +304,7 @@ class EmbeddedLog:
         When the bytes are a JSON object with a string ``event_id`` the append is idempotent by that
         id like :meth:`append`; returns whether a record was added.
         """
-        event_id, type_ = _ids_of(raw)
+        event_id, type_ = intake.id_and_type_of(raw)
         with self.transaction():
             return self._insert(topic, key, event_id, type_, raw)
 
@@ -486,44 +480,6 @@ class EmbeddedLog:
             self._conn.execute("DELETE FROM snapshots")
 
 
-def _ids_of(raw: bytes) -> tuple[str | None, str | None]:
-    if raw is not None and len(raw) > RECORD_MAX_BYTES:  # never parsed: undecodable anyway
-        return None, None
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None, None
-    if not isinstance(data, dict):
-        return None, None
-    event_id, type_ = data.get("event_id"), data.get("type")
-    return (
-        event_id if isinstance(event_id, str) else None,
-        type_ if isinstance(type_, str) else None,
-    )
-
-
-def _occurred_at_of(raw: bytes) -> str:
-    if raw is not None and len(raw) > RECORD_MAX_BYTES:  # never parsed: undecodable anyway
-        return EPOCH_OCCURRED_AT
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        return EPOCH_OCCURRED_AT
-    value = data.get("occurred_at") if isinstance(data, dict) else None
-    return value if isinstance(value, str) else EPOCH_OCCURRED_AT
-
-
-def _why_undecodable(exc: Exception) -> str:
-    """A sentence that depends on the bytes only (not on pydantic's version or its docs URLs)."""
-    if isinstance(exc, ValidationError):
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['type']}"
-            for err in exc.errors(include_url=False)
-        )
-        return f"not an envelope: {problems}"
-    return f"not JSON: {exc}"
-
-
 class LoggedIds:
     """A consumer's applied ids, kept in the log's ``applied`` table and mirrored in memory: written in
     the transaction that applies the records (so a rolled-back batch forgets them too: the runner
@@ -654,18 +610,16 @@ class Runner(Generic[S]):
         decoded = self.log.decoded
         for offset, topic, _key, raw in rows:
             record = decoded.get(offset)
-            if record is None:
-                try:
-                    record = parse_record(raw)
-                except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
-                    outputs.append(self._dead(offset, topic, raw, _why_undecodable(exc), Reason.UNDECODABLE))
-                    continue
-                decoded[offset] = record
-                if len(decoded) > DECODED_KEPT:
-                    del decoded[next(iter(decoded))]
-            if record.topic != topic:
-                detail = f"envelope says topic {record.topic!r} but was written to {topic!r}"
-                outputs.append(self._dead(offset, topic, raw, detail, Reason.INVALID_PAYLOAD))
+            try:
+                if record is None:
+                    record = intake.decode(raw)
+                    decoded[offset] = record
+                    if len(decoded) > DECODED_KEPT:
+                        del decoded[next(iter(decoded))]
+                intake.check_topic(record, topic, raw)
+            except intake.DecodeError as exc:
+                position = f"dead/{self.name}/{topic}/{offset}"  # the runner's name: one dead letter each
+                outputs.append(intake.dead_letter_of(self.processor, exc, topic, position))
                 continue
             self.ids.offset = offset
             outputs.extend(step(self.processor, self.state, record, raw))
@@ -680,20 +634,6 @@ class Runner(Generic[S]):
         if self._since_snapshot >= self.snapshot_every:
             self._snapshot()
         return BatchResult(len(rows), len(outputs), self.position)
-
-    def _dead(self, offset: int, topic: str, raw: bytes, detail: str, reason: Reason) -> Envelope:
-        draft = dead_letter(None, raw, reason.value, detail, topic)
-        env = seal(
-            draft,
-            # the runner's name is in the id: two processors reading one topic dead-letter it apart
-            event_id=derive_id(f"dead/{self.name}/{topic}/{offset}", 0),
-            occurred_at=_occurred_at_of(raw),
-            producer=self.processor.name,
-            cause=None,
-            head=None,
-        )
-        guard = self.processor.guard
-        return guard.sign(env) if guard is not None else env
 
     def _encode(self) -> bytes:
         heads = [(t, k, h.seq, h.hash) for (t, k), h in self.state.heads.items()]

@@ -265,6 +265,12 @@ class KafkaBus:
         self._reader = new_consumer(self.settings)
         await self._probe.start()
         await self._reader.start()
+        # Every topic's partitions now, before real_ends assigns the probe (an assigned consumer's
+        # metadata covers only its assigned topics): read() may ask for a topic that no service of
+        # the bus consumes (a bus of the settlement service alone, reading the wallet events).
+        physical = {self.settings.topic(t): t for t in topics.ALL_TOPICS}
+        for tp in await partitions_of(self._probe, list(physical)):
+            self._tps.setdefault(physical[tp.topic], []).append(tp)
 
     def close(self) -> None:
         """Stop the clients and the loop."""

@@ -72,8 +72,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-
 from aiokafka.errors import KafkaError  # type: ignore[import-untyped]
 
 from services.core import topics
-from services.core.envelope import Envelope, derive_id, seal
-from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
+from services.core.envelope import Envelope
+from services.core.processor import Processor, ProcessorState, initial_state, step
 from services.core.trust import PrincipalKey, Refusal, verify
 from services.runtime import intake
 from services.runtime.compose import SERVICES, Composition
@@ -268,17 +268,8 @@ class Pipe:
             record = intake.decode(value, topic)
         except intake.DecodeError as exc:
             self.last = {"type": None, "event_id": None, "reason": exc.reason.value}
-            draft = dead_letter(None, value, exc.reason.value, exc.detail, topic)
-            env = seal(
-                draft,
-                event_id=derive_id(f"dead/{self.stage}/{topic}/{partition}/{offset}", 0),
-                occurred_at=intake.occurred_at_of(value),
-                producer=self.processor.name,
-                cause=None,
-                head=None,
-            )
-            guard = self.processor.guard
-            return [guard.sign(env) if guard is not None else env]
+            position = f"dead/{self.stage}/{topic}/{partition}/{offset}"
+            return [intake.dead_letter_of(self.processor, exc, topic, position)]
         p = record.payload
         self.last = {"type": record.type, "event_id": record.event_id, "key": record.key,
                      "table_id": p.get("table_id"), "coup_id": p.get("coup_id")}  # fmt: skip

@@ -73,7 +73,7 @@ Money (player-banked, ``house_banked = False``; the house takes nothing — the 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from services.core.baccarat.engine import (
     CoupResult,
@@ -98,6 +98,7 @@ from services.core.ledger import (
     Payout,
     Settlement,
     Wager,
+    bank_payout,
     settle,
 )
 from services.core.shoe import ShoeRules
@@ -371,7 +372,7 @@ class FrenchClub(TwoHandGame):
         # first, then from each cover in the order reserved
         debt = max(-net, 0)
         taken = min(debt, bank.stake_minor)
-        by_id[bank.bet_id] = _bank_payout(bank, net if net >= 0 else -taken, net, accounts, bank_account)
+        by_id[bank.bet_id] = bank_payout(bank, net if net >= 0 else -taken, net, accounts, bank_account)
         debt -= taken
         for c in covers:
             taken = min(debt, c.stake_minor)
@@ -406,25 +407,6 @@ def _punter_payout(w: Wager, s: Settlement, extra_minor: int, accounts: Accounts
         bet_id=w.bet_id, account_id=w.account_id, spot=w.spot, stake_minor=w.stake_minor,
         result=s.result, win_minor=s.win_minor, commission_minor=s.commission_minor,
         credit_minor=credit, postings=tuple(rows),
-    )  # fmt: skip
-
-
-def _bank_payout(
-    bank: Wager, share_minor: int, net_minor: int, accounts: Accounts, bank_account: str
-) -> Payout:
-    """The banker's stake: it leaves escrow and settles ``share_minor`` of the bank account's net for the
-    coup (all of a gain; of a debt, as much as the stake holds). ``net_minor`` gives the result."""
-    credit = bank.stake_minor + share_minor
-    rows: list[tuple[str, int]] = [(accounts.escrow, -bank.stake_minor)]
-    if share_minor:
-        rows.append((bank_account, -share_minor))
-    if credit:
-        rows.append((bank.account_id, credit))
-    result: Literal["win", "lose", "push"] = "win" if net_minor > 0 else "lose" if net_minor < 0 else "push"
-    return Payout(
-        bet_id=bank.bet_id, account_id=bank.account_id, spot=bank.spot, stake_minor=bank.stake_minor,
-        result=result, win_minor=max(net_minor, 0), commission_minor=0, credit_minor=credit,
-        postings=tuple(rows),
     )  # fmt: skip
 
 

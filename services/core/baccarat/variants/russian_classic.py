@@ -69,7 +69,7 @@ him, ``split`` otherwise. ``natural`` is true when rule 11 or 12 ended the coup.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final
 
 from services.core.baccarat.engine import (
     CoupResult,
@@ -87,7 +87,7 @@ from services.core.baccarat.engine import (
 from services.core.baccarat.settings import Setting
 from services.core.cards import CARD_POINTS, Card
 from services.core.errors import DomainError, Reason
-from services.core.ledger import LOSE, PUSH, Accounts, Grade, Payout, Settlement, Wager
+from services.core.ledger import LOSE, PUSH, Accounts, Grade, Payout, Settlement, Wager, bank_payout
 from services.core.shoe import ShoeRules
 
 BANK_SPOT: Final = "bank"
@@ -393,7 +393,7 @@ class RussianClassic(Variant):
             )
             net += w.stake_minor - s.credit_minor
             out[w.bet_id] = _payout(w, s, accounts, bank_account)
-        out[bank.bet_id] = _bank_payout(bank, net, accounts, bank_account)
+        out[bank.bet_id] = bank_payout(bank, net, net, accounts, bank_account)
         return tuple(out[w.bet_id] for w in wagers)
 
     def strategies(self) -> Mapping[str, Strategy]:
@@ -420,22 +420,6 @@ def _payout(w: Wager, s: Settlement, accounts: Accounts, bank: str) -> Payout:
     return Payout(
         bet_id=w.bet_id, account_id=w.account_id, spot=w.spot, stake_minor=w.stake_minor,
         result=s.result, win_minor=s.win_minor, commission_minor=0, credit_minor=s.credit_minor,
-        postings=tuple(rows),
-    )  # fmt: skip
-
-
-def _bank_payout(bank: Wager, net_minor: int, accounts: Accounts, bank_account: str) -> Payout:
-    """The banker's payout: his stake leaves escrow and the bank account's net for the coup is settled."""
-    credit = bank.stake_minor + net_minor
-    rows: list[tuple[str, int]] = [(accounts.escrow, -bank.stake_minor)]
-    if net_minor:
-        rows.append((bank_account, -net_minor))
-    if credit:
-        rows.append((bank.account_id, credit))
-    result: Literal["win", "lose", "push"] = "win" if net_minor > 0 else "lose" if net_minor < 0 else "push"
-    return Payout(
-        bet_id=bank.bet_id, account_id=bank.account_id, spot=bank.spot, stake_minor=bank.stake_minor,
-        result=result, win_minor=max(net_minor, 0), commission_minor=0, credit_minor=credit,
         postings=tuple(rows),
     )  # fmt: skip
 

@@ -1,0 +1,55 @@
+"""The in-memory runtime: the pure processors over a Python list, in log order (no bytes, no SQLite, no
+broker).
+
+``monitor-eval`` plays its sessions on it, and the unit tests of the processors use it
+(``tests/helpers/membus.py``); it keeps the simulator's bus protocol as the embedded and the Kafka buses
+do (one contract test class for the three, ``tests/helpers/bus_contract.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from services.core.envelope import Envelope
+from services.core.processor import Processor, ProcessorState, initial_state, step
+
+
+class MemoryBus:
+    """``processors`` over one list: :meth:`settle` steps each, in the order given, through every record
+    it has not seen yet, until none has anything left to read."""
+
+    def __init__(self, processors: Iterable[Processor[Any]]) -> None:
+        self.log: list[Envelope] = []
+        self.procs: list[tuple[Processor[Any], ProcessorState[Any]]] = [
+            (p, initial_state(p)) for p in processors
+        ]
+        self.offsets = [0] * len(self.procs)
+        self.cursors: dict[tuple[str, str], int] = {}
+
+    def publish(self, envelopes: list[Envelope]) -> None:
+        """Append outside records."""
+        self.log.extend(envelopes)
+
+    def settle(self) -> None:
+        """Run every processor until none has anything left to read."""
+        moved = True
+        while moved:
+            moved = False
+            for i, (proc, state) in enumerate(self.procs):
+                while self.offsets[i] < len(self.log):
+                    rec = self.log[self.offsets[i]]
+                    self.offsets[i] += 1
+                    moved = True
+                    if rec.topic in proc.inputs:
+                        self.log.extend(step(proc, state, rec))
+
+    def read(self, topic: str, key: str) -> list[Envelope]:
+        """The records on ``topic`` under ``key`` not yet returned by an earlier call."""
+        start = self.cursors.get((topic, key), 0)
+        self.cursors[(topic, key)] = len(self.log)
+        return [e for e in self.log[start:] if e.topic == topic and e.key == key]
+
+    def of_type(self, type_: str) -> list[Envelope]:
+        """Every record of one type, in log order."""
+        return [e for e in self.log if e.type == type_]
