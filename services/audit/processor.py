@@ -658,8 +658,9 @@ of them is a ``duplicate_payout``; further back, it is an orphan left open at th
 
 
 def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
-    if trail.done or trail.resolved is None or set(trail.recorded) != set(trail.bets):
-        return []
+    recorded, bets = trail.recorded, trail.bets
+    if trail.done or trail.resolved is None or len(recorded) != len(bets) or set(recorded) != set(bets):
+        return []  # (the lengths first: a coup of n bets is checked n times, each set costs n)
     trail.done = True
     table = trail.table_id
     out = _check_escrow(state, coup_id, trail)
