@@ -17,9 +17,9 @@ Completed game rounds are hashed (:func:`round_record`) into per-table digests t
 
 from __future__ import annotations
 
-import json
+import functools
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -28,10 +28,28 @@ from pydantic import ValidationError
 from services.core import topics
 from services.core.baccarat import TableConfig, Wager, get_variant, resolve
 from services.core.cards import shoe_cards
-from services.core.contract import PAYLOADS, SCHEMA_VERSIONS, payload_of
+from services.core.contract import (
+    PAYLOADS,
+    SCHEMA_VERSIONS,
+    AnomalyDetected,
+    BetAccepted,
+    CardDealt,
+    CoupResolved,
+    DecisionMade,
+    Payload,
+    PayoutIssued,
+    Posting,
+    ShoeClosed,
+    ShoeOpened,
+    StakeRefunded,
+    StakeReserved,
+    TableOpened,
+    Transfer,
+    payload_of,
+)
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError
-from services.core.ledger import table_accounts
+from services.core.ledger import Accounts, table_accounts
 from services.core.processor import Processor, describe
 from services.core.reasons import FindingReason, Severity
 from services.core.shoe import commitment, shuffle
@@ -148,6 +166,8 @@ class AuditState:
     settled_order: deque[str] = field(default_factory=deque)
     alerts: dict[str, tuple[int, str, str]] = field(default_factory=dict)
     paytables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    invalid: bool = False
+    """Whether the last record handled broke the event contract (an ``invalid_payload`` finding)."""
 
 
 def finding(
@@ -206,12 +226,13 @@ class Audit(Processor[AuditState]):
         state.completed.clear()
         out = self.check_chain(state, record, expected_hash)
         state.records += 1
-        broken = contract_breach(record)
+        payload, broken = read_recorded(record)
+        state.invalid = broken is not None
         if broken is not None:
             subject = {**_subject(record), "type": record.type}
             out.append(finding(FindingReason.INVALID_PAYLOAD, _finding_key(record), subject, detail=broken))
-        elif (handler := _HANDLERS.get(record.type)) is not None:
-            out.extend(handler(state, record))
+        elif payload is not None and (handler := _HANDLERS.get(record.type)) is not None:
+            out.extend(handler(state, record, payload))
         for d in out:
             if d.type == "AuditFinding":
                 state.findings += 1
@@ -230,34 +251,39 @@ class Audit(Processor[AuditState]):
         and leaves the head where it was, so one replayed record gives one finding, not a cascade.
         """
         out: list[Draft] = []
-        key = _finding_key(rec)
         want_hash = rec.expected_hash() if expected_hash is None else expected_hash
         if rec.hash != want_hash:
+            key = _finding_key(rec)
             out.append(finding(FindingReason.HASH_MISMATCH, key, _subject(rec), want_hash, rec.hash))
         if rec.topic not in topics.EVENT_STREAMS:
             return out
         chain = (rec.topic, rec.key)
         head = state.heads.get(chain)
-        jump = state.jumps.pop(chain, None)
-        if jump is not None:
-            if rec.seq == (head[0] + 1 if head else 0) and jump.seq == rec.seq + 1:
-                return [*out, *_swapped(state, chain, head[1] if head else None, jump, rec, key=key)]
-            out.insert(0, _gap_finding(jump, head))
-            head = state.heads[chain] = (jump.seq, jump.hash)
+        if state.jumps:
+            jump = state.jumps.pop(chain, None)
+            if jump is not None:
+                if rec.seq == (head[0] + 1 if head else 0) and jump.seq == rec.seq + 1:
+                    key = _finding_key(rec)
+                    return [*out, *_swapped(state, chain, head[1] if head else None, jump, rec, key=key)]
+                out.insert(0, _gap_finding(jump, head))
+                head = state.heads[chain] = (jump.seq, jump.hash)
         want_seq, want_prev = (head[0] + 1, head[1]) if head else (0, None)
-        if rec.seq is None:
-            why = "no seq"
-            out.append(finding(FindingReason.CHAIN_BROKEN, key, _subject(rec), want_seq, None, detail=why))
-        elif rec.seq > want_seq:
-            state.jumps[chain] = Jump(rec.seq, rec.hash, rec.prev_hash, rec.event_id, key)
-        elif rec.seq < want_seq:
-            why = "seq already used on this key: a replayed or re-inserted record"
-            found = finding(FindingReason.SEQ_DUPLICATE, key, _subject(rec), want_seq, rec.seq, detail=why)
-            out.append(found)
-        else:
+        seq = rec.seq
+        if seq == want_seq:  # the usual case first
             if rec.prev_hash != want_prev:
+                key = _finding_key(rec)
                 out.append(finding(FindingReason.CHAIN_BROKEN, key, _subject(rec), want_prev, rec.prev_hash))
-            state.heads[chain] = (rec.seq, rec.hash)
+            state.heads[chain] = (seq, rec.hash)
+        elif seq is None:
+            why = "no seq"
+            key = _finding_key(rec)
+            out.append(finding(FindingReason.CHAIN_BROKEN, key, _subject(rec), want_seq, None, detail=why))
+        elif seq > want_seq:
+            state.jumps[chain] = Jump(seq, rec.hash, rec.prev_hash, rec.event_id, _finding_key(rec))
+        else:
+            why = "seq already used on this key: a replayed or re-inserted record"
+            key = _finding_key(rec)
+            out.append(finding(FindingReason.SEQ_DUPLICATE, key, _subject(rec), want_seq, seq, detail=why))
         return out
 
     def finish(self, state: AuditState) -> list[Draft]:
@@ -267,23 +293,25 @@ class Audit(Processor[AuditState]):
         return out
 
 
-def contract_breach(rec: Envelope) -> str | None:
-    """Why ``rec``'s payload breaks the event contract, or ``None`` when it validates (tolerantly).
+def read_recorded(rec: Envelope) -> tuple[Payload | None, str | None]:
+    """``rec``'s typed payload, read tolerantly, and ``None``; or ``None`` and why the payload breaks the
+    event contract; ``(None, None)`` for a type outside the contract. Validated once: the handlers take
+    the model it gives.
 
     A payload at the current schema version needs no upcast: its model's validator reads the recorded
     dict itself (what :func:`~services.core.contract.payload_of` does after copying it, without the copy);
     an older version goes through :func:`~services.core.contract.payload_of` and its upcasters."""
     model = PAYLOADS.get(rec.type)
     if model is None:
-        return None
+        return None, None
     try:
         if rec.schema_version == SCHEMA_VERSIONS[rec.type]:
-            model.__pydantic_validator__.validate_python(rec.payload, extra="ignore")
+            payload: Payload = model.__pydantic_validator__.validate_python(rec.payload, extra="ignore")
         else:
-            payload_of(rec, tolerant=True)
+            payload = payload_of(rec, tolerant=True)
     except (DomainError, ValidationError) as exc:
-        return describe(exc)
-    return None
+        return None, describe(exc)
+    return payload, None
 
 
 def _subject(rec: Envelope) -> dict[str, Any]:
@@ -324,6 +352,12 @@ def _finding_key(rec: Envelope) -> str:
     return str(rec.payload.get("table_id") or rec.key)
 
 
+@functools.lru_cache(maxsize=1024)
+def _accounts(table_id: str) -> Accounts:
+    """:func:`~services.core.ledger.table_accounts`, built once per table (a pure function, cached)."""
+    return table_accounts(table_id)
+
+
 def _trail(state: AuditState, table_id: str, coup_id: str) -> CoupTrail:
     trail = state.coups.get(coup_id)
     if trail is None:
@@ -331,58 +365,51 @@ def _trail(state: AuditState, table_id: str, coup_id: str) -> CoupTrail:
     return trail
 
 
-def on_table_opened(state: AuditState, rec: Envelope) -> list[Draft]:
-    """Remember the table's configuration and its recorded paytable."""
+def on_table_opened(state: AuditState, rec: Envelope, opened: TableOpened) -> list[Draft]:
+    """Remember the table's configuration and its recorded paytable (as recorded: a variant's own
+    paytable keys, such as ``commission_to``, are not in the tolerant model)."""
     state.configs[rec.key] = TableConfig.from_dict(rec.payload["config"])
     state.paytables[rec.key] = dict(rec.payload.get("paytable") or {})
     return []
 
 
-def on_shoe_opened(state: AuditState, rec: Envelope) -> list[Draft]:
+def on_shoe_opened(state: AuditState, rec: Envelope, p: ShoeOpened) -> list[Draft]:
     """Remember the shoe's commitment."""
-    p = rec.payload
-    state.shoes[str(p["shoe_id"])] = {"table_id": rec.key, "commitment": p.get("commitment"), "dealt": []}
+    state.shoes[p.shoe_id] = {"table_id": rec.key, "commitment": p.commitment, "dealt": []}
     return []
 
 
-def on_bet_accepted(state: AuditState, rec: Envelope) -> list[Draft]:
+def on_bet_accepted(state: AuditState, rec: Envelope, p: BetAccepted) -> list[Draft]:
     """Remember the bet in its coup."""
-    p = rec.payload
-    trail = _trail(state, rec.key, str(p["coup_id"]))
-    trail.bets[str(p["bet_id"])] = Wager(
-        str(p["bet_id"]), str(p["account_id"]), str(p["spot"]), int(p["stake_minor"])
-    )
-    state.bet_coup[str(p["bet_id"])] = str(p["coup_id"])
+    _trail(state, rec.key, p.coup_id).bets[p.bet_id] = Wager(p.bet_id, p.account_id, p.spot, p.stake_minor)
+    state.bet_coup[p.bet_id] = p.coup_id
     return []
 
 
-def on_card_dealt(state: AuditState, rec: Envelope) -> list[Draft]:
+def on_card_dealt(state: AuditState, rec: Envelope, p: CardDealt) -> list[Draft]:
     """Remember the card, its hand and shoe position."""
-    p = rec.payload
-    trail = _trail(state, rec.key, str(p["coup_id"]))
-    trail.cards.append((str(p["hand"]), str(p["card"]), int(p["shoe_position"])))
-    trail.shoe_id = str(p["shoe_id"])
-    shoe = state.shoes.get(str(p["shoe_id"]))
+    trail = _trail(state, rec.key, p.coup_id)
+    trail.cards.append((p.hand, p.card, p.shoe_position))
+    trail.shoe_id = p.shoe_id
+    shoe = state.shoes.get(p.shoe_id)
     if shoe is not None:
-        shoe["dealt"].append((int(p["shoe_position"]), str(p["card"]), rec.event_id, str(p["coup_id"])))
+        shoe["dealt"].append((p.shoe_position, p.card, rec.event_id, p.coup_id))
     return []
 
 
-def on_decision_made(state: AuditState, rec: Envelope) -> list[Draft]:
+def on_decision_made(state: AuditState, rec: Envelope, p: DecisionMade) -> list[Draft]:
     """Remember the decision and who made it."""
-    p = rec.payload
-    _trail(state, rec.key, str(p["coup_id"])).decisions.append(
-        (str(p["hand"]), str(p["choice"]), str(p.get("decided_by", "")))
-    )
+    _trail(state, rec.key, p.coup_id).decisions.append((p.hand, p.choice, p.decided_by))
     return []
 
 
-def on_coup_resolved(state: AuditState, rec: Envelope) -> list[Draft]:
-    """Re-run the engine from the recorded cards and decisions; compute the expected payouts."""
+def on_coup_resolved(state: AuditState, rec: Envelope, typed: CoupResolved) -> list[Draft]:
+    """Re-run the engine from the recorded cards and decisions; compute the expected payouts. The hands,
+    outcome and natural are compared as recorded (``p``), and the round record keeps them so."""
     p = rec.payload
-    coup_id = str(p["coup_id"])
+    coup_id = typed.coup_id
     trail = _trail(state, rec.key, coup_id)
-    trail.resolved, trail.shoe_id, trail.number = dict(p), str(p["shoe_id"]), int(p.get("coup_number", 0))
+    trail.resolved, trail.shoe_id, trail.number = dict(p), typed.shoe_id, typed.coup_number
     config = state.configs.get(rec.key)
     subject = {"event_id": rec.event_id, "coup_id": coup_id}
     if config is None:
@@ -423,15 +450,14 @@ def on_coup_resolved(state: AuditState, rec: Envelope) -> list[Draft]:
                 detail="cards dealt to the wrong hand",
             )
         )
-    if sorted(p.get("bet_ids") or []) != sorted(trail.bets):
+    if sorted(typed.bet_ids) != sorted(trail.bets):
         out.append(
             finding(
-                FindingReason.BET_SET_MISMATCH, rec.key, subject, sorted(trail.bets),
-                sorted(p.get("bet_ids") or []),
+                FindingReason.BET_SET_MISMATCH, rec.key, subject, sorted(trail.bets), sorted(typed.bet_ids)
             )
         )
-    wagers = [trail.bets[b] for b in p.get("bet_ids") or [] if b in trail.bets]
-    for po in variant.settle(result, wagers, config, table_accounts(rec.key)):
+    wagers = [trail.bets[b] for b in typed.bet_ids if b in trail.bets]
+    for po in variant.settle(result, wagers, config, _accounts(rec.key)):
         trail.expected[po.bet_id] = {
             "bet_id": po.bet_id, "account_id": po.account_id, "spot": po.spot, "stake_minor": po.stake_minor,
             "result": po.result, "win_minor": po.win_minor, "commission_minor": po.commission_minor,
@@ -444,15 +470,13 @@ def on_coup_resolved(state: AuditState, rec: Envelope) -> list[Draft]:
     return out
 
 
-def on_payout_issued(state: AuditState, rec: Envelope) -> list[Draft]:
+def on_payout_issued(state: AuditState, rec: Envelope, p: PayoutIssued) -> list[Draft]:
     """Join the payout with its coup; compare once both sides are known. Checked on its own first: its
-    postings balance, and what it posts to the commission account is the commission it reports."""
-    p = rec.payload
-    bet_id = str(p["bet_id"])
-    table = str(p.get("table_id") or "")
-    out = _check_postings(rec)
-    subject = {"event_id": rec.event_id, "bet_id": bet_id, "coup_id": p.get("coup_id")}
-    coup_id = str(p.get("coup_id") or state.bet_coup.get(bet_id, ""))
+    postings balance, and what it posts to the commission account is the commission it reports. The
+    payout is kept as recorded (the round record and the comparison read it so)."""
+    bet_id, table, coup_id = p.bet_id, p.table_id, p.coup_id
+    out = _check_postings(rec, p.postings)
+    subject = {"event_id": rec.event_id, "bet_id": bet_id, "coup_id": coup_id}
     trail = state.coups.get(coup_id)
     first = state.settled.get(bet_id)
     if first is None and trail is not None and bet_id in trail.recorded:
@@ -462,9 +486,9 @@ def on_payout_issued(state: AuditState, rec: Envelope) -> list[Draft]:
         both = {**subject, "event_ids": [first, rec.event_id]}
         return [*out, finding(FindingReason.DUPLICATE_PAYOUT, table or rec.key, both, 1, 2, detail=why)]
     trail = _trail(state, table, coup_id)
-    trail.recorded[bet_id] = {**p, "_event_id": rec.event_id}
-    escrow = table_accounts(table).escrow
-    trail.escrow_out += sum(int(r["amount_minor"]) for r in p.get("postings") or [] if r["account"] == escrow)
+    trail.recorded[bet_id] = {**rec.payload, "_event_id": rec.event_id}
+    escrow = _accounts(table).escrow
+    trail.escrow_out += sum([r.amount_minor for r in p.postings if r.account == escrow])
     if trail.resolved is not None:
         out.extend(_compare_payout(state, trail, bet_id))
         out.extend(_maybe_complete(state, coup_id, trail))
@@ -476,7 +500,7 @@ def _check_commission_postings(state: AuditState, table: str, p: Mapping[str, An
     equal the ``commission_minor`` the payout reports — or nothing, where the recorded paytable sends
     the spot's commission elsewhere (``commission_to: bank`` in a player-banked game). Checked once the
     payout meets its resolved coup (so the table's paytable is known, whatever the arrival order)."""
-    account = table_accounts(table).commission
+    account = _accounts(table).commission
     posted = sum(int(r["amount_minor"]) for r in p.get("postings") or [] if r["account"] == account)
     entry = state.paytables.get(table, {}).get(str(p.get("spot")), {})
     to_commission = entry.get("commission_to", "commission") == "commission"
@@ -521,45 +545,41 @@ def _row(r: Mapping[str, Any]) -> tuple[str, int]:
     return (str(r["account"]), int(r["amount_minor"]))
 
 
-def _check_postings(rec: Envelope) -> list[Draft]:
-    rows = rec.payload.get("postings")
-    if rows is None:
-        return []
-    if sum(int(r["amount_minor"]) for r in rows) != 0 or not rows:
+def _check_postings(rec: Envelope, rows: tuple[Posting, ...]) -> list[Draft]:
+    total = sum([r.amount_minor for r in rows])
+    if total != 0 or not rows:
         return [finding(FindingReason.POSTINGS_UNBALANCED, _finding_key(rec), {"event_id": rec.event_id}, 0,
-                        sum(int(r["amount_minor"]) for r in rows),
-                        detail="a transfer's postings must sum to zero")]  # fmt: skip
+                        total, detail="a transfer's postings must sum to zero")]  # fmt: skip
     return []
 
 
-def on_wallet_event(state: AuditState, rec: Envelope) -> list[Draft]:
+def on_wallet_event(state: AuditState, rec: Envelope, p: Transfer) -> list[Draft]:
     """Every transfer balances, each wallet's balance is the fold of its postings (before and after),
     and each stake reserved in a table's escrow is remembered for the coup's escrow check."""
-    out = _check_postings(rec)
-    p = rec.payload
-    if "postings" in p and not out:
-        before = state.balances.get(rec.key, 0)
-        recorded_before = p.get("balance_before_minor")
+    out = _check_postings(rec, p.postings)
+    if not out:
+        balances = state.balances
+        before = balances.get(rec.key, 0)
+        recorded_before = p.balance_before_minor
         subject = {"event_id": rec.event_id, "account_id": rec.key}
-        if recorded_before is not None and recorded_before != before:
+        if recorded_before != before:
             where = {**subject, "field": "balance_before_minor"}
             why = "not the fold of the wallet's postings"
             out.append(
                 finding(FindingReason.BALANCE_MISMATCH, rec.key, where, before, recorded_before, detail=why)
             )
-        for r in p["postings"]:
-            acct = str(r["account"])
-            state.balances[acct] = state.balances.get(acct, 0) + int(r["amount_minor"])
-        after = p.get("balance_after_minor")
-        if after is not None and state.balances.get(rec.key, 0) != after:
+        for r in p.postings:
+            balances[r.account] = balances.get(r.account, 0) + r.amount_minor
+        after = p.balance_after_minor
+        if balances.get(rec.key, 0) != after:
             where = {**subject, "field": "balance_after_minor"}
             why = "not the fold of the wallet's postings"
-            balance = state.balances.get(rec.key, 0)
+            balance = balances.get(rec.key, 0)
             out.append(finding(FindingReason.BALANCE_MISMATCH, rec.key, where, balance, after, detail=why))
-        if rec.type in ("StakeReserved", "StakeRefunded") and p.get("table_id") and p.get("bet_id"):
-            escrow = table_accounts(str(p["table_id"])).escrow
-            moved = sum(int(r["amount_minor"]) for r in p["postings"] if r["account"] == escrow)
-            bet_id = str(p["bet_id"])
+        if isinstance(p, StakeReserved | StakeRefunded):
+            escrow = _accounts(p.table_id).escrow
+            moved = sum([r.amount_minor for r in p.postings if r.account == escrow])
+            bet_id = p.bet_id
             held = state.reserved.get(bet_id, 0) + moved
             if held:
                 state.reserved[bet_id] = held
@@ -568,7 +588,7 @@ def on_wallet_event(state: AuditState, rec: Envelope) -> list[Draft]:
     return out
 
 
-def on_alert(state: AuditState, rec: Envelope) -> list[Draft]:
+def on_alert(state: AuditState, rec: Envelope, alert: AnomalyDetected) -> list[Draft]:
     """Count the monitor's alerts per table, keep the last one's hash (the checkpoints claim it) and fold
     them in their stream's order (the digest covers them)."""
     n, _, acc = state.alerts.get(rec.key, (0, "", DIGEST_GENESIS))
@@ -576,25 +596,24 @@ def on_alert(state: AuditState, rec: Envelope) -> list[Draft]:
     return []
 
 
-def on_shoe_closed(state: AuditState, rec: Envelope) -> list[Draft]:
+def on_shoe_closed(state: AuditState, rec: Envelope, p: ShoeClosed) -> list[Draft]:
     """A revealed seed must re-derive the committed order and every card dealt from the shoe; then a
     checkpoint of the table (when rounds completed since the last one), so every shoe ends signed."""
-    out = _check_shoe(state, rec)
+    out = _check_shoe(state, rec, p)
     if state.rounds_done.get(rec.key, 0) != state.checkpointed.get(rec.key, 0):
         out.append(checkpoint(state, rec.key))
     return out
 
 
-def _check_shoe(state: AuditState, rec: Envelope) -> list[Draft]:
-    p = rec.payload
-    shoe = state.shoes.pop(str(p["shoe_id"]), None)
-    if shoe is None or p.get("mode") != "rng":
+def _check_shoe(state: AuditState, rec: Envelope, p: ShoeClosed) -> list[Draft]:
+    shoe = state.shoes.pop(p.shoe_id, None)
+    if shoe is None or p.mode != "rng":
         return []
     config = state.configs.get(rec.key)
-    subject = {"event_id": rec.event_id, "shoe_id": p["shoe_id"]}
-    if config is None or not p.get("seed_hex"):
+    subject = {"event_id": rec.event_id, "shoe_id": p.shoe_id}
+    if config is None or not p.seed_hex:
         return [finding(FindingReason.SHOE_COMMITMENT_MISMATCH, rec.key, subject, detail="no seed revealed")]
-    seed = bytes.fromhex(str(p["seed_hex"]))
+    seed = bytes.fromhex(p.seed_hex)
     order = shuffle(seed, shoe_cards(config.decks))
     out = []
     if commitment(seed, order) != shoe["commitment"]:
@@ -604,7 +623,7 @@ def _check_shoe(state: AuditState, rec: Envelope) -> list[Draft]:
     for pos, card, event_id, coup_id in shoe["dealt"]:
         if not 0 <= pos < len(order) or order[pos] != card:
             want = order[pos] if 0 <= pos < len(order) else None
-            where = {"event_id": event_id, "coup_id": coup_id, "shoe_id": p["shoe_id"], "shoe_position": pos}
+            where = {"event_id": event_id, "coup_id": coup_id, "shoe_id": p.shoe_id, "shoe_position": pos}
             why = "not the card at this position of the revealed shoe order"
             out.append(finding(FindingReason.CARD_MISMATCH, rec.key, where, want, card, detail=why))
     return out
@@ -614,8 +633,7 @@ _PAYOUT_KEYS = tuple(sorted(("bet_id", *PAYOUT_FIELDS)))
 
 
 def round_record(trail: CoupTrail, coup_id: str) -> dict[str, Any]:
-    """The canonical game-round record of a completed coup (what the digest covers). Every dict it
-    builds has its keys in sorted order, as canonical JSON writes them (:func:`round_hash` relies on it)."""
+    """The canonical game-round record of a completed coup (what the digest covers)."""
     r = trail.resolved or {}
     return {
         "bets": [{"account_id": w.account_id, "bet_id": b, "spot": w.spot, "stake_minor": w.stake_minor}
@@ -628,36 +646,10 @@ def round_record(trail: CoupTrail, coup_id: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-_IN_ORDER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-""":func:`~services.core.envelope.canonical` without sorting keys: the same bytes for data whose dicts
-are already in sorted key order."""
-
-_PLAIN = (str, int, float, bool, type(None))
-
-
-def _key_sorted(obj: Any) -> bool:
-    """Whether every dict in ``obj`` has string keys in sorted order and nothing in it is of a type
-    :func:`_key_sorted` does not know (conservative: ``False`` sends the caller to the sorting path)."""
-    kind = type(obj)
-    if kind is dict:
-        keys = list(obj)
-        return (all(type(k) is str for k in keys) and keys == sorted(keys)
-                and all(_key_sorted(v) for v in obj.values()))  # fmt: skip
-    if kind is list or kind is tuple:
-        return all(_key_sorted(v) for v in obj)
-    return kind in _PLAIN
-
-
 def round_hash(trail: CoupTrail, coup_id: str) -> str:
-    """SHA-256 of the canonical JSON of :func:`round_record`. The record's own dicts are built in key
-    order; when what it copies from the recorded events (hands, outcome, payout fields) is too, it is
-    encoded without re-sorting every dict, else by :func:`~services.core.envelope.canonical`: the same
-    bytes either way."""
-    record = round_record(trail, coup_id)
-    recorded = (record["hands"], record["outcome"], *(v for p in record["payouts"] for v in p.values()))
-    if all(type(v) in _PLAIN or _key_sorted(v) for v in recorded):
-        return sha256_hex(_IN_ORDER.encode(record).encode("utf-8"))
-    return sha256_hex(canonical(record))
+    """SHA-256 of the canonical JSON of :func:`round_record` (sorting a round's few small dicts in C
+    costs less than checking in Python whether they are already in order)."""
+    return sha256_hex(canonical(round_record(trail, coup_id)))
 
 
 SETTLED_WINDOW = 1 << 16
@@ -666,8 +658,9 @@ of them is a ``duplicate_payout``; further back, it is an orphan left open at th
 
 
 def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
-    if trail.done or trail.resolved is None or set(trail.recorded) != set(trail.bets):
-        return []
+    recorded, bets = trail.recorded, trail.bets
+    if trail.done or trail.resolved is None or len(recorded) != len(bets) or set(recorded) != set(bets):
+        return []  # (the lengths first: a coup of n bets is checked n times, each set costs n)
     trail.done = True
     table = trail.table_id
     out = _check_escrow(state, coup_id, trail)
@@ -754,7 +747,10 @@ def open_items(state: AuditState) -> list[dict[str, Any]]:
     return items
 
 
-_HANDLERS = {
+Handler = Callable[[AuditState, Envelope, Any], list[Draft]]
+"""A handler of one event type: the state, the record and its typed payload (:func:`read_recorded`)."""
+
+_HANDLERS: Mapping[str, Handler] = {
     "TableOpened": on_table_opened,
     "ShoeOpened": on_shoe_opened,
     "BetAccepted": on_bet_accepted,

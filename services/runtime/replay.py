@@ -440,11 +440,13 @@ class Summaries:
 
     def observe(self, env: Envelope) -> None:
         """Count one record (when its table and time are in scope); keep table and shoe metadata."""
+        kind = env.type
+        if kind not in _SUMMARISED:
+            return
         p = env.payload
         table_id = str(p.get("table_id") or env.key)
         if not self.scope.table(table_id):
             return
-        kind = env.type
         if kind in ("TableOpened", "ShoeOpened", "ShoeClosed"):
             self._meta(kind, table_id, env)
         if not self.scope.at(env.occurred_at):
@@ -507,6 +509,11 @@ class Summaries:
             row["rounds_audited"] = state.rounds_done.get(table_id, 0)
             digest = state.digests.get(table_id)
             row["table_digest"] = digest.value() if digest else None
+
+
+_SUMMARISED = frozenset({"TableOpened", "ShoeOpened", "ShoeClosed", "BetAccepted", "BetRefused", "CardDealt",
+                         "CoupResolved", "PayoutIssued"})  # fmt: skip
+"""The types :meth:`Summaries.observe` counts or takes metadata from."""
 
 
 def _shoe_of_coup(coup_id: Any) -> str | None:
@@ -697,14 +704,19 @@ class _Window:
         self.hashes: dict[str, str] = {}
         self.order: deque[str] = deque()
 
-    def seen(self, event_id: str) -> str | None:
-        return self.hashes.get(event_id)
-
-    def add(self, event_id: str, digest: str) -> None:
-        self.hashes[event_id] = digest
-        self.order.append(event_id)
-        if len(self.order) > self.size:
-            self.hashes.pop(self.order.popleft(), None)
+    def seen_or_add(self, event_id: str, digest: str) -> str | None:
+        """The hash of the record seen under ``event_id`` in the window, or ``None`` after remembering
+        this one."""
+        hashes = self.hashes
+        earlier = hashes.get(event_id)
+        if earlier is not None:
+            return earlier
+        hashes[event_id] = digest
+        order = self.order
+        order.append(event_id)
+        if len(order) > self.size:
+            hashes.pop(order.popleft(), None)
+        return None
 
 
 # --- the replay ----------------------------------------------------------------------------------
@@ -752,14 +764,13 @@ class Replayer:
             return
         report.types[env.type] = report.types.get(env.type, 0) + 1
         self.last = (n, env)
-        earlier = self.window.seen(env.event_id)
+        earlier = self.window.seen_or_add(env.event_id, env.hash)
         if earlier is not None:
             same = "an exact re-delivery" if earlier == env.hash else "another record under a used id"
             detail = f"event id seen before in this log: {same}; not applied twice"
             subject = {"event_id": env.event_id, "topic": env.topic, "record": n}
             self.found(_item(ReplayReason.DUPLICATE_EVENT, _table_of(env), subject, detail=detail), env)
             return
-        self.window.add(env.event_id, env.hash)
         side = _SIDE.get(env.type)
         if side is not None:
             side(self, env)
@@ -834,8 +845,7 @@ class Replayer:
             detail = f"{type(exc).__name__}: {str(exc)[:300]}"
             self.found(_item(ReplayReason.UNPROCESSABLE, _table_of(env), subject, detail=detail), env)
             return
-        invalid = FindingReason.INVALID_PAYLOAD
-        if not any(d.type == "AuditFinding" and d.payload["reason"] == invalid for d in drafts):
+        if not self.state.invalid:
             self.summaries.observe(env)
             if env.type in _TALLIED and self.scope.table(_table_of(env)) and self.scope.at(env.occurred_at):
                 self.tally(env)

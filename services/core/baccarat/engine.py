@@ -355,7 +355,10 @@ def _variant(variant_id: str) -> Variant:
 
 def start(config: TableConfig) -> CoupState:
     """A fresh coup at a table of ``config``: every hand empty."""
-    variant = _variant(config.variant)
+    return _started(_variant(config.variant), config)
+
+
+def _started(variant: Variant, config: TableConfig) -> CoupState:
     return CoupState(config=config, hands=tuple((h, ()) for h in variant.hands(config)))
 
 
@@ -369,14 +372,22 @@ def apply_card(state: CoupState, card: Card) -> CoupState:
     step = next_step(state)
     if not isinstance(step, Deal):
         raise DomainError(Reason.CARD_NOT_DUE, f"no card is due ({_describe(step)}), got {card}")
-    card = parse_card(card)
+    return _dealt(state, step, parse_card(card))
+
+
+def _dealt(state: CoupState, step: Deal, card: Card) -> CoupState:
+    """``state`` with the canonical ``card`` dealt as ``step``, the step due in ``state``, says."""
     hands = tuple((n, (*cs, card)) if n == step.hand else (n, cs) for n, cs in state.hands)
-    return replace(state, hands=hands, cards_used=state.cards_used + 1)
+    return CoupState(state.config, hands, state.decisions, state.cards_used + 1)
 
 
 def apply_decision(state: CoupState, hand: str, choice: str) -> CoupState:
     """Record ``hand``'s ``choice``; refuse it unless that hand is asked and the choice allowed."""
-    step = next_step(state)
+    return _decided(state, next_step(state), hand, choice)
+
+
+def _decided(state: CoupState, step: Step, hand: str, choice: str) -> CoupState:
+    """:func:`apply_decision` given the step due in ``state``."""
     if not isinstance(step, Decide) or step.hand != hand:
         raise DomainError(
             Reason.DECISION_NOT_DUE, f"no decision is due from {hand!r} ({_describe(step)})"
@@ -385,7 +396,7 @@ def apply_decision(state: CoupState, hand: str, choice: str) -> CoupState:
         raise DomainError(
             Reason.INVALID_CHOICE, f"{hand} may choose {list(step.options)}, not {choice!r}"
         )
-    return replace(state, decisions=(*state.decisions, (hand, choice)))
+    return CoupState(state.config, state.hands, (*state.decisions, (hand, choice)), state.cards_used)
 
 
 def _describe(step: Step) -> str:
@@ -411,11 +422,12 @@ def resolve(
     """
     cards = tuple(parse_card(c) for c in cards)
     check_shoe_holds(cards, config.decks)
-    state = start(config)
+    variant = _variant(config.variant)  # what next_step looks up, looked up once
+    state = _started(variant, config)
     pending = list(decisions)
     pos = 0
     while True:
-        step = next_step(state)
+        step = variant.next_step(state)
         if isinstance(step, Resolved):
             return step.result
         if isinstance(step, Deal):
@@ -424,14 +436,14 @@ def resolve(
                     Reason.TOO_FEW_CARDS,
                     f"{config.variant} needs more than the {len(cards)} cards given",
                 )
-            state = apply_card(state, cards[pos])
+            state = _dealt(state, step, cards[pos])  # apply_card without finding the step again
             pos += 1
             continue
         if pending:
             hand, choice = pending.pop(0)
-            state = apply_decision(state, hand, choice)
+            state = _decided(state, step, hand, choice)
         elif strategy is not None:
-            state = apply_decision(state, step.hand, strategy(state, step))
+            state = _decided(state, step, step.hand, strategy(state, step))
         else:
             raise DomainError(
                 Reason.DECISION_REQUIRED, f"{step.hand} must choose and no decision was given"
