@@ -38,7 +38,10 @@ def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-_ORJSON_SORTED: Final = orjson.OPT_SORT_KEYS
+_ORJSON_SORTED: Final = (
+    orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+)
+"""Sorted keys; a dataclass or a datetime is refused (the standard encoder refuses them too)."""
 
 
 def canonical(obj: Any) -> bytes:
@@ -47,7 +50,9 @@ def canonical(obj: Any) -> bytes:
     Written by orjson (sorted keys, compact, UTF-8 unescaped: the same bytes as
     :func:`canonical_json`, about ten times faster); what orjson refuses (an integer beyond 64 bits,
     a non-string key, a lone surrogate, a type it does not know) goes to :func:`canonical_json`, which
-    gives the standard library's answer: its bytes or its exception.
+    gives the standard library's answer: its bytes or its exception. One difference: orjson writes a
+    plain ``Enum`` member or a ``UUID`` (their value, their string), which the standard encoder refuses;
+    records hold JSON types only.
     """
     try:
         return orjson.dumps(obj, option=_ORJSON_SORTED)
@@ -127,10 +132,16 @@ class Envelope(BaseModel):
     def to_json(self) -> bytes:
         """The record's bytes on the wire and in the log: canonical JSON of the whole envelope (``auth``
         left out when ``None``)."""
-        data = self.model_dump()
+        data = dict(self.__dict__)  # the fields, as model_dump gives them for JSON values
         if data["auth"] is None:
             del data["auth"]
-        return canonical(data)
+        try:
+            return orjson.dumps(data, option=_ORJSON_SORTED)
+        except TypeError:  # not JSON values alone (a model or a dataclass in the payload): as before
+            data = self.model_dump()
+            if data["auth"] is None:
+                del data["auth"]
+            return canonical(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,10 +195,24 @@ def seal(
         "payload": dict(draft.payload),
     }
     digest = sha256_hex(canonical(body))
-    # built from the fields above, which are valid by construction: not validated again
-    if auth_for is not None:
-        return Envelope.model_construct(hash=digest, auth=auth_for(digest), **body)
-    return Envelope.model_construct(hash=digest, auth=None, **body)
+    return _built(body, digest, auth_for(digest) if auth_for is not None else None)
+
+
+_FIELDS: Final = tuple(Envelope.model_fields)
+_set_attr: Final = object.__setattr__
+
+
+def _built(body: dict[str, Any], digest: str, auth: dict[str, str] | None) -> Envelope:
+    """The envelope of a sealed ``body``, not validated again: every field comes from the core (what
+    ``model_construct`` does, without its per-field default and alias handling; a test compares it
+    with the envelope its own bytes decode to)."""
+    values = {**body, "hash": digest, "auth": auth}
+    env = Envelope.__new__(Envelope)
+    _set_attr(env, "__dict__", {name: values[name] for name in _FIELDS})
+    _set_attr(env, "__pydantic_fields_set__", set(values) if auth is not None else set(values) - {"auth"})
+    _set_attr(env, "__pydantic_extra__", None)
+    _set_attr(env, "__pydantic_private__", None)
+    return env
 
 
 def hash_of_bytes(raw: bytes, env: Envelope) -> str | None:

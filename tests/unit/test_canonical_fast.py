@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from services.core import topics
 from services.core.envelope import (
     NAMESPACE,
     Draft,
+    Envelope,
     canonical,
     canonical_json,
     derive_id,
@@ -90,6 +92,10 @@ def test_mac_is_hmac_sha256_hex(secret: bytes, record_hash: str) -> None:
 
 KEY = PrincipalKey(Principal.SETTLEMENT, "settlement-0000abcd", bytes(range(32)))
 GUARD = Guard({KEY.key_id: KEY}, KEY)
+KEY_MODEL = Envelope.model_validate({
+    "event_id": "i", "type": "T", "topic": "t", "key": "k", "occurred_at": "o", "producer": "p",
+    "hash": "h", "payload": {"n": 1},
+})  # fmt: skip
 
 
 @pytest.mark.parametrize("auth_for", [None, GUARD.auth_for])
@@ -106,3 +112,41 @@ def test_a_sealed_envelope_is_the_one_its_bytes_decode_to(auth_for: Any, payload
     assert again.to_json() == env.to_json()
     assert env.expected_hash() == env.hash
     assert (env.auth is None) == (auth_for is None)
+
+
+def _model_dump_bytes(env: Envelope) -> bytes:
+    data = env.model_dump()
+    if data["auth"] is None:
+        del data["auth"]
+    return canonical_json(data)
+
+
+@dataclass(frozen=True)
+class _Spot:
+    name: str
+    stake_minor: int
+
+
+@given(JSON)
+def test_to_json_writes_what_model_dump_and_the_standard_encoder_wrote(value: Any) -> None:
+    """``to_json`` serialises the fields directly; for any payload the bytes are the old path's (or
+    both refuse it)."""
+    env = seal(Draft("X", topics.WALLET_EVENTS, "k", {"v": value}), event_id="e", occurred_at="t",
+               producer="p", cause=None, head=None)  # fmt: skip
+    assert _outcome(lambda e: e.to_json(), env) == _outcome(_model_dump_bytes, env)
+
+
+@pytest.mark.parametrize("value", [2**70, {1: "a"}])
+def test_to_json_of_what_orjson_refuses_is_the_old_path(value: Any) -> None:
+    """An integer beyond 64 bits, a non-string key: written by the old path, byte for byte."""
+    env = seal(Draft("X", topics.WALLET_EVENTS, "k", {"v": value}), event_id="e", occurred_at="t",
+               producer="p", cause=None, head=None)  # fmt: skip
+    assert env.to_json() == _model_dump_bytes(env)
+
+
+@pytest.mark.parametrize("value", [_Spot("banker", 100), KEY_MODEL])
+def test_a_dataclass_or_a_model_in_a_payload_is_refused_at_sealing_as_before(value: Any) -> None:
+    """orjson would write a dataclass; passthrough makes it refuse, as ``json.dumps`` does."""
+    with pytest.raises(TypeError):
+        seal(Draft("X", topics.WALLET_EVENTS, "k", {"v": value}), event_id="e", occurred_at="t",
+             producer="p", cause=None, head=None)  # fmt: skip
