@@ -145,8 +145,10 @@ def _compile_kind(tp: Any) -> Encoder:  # one branch per kind of type, as decode
         return lambda value: _plain(tp(value).value)
     if tp in (int, bool):
         return _exact_scalar(tp)
-    if tp in (str, float):
-        return lambda value: _scalar(value, tp)
+    if tp is str:
+        return _string
+    if tp is float:
+        return lambda value: _scalar(value, float)
     if _is_namedtuple(tp):
         hints = _hints(tp)
         fields = [(name, _child(hints[name])) for name in tp._fields]
@@ -186,6 +188,10 @@ def _compile_kind(tp: Any) -> Encoder:  # one branch per kind of type, as decode
 def _encode_none(value: Any) -> None:
     if value is not None:
         raise SnapshotError(f"expected None, got {type(value).__name__}")
+
+
+def _string(value: Any) -> Any:
+    return value if type(value) is str else _scalar(value, str)
 
 
 def _exact_scalar(tp: type) -> Encoder:
