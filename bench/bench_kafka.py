@@ -36,12 +36,12 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
-from services.runtime import kafka
-from services.runtime.kafka_bus import quick_settings, running
+from services.runtime.kafka.bus import quick_settings, running
+from services.runtime.kafka.topic_io import new_consumer, partitions_of, read_range
 from services.runtime.logging import configure
 from services.runtime.settings import Settings
-from services.runtime.simulator import DEFAULT_TABLES, Session
 from tests.helpers.broker import tansu
 from tests.helpers.membus import MemBus
 
@@ -125,13 +125,13 @@ def bench_latency(broker: str, logs: Path, coups: int) -> dict[str, list[float]]
 
 async def _timestamps(settings: Settings) -> list[tuple[str, str, float]]:
     """(type, reference, Kafka timestamp in ms) of the records the latencies need."""
-    consumer = kafka.new_consumer(settings)
+    consumer = new_consumer(settings)
     await consumer.start()
     try:
         wanted = (topics.WALLET_REQUESTS, topics.TABLE_INBOX, topics.TABLE_EVENTS, topics.WALLET_EVENTS)
-        tps = await kafka.partitions_of(consumer, [settings.topic(t) for t in wanted])
+        tps = await partitions_of(consumer, [settings.topic(t) for t in wanted])
         ends = await consumer.end_offsets(tps)
-        read, _ = await kafka.read_range(consumer, {}, ends, to_end=True)
+        read, _ = await read_range(consumer, {}, ends, to_end=True)
     finally:
         await consumer.stop()
     out: list[tuple[str, str, float]] = []

@@ -18,10 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.core.envelope import Envelope
-from services.runtime.embedded import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.logging import configure
-from services.runtime.simulator import DEFAULT_TABLES, Session
 
 COUPS = 40
 FIXED_BATCH = 100

@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from services.runtime.embedded import EmbeddedBus, default_pipeline
+from services.app.simulator import DEFAULT_TABLES, Session
+from services.runtime.embedded.log import EmbeddedBus, default_pipeline
 from services.runtime.logging import configure
 from services.runtime.replay import read_db, read_jsonl, replay
-from services.runtime.simulator import DEFAULT_TABLES, Session
 
 EVENTS = int(os.environ.get("BENCH_REPLAY_EVENTS", "1000000"))
 ROUNDS = max(1, int(os.environ.get("BENCH_REPLAY_ROUNDS", "3")))

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import httpx
 
+from services.app.simulator import Session, demo_tables
 from services.backoffice.apikeys import new_key
-from services.runtime.embedded import EmbeddedBus
+from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.logging import configure
-from services.runtime.simulator import Session, demo_tables
 
 REQUESTS = 1000
 CONCURRENCY = 8

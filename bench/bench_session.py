@@ -24,13 +24,13 @@ import time
 import uuid
 from pathlib import Path
 
+from services.app.simulator import Session, demo_tables
 from services.core.envelope import Envelope
-from services.runtime.embedded import EmbeddedBus
-from services.runtime.kafka_bus import KafkaBus, quick_settings, running
+from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.kafka.bus import KafkaBus, quick_settings, running
 from services.runtime.logging import configure
 from services.runtime.replay import read_db, replay
 from services.runtime.settings import Settings
-from services.runtime.simulator import Session, demo_tables
 from tests.helpers.broker import tansu
 
 TABLES = int(os.environ.get("BENCH_SESSION_TABLES", "3"))

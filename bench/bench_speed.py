@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_pipeline import run_raw
+from services.app.simulator import CURRENCY, Session, TablePlay, TableSpec
 from services.core import topics
 from services.runtime.compose import Composition
-from services.runtime.embedded import EmbeddedBus, Runner
+from services.runtime.embedded.log import EmbeddedBus, Runner
 from services.runtime.logging import configure
-from services.runtime.simulator import CURRENCY, Session, TablePlay, TableSpec
 
 PLAYERS = int(os.environ.get("BENCH_SPEED_PLAYERS", "5000"))
 COUPS = int(os.environ.get("BENCH_SPEED_COUPS", "3"))

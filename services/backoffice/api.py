@@ -35,7 +35,7 @@ from services.backoffice.apikeys import ApiKey, load_api_keys, verify
 from services.backoffice.commands import Gateway
 from services.backoffice.projector import Periods, Projector
 from services.core.envelope import canonical, name_id
-from services.runtime.embedded import ConsumerMoved, LogConflict
+from services.runtime.embedded.log import ConsumerMoved, LogConflict
 from services.runtime.logging import get_logger
 
 STATIC = Path(__file__).with_name("static")

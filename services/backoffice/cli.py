@@ -39,7 +39,7 @@ def _read_model(args: argparse.Namespace) -> Any:
     from services.backoffice.migrate import upgrade  # noqa: PLC0415
     from services.backoffice.projector import Projector  # noqa: PLC0415
     from services.backoffice.schema import default_url, make_engine  # noqa: PLC0415
-    from services.runtime.embedded import EmbeddedLog  # noqa: PLC0415
+    from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
 
     engine = make_engine(default_url(args.db))
     upgrade(engine)

@@ -28,7 +28,7 @@ from services.core.envelope import Envelope, name_id, request
 from services.core.processor import Processor
 from services.core.trust import Principal, authenticate
 from services.runtime.compose import Composition
-from services.runtime.embedded import EmbeddedLog, Runner, default_pipeline, run_until_idle
+from services.runtime.embedded.log import EmbeddedLog, Runner, default_pipeline, run_until_idle
 from services.runtime.keyring import load_keyring
 from services.runtime.settings import Settings
 

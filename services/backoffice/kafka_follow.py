@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from aiokafka import TopicPartition  # type: ignore[import-untyped]
 
 from services.backoffice.projector import INPUTS, Projector, Row
-from services.runtime import kafka
-from services.runtime.kafka_bus import real_ends
+from services.runtime.kafka.bus import real_ends
+from services.runtime.kafka.topic_io import new_consumer, partitions_of
 from services.runtime.settings import Settings
 
 
@@ -40,12 +40,12 @@ async def follow_kafka(
     """Apply the input topics' records to the read model, per partition in order. With ``until_idle``
     return once every partition is applied up to its end as of the start; otherwise run until ``stop``
     is set. Returns how many records were applied."""
-    consumer = kafka.new_consumer(settings)
+    consumer = new_consumer(settings)
     await consumer.start()
     applied = 0
     try:
         logical = {settings.topic(t): t for t in topics}
-        tps = await kafka.partitions_of(consumer, list(logical))
+        tps = await partitions_of(consumer, list(logical))
         ends = await real_ends(consumer, tps) if until_idle else {}
         consumer.assign(tps)
         at = {tp: projector.position(source_of(tp)) for tp in tps}

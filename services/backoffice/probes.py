@@ -65,7 +65,7 @@ class _ReadModel:
 def install(app: FastAPI, bo: Any) -> CollectorRegistry:
     """Add the three routes and the request counting to ``app`` (``bo``: its :class:`BackOffice`, with
     ``ready``, ``projection_failures`` and ``projector``). Returns the registry."""
-    from services.runtime.metrics import LOOP_STALL_S  # noqa: PLC0415
+    from services.runtime.kafka.metrics import LOOP_STALL_S  # noqa: PLC0415
 
     registry = CollectorRegistry(auto_describe=True)
     ProcessCollector(registry=registry)

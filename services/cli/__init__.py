@@ -90,14 +90,14 @@ def cmd_odds(args: argparse.Namespace) -> int:
 def cmd_settle(args: argparse.Namespace) -> int:
     """The dispute calculator: one coup and its bets in, acceptance, result and payouts out
     (docs/integration.md)."""
-    from services.runtime import settle  # noqa: PLC0415
+    from services.app import settle  # noqa: PLC0415
 
     return settle.main(args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job on the embedded default."""
-    from services.runtime import demo  # noqa: PLC0415
+    from services.app import demo  # noqa: PLC0415
 
     return demo.main(args)
 
@@ -144,9 +144,9 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """A Kafka stream processor (faust worker)."""
-    from services.runtime import kafka  # noqa: PLC0415
+    from services.runtime.kafka.worker import worker_main  # noqa: PLC0415
 
-    run: Any = kafka.worker_main
+    run: Any = worker_main
     result: int = run(args)
     return result
 
@@ -167,7 +167,7 @@ def cmd_keys_new(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Outside writers' records into the embedded log, then the pipeline until idle (docs/integration.md)."""
-    from services.runtime import ingest  # noqa: PLC0415
+    from services.app import ingest  # noqa: PLC0415
 
     return ingest.main(args)
 

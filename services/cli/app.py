@@ -76,7 +76,7 @@ def _variants() -> Iterable[str]:
 
 
 def _severities() -> Iterable[str]:
-    from services.runtime.alerts_cli import SEVERITIES  # noqa: PLC0415
+    from services.app.alerts import SEVERITIES  # noqa: PLC0415
 
     return SEVERITIES
 
@@ -230,7 +230,7 @@ def replay(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
 def alerts(**o: Any) -> argparse.Namespace:
     """What was seen, the threshold, the probability under honest play, the event ids; ends with the
     count by severity."""
-    return _done("alerts", _handler("services.runtime.alerts_cli", "cmd_alerts"), **o)
+    return _done("alerts", _handler("services.app.alerts", "cmd_alerts"), **o)
 
 
 @cli.command("monitor-eval", short_help="Measure the monitor against seeded adversaries.")
@@ -240,7 +240,7 @@ def alerts(**o: Any) -> argparse.Namespace:
 @click.option("--honest-coups", type=int, default=None, help="Honest coups in total.  [default: 10,500]")
 def monitor_eval(**o: Any) -> argparse.Namespace:
     """Detection rate, median coups to detection, false alarms per 10,000 honest coups."""
-    return _done("monitor-eval", _handler("services.runtime.alerts_cli", "cmd_monitor_eval"), **o)
+    return _done("monitor-eval", _handler("services.app.alerts", "cmd_monitor_eval"), **o)
 
 
 @cli.command(short_help="Outside records into the embedded log, then run the pipeline.")
@@ -326,7 +326,7 @@ def topics() -> None:
 def topics_create(**o: Any) -> argparse.Namespace:
     """The deploy's topic job: every topic of the list that does not exist yet, with its partitions,
     replication and retention; a topic that exists is left as it is."""
-    return _done("topics", _handler("services.runtime.kafka", "topics_create_main"), topics_command="create", **o)
+    return _done("topics", _handler("services.runtime.kafka.worker", "topics_create_main"), topics_command="create", **o)
 
 
 # ------------------------------------------------------------------------------ back office

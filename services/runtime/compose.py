@@ -1,7 +1,7 @@
 """The composition root: every processor and its wiring, built in one place from Settings and a Keyring.
 
-The embedded runner (:func:`services.runtime.embedded.default_pipeline`), the Kafka workers
-(:data:`services.runtime.kafka.PROCESSORS`), ``demo``, ``replay``, ``ingest`` and the tests all get
+The embedded runner (:func:`services.runtime.embedded.log.default_pipeline`), the Kafka workers
+(:data:`services.runtime.kafka.worker.PROCESSORS`), ``demo``, ``replay``, ``ingest`` and the tests all get
 their processors here, so that a key, a policy or a cadence is configured once:
 
 * each processor carries the :class:`~services.core.trust.Guard` of its principal (every key to verify

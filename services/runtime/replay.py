@@ -1212,7 +1212,7 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
         elif args.jsonl:
             records = read_jsonl(Path(args.jsonl), advance)
         else:
-            from services.runtime import kafka_io  # noqa: PLC0415
+            from services.runtime.kafka import topic_io as kafka_io  # noqa: PLC0415
 
             records = (r.value or b"" for r in kafka_io.iter_raw(args.kafka, list(topics.ALL_TOPICS)))
         report = replay(records, scope=scope, keys=keys, collector=collector)

@@ -21,13 +21,13 @@ from typing import Any
 from pydantic import SecretStr
 from rich.console import Console
 
+from services.app.demo import META_KEY, demo_composition, invoked_as, render, say_written, summarise
+from services.app.simulator import Session, TableSpec
 from services.runtime.compose import seamless_config
-from services.runtime.demo import META_KEY, demo_composition, invoked_as, render, say_written, summarise
 from services.runtime.failures import one_line
 from services.runtime.keyring import KeyringError
 from services.runtime.replay import read_db, replay
 from services.runtime.settings import Settings
-from services.runtime.simulator import Session, TableSpec
 from services.seamless.caller import SeamlessBus
 from services.seamless.client import SeamlessConfig
 from services.seamless.reconcile import ours_from, reconcile

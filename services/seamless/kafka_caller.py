@@ -9,7 +9,8 @@ concurrently, produces their answers (``SeamlessCallAnswered``, signed as settle
 
 With ``CASINO_WEB_ENABLED`` it serves ``/healthz``, ``/readyz`` (its partitions assigned and at most
 ``CASINO_READY_MAX_LAG`` requests behind) and ``/metrics`` (service ``seamless``) on
-``CASINO_WEB_BIND:CASINO_WEB_PORT``, as the workers do (:func:`services.runtime.metrics.serve_standalone`).
+``CASINO_WEB_BIND:CASINO_WEB_PORT``, as the workers do
+(:func:`services.runtime.kafka.metrics.serve_standalone`).
 
 After a crash (SIGKILL included) it starts again from the last commit: calls whose answers were not
 committed are made again with the same transaction id and attempt (the operator answers
@@ -32,9 +33,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type:
 from services.core import topics
 from services.core.envelope import Envelope
 from services.core.trust import Guard
-from services.runtime import codec, kafka, metrics
+from services.runtime import intake
 from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, ConfigError
+from services.runtime.kafka import metrics
+from services.runtime.kafka.topic_io import partitions_of, probe
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
 from services.seamless.client import OperatorClient, answer_envelope
@@ -52,7 +55,7 @@ async def _start_consumer(settings: Settings) -> tuple[AIOKafkaConsumer, list[To
         **settings.aiokafka_auth(),
     )  # fmt: skip
     await consumer.start()
-    tps = await kafka.partitions_of(consumer, [settings.topic(topics.WALLET_EVENTS)])
+    tps = await partitions_of(consumer, [settings.topic(topics.WALLET_EVENTS)])
     consumer.assign(tps)
     for tp in tps:
         committed = await consumer.committed(tp)
@@ -117,14 +120,14 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             for msgs in batch.values():
                 for m in msgs:
                     env = None
-                    with contextlib.suppress(codec.DecodeError):
-                        env = codec.decode(m.value)
+                    with contextlib.suppress(intake.DecodeError):
+                        env = intake.decode(m.value)
                         if env.type == "SeamlessCallRequested":
                             requests.append(env)
                     tally.input(SERVICE, topics.WALLET_EVENTS, env.type if env is not None else None)
             answers = await asyncio.gather(*(_answer(client, guard, r, gate) for r in requests))
             sends = [
-                await producer.send(settings.topic(a.topic), codec.encode(a), key=codec.encode_key(a))
+                await producer.send(settings.topic(a.topic), intake.encode(a), key=intake.encode_key(a))
                 for a in answers
             ]
             for sent in sends:
@@ -165,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings()
         configure(level=settings.log_level or None, fmt=settings.log_format)
-        kafka.probe(settings)
+        probe(settings)
         asyncio.run(_until_signalled(settings))
     except (BadInput, ValueError) as exc:
         from services.runtime.failures import one_line  # noqa: PLC0415

@@ -13,6 +13,10 @@ from playwright.sync_api import BrowserContext, sync_playwright
 from tests.backoffice.conftest import make_keyring, running_server
 from tests.backoffice.test_api import copy_log
 
+# a command runs the pipeline and the projector before it answers: on a loaded machine that took more
+# than httpx's default 5 s (ReadTimeout while three other suites ran)
+http = httpx.Client(timeout=60)
+
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -45,8 +49,8 @@ def test_the_page_shows_tables_coups_roads_results_and_alerts(
     keys = make_keyring(tmp_path / "keyring.json")
     with running_server(log, f"sqlite:///{tmp_path / 'read.db'}", tmp_path / "keyring.json") as url:
         h = {"Authorization": f"Bearer {keys['operator']}"}
-        tables = httpx.get(f"{url}/v1/tables", headers=h).json()
-        alerts = httpx.get(f"{url}/v1/alerts?limit=500", headers=h).json()["alerts"]
+        tables = http.get(f"{url}/v1/tables", headers=h).json()
+        alerts = http.get(f"{url}/v1/alerts?limit=500", headers=h).json()["alerts"]
         page = browser.new_page()
         page.goto(f"{url}/#key={keys['operator']}")
         page.wait_for_selector(".table-card .road[data-road=cockroach_pig]")
@@ -58,7 +62,7 @@ def test_the_page_shows_tables_coups_roads_results_and_alerts(
             card = page.locator(f".table-card[data-table='{t['table_id']}']")
             assert card.locator("[data-field=coups]").inner_text() == str(t["report"]["coups"])
             assert card.locator("[data-field=hold]").inner_text() == f"{t['report']['hold_pct']:.2f} %"
-            rounds = httpx.get(f"{url}/v1/tables/{t['table_id']}/rounds?limit=6", headers=h).json()["rounds"]
+            rounds = http.get(f"{url}/v1/tables/{t['table_id']}/rounds?limit=6", headers=h).json()["rounds"]
             coups = card.locator("li.coup")
             assert coups.count() == len(rounds) > 0
             first = rounds[0]
@@ -66,13 +70,13 @@ def test_the_page_shows_tables_coups_roads_results_and_alerts(
             assert [shown.nth(i).get_attribute("data-card") for i in range(shown.count())] == [
                 c for hand in first["hands"].values() for c in hand["cards"]
             ]
-            roads = httpx.get(f"{url}/v1/tables/{t['table_id']}/roads", headers=h).json()
+            roads = http.get(f"{url}/v1/tables/{t['table_id']}/roads", headers=h).json()
             for name in ("bead_plate", "big_road", "big_eye_boy", "small_road", "cockroach_pig"):
                 assert card.locator(f".road[data-road={name}] .cell").count() == len(roads[name]), name
         assert page.locator("#alerts tr.alert").count() == min(50, len(alerts))
 
         before = int(page.evaluate("document.body.dataset.position"))
-        r = httpx.post(f"{url}/v1/cashier/deposits", headers={"Authorization": f"Bearer {keys['cashier']}",
+        r = http.post(f"{url}/v1/cashier/deposits", headers={"Authorization": f"Bearer {keys['cashier']}",
                        "Idempotency-Key": "page-1"}, json={"account_id": "player:001", "amount_minor": 100,
                        "currency": "EUR"})  # fmt: skip
         assert r.status_code == 201

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from services.runtime.metrics import samples
+from services.runtime.kafka.metrics import samples
 from tests.backoffice.conftest import free_port, play, wait_until
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.embedded import EmbeddedLog
+from services.runtime.embedded.log import EmbeddedLog
 from tests.helpers.kill import run_with_kills
 
 CLI = [sys.executable, "-m", "services.cli"]
@@ -91,9 +91,9 @@ SURVEY: dict[str, Bad] = {
                               env={"CASINO_DEMO_MODE": "true"}),
     "kafka module worker unreachable": Bad(("dealer", "--broker", "127.0.0.1:1"), "127.0.0.1:1",
                                            env={"CASINO_DEMO_MODE": "true"},
-                                           program=(sys.executable, "-m", "services.runtime.kafka")),
+                                           program=(sys.executable, "-m", "services.runtime.kafka.worker")),
     "kafka module bad setting": Bad(("create-topics",), "CASINO_PARTITIONS", env={"CASINO_PARTITIONS": "x"},
-                                    program=(sys.executable, "-m", "services.runtime.kafka")),
+                                    program=(sys.executable, "-m", "services.runtime.kafka.worker")),
     "replay --kafka no port": Bad(("replay", "--kafka", "127.0.0.1:abc"), "host:port"),
     # malformed settings and keys (a password is in the environment: it must not be printed)
     "public keyring not JSON": Bad(("replay", "--db", "{good}"), "foreign.db",
@@ -208,7 +208,7 @@ def test_an_unexpected_exception_is_one_line_and_status_70(tmp_path: Path) -> No
     on) prints one line with a hint and exits 70; the traceback appears only with ``CASINO_DEBUG=1``."""
     boom = tmp_path / "sitecustomize.py"
     boom.write_text(
-        "import services.runtime.demo as d\n"
+        "import services.app.demo as d\n"
         "def _boom(*a, **k):\n    raise ZeroDivisionError('boom')\n"
         "d._play = _boom\n"
     )
@@ -242,8 +242,8 @@ def test_demo_never_overwrites_an_existing_file_unless_forced(tmp_path: Path) ->
 def test_a_demo_killed_midway_and_resumed_ends_as_an_uninterrupted_one(tmp_path: Path) -> None:
     """`demo --resume` SIGKILLed at seeded moments and run again each time (the first run finds no file
     and starts the session) ends with the log streams and the digest of a demo never interrupted."""
+    from services.app import demo as _demo  # noqa: F401, PLC0415 (imported once, before the forks)
     from services.cli import main  # noqa: PLC0415
-    from services.runtime import demo as _demo  # noqa: F401, PLC0415 (imported once, before the forks)
 
     # long enough that six kills land inside the work even on an idle machine (the embedded runner's
     # group commit made 2 x 12 coups a 0.7 s job: the second run finished before its kill)

@@ -20,10 +20,10 @@ import click
 import pytest
 from rich.console import Console
 
+from services.app.demo import COLUMNS, TableSummary, plural, render_tables
 from services.cli import main
 from services.cli.app import cli
 from services.core.baccarat import VARIANTS
-from services.runtime.demo import COLUMNS, TableSummary, plural, render_tables
 
 CLI = [sys.executable, "-m", "services.cli"]
 ENV = {**os.environ, "LOG_LEVEL": "WARNING"}

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
-from services.runtime.embedded import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.replay import read_db, replay
-from services.runtime.simulator import DEFAULT_TABLES, Session
 from tests.helpers.kill import run_with_kills
 
 CLI = [sys.executable, "-m", "services.cli"]

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.envelope import (
     Draft,
@@ -29,7 +30,7 @@ from services.core.envelope import (
 )
 from services.core.errors import DomainError, Reason
 from services.core.processor import Processor
-from services.runtime.embedded import (
+from services.runtime.embedded.log import (
     EPOCH_OCCURRED_AT,
     ConsumerMoved,
     EmbeddedBus,
@@ -41,7 +42,6 @@ from services.runtime.embedded import (
 from services.runtime.failures import ConfigError
 from services.runtime.logging import bound, configure, get_logger
 from services.runtime.replay import read_db, replay
-from services.runtime.simulator import DEFAULT_TABLES, Session
 from tests.helpers.kill import run_with_kills
 from tests.helpers.membus import MemBus
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from services.app.adversaries import Structurer
+from services.app.simulator import Session, TableSpec
 from services.cli import main
-from services.runtime.adversaries import Structurer
 from services.runtime.compose import Composition
-from services.runtime.embedded import EmbeddedBus
-from services.runtime.simulator import Session, TableSpec
+from services.runtime.embedded.log import EmbeddedBus
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_alerts_filters(structured_log: Path, capsys: pytest.CaptureFixture[str]
 def test_monitor_eval_quick_detects_every_adversary(capsys: pytest.CaptureFixture[str]) -> None:
     """`monitor-eval --quick` prints one row per adversary, each detected at least once, and honest play
     raising no warning-or-worse alert."""
-    from services.runtime.adversaries import ADVERSARIES  # noqa: PLC0415
+    from services.app.adversaries import ADVERSARIES  # noqa: PLC0415
 
     assert main(["monitor-eval", "--quick"]) == 0
     out = capsys.readouterr().out.splitlines()

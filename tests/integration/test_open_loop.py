@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.core.envelope import Envelope
-from services.runtime.embedded import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.replay import read_db, replay
-from services.runtime.simulator import DEFAULT_TABLES, Session
 
 TABLES = list(DEFAULT_TABLES[:3])
 COUPS = 14

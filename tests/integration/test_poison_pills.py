@@ -9,15 +9,15 @@ from typing import Any, ClassVar
 
 import pytest
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.envelope import Envelope, name_id, parse_record, request
 from services.core.processor import Processor
 from services.core.trust import Principal, authenticate
 from services.monitor.processor import Monitor
-from services.runtime.embedded import EmbeddedBus, EmbeddedLog, Runner, default_pipeline, run_until_idle
+from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, Runner, default_pipeline, run_until_idle
 from services.runtime.keyring import demo_keyring
 from services.runtime.replay import read_db, replay
-from services.runtime.simulator import DEFAULT_TABLES, Session
 
 POISON_OPEN_TABLE: list[tuple[str, dict[str, Any]]] = [
     ("russian_classic", {"options": {"punters": "3"}}),  # raised TypeError in the dealer

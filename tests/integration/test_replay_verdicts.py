@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.processor import Audit
 from services.cli import main
 from services.core import topics
@@ -24,7 +25,6 @@ from services.core.envelope import canonical, request, sha256_hex
 from services.core.processor import initial_state
 from services.core.signing import signing_key_from_secret
 from services.runtime.replay import read_db
-from services.runtime.simulator import DEFAULT_TABLES, Session
 from tests.helpers.keys import demo_keyring_file
 from tests.helpers.membus import MemBus
 

@@ -12,11 +12,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from services.app.simulator import Session, demo_tables
 from services.cli import main
 from services.core.seamless import RetryPolicy
 from services.runtime.compose import Composition
 from services.runtime.replay import read_db, replay
-from services.runtime.simulator import Session, demo_tables
 from services.seamless.caller import SeamlessBus
 from services.seamless.client import SeamlessConfig, signature
 from services.seamless.reference_wallet import Faults, export, serve
@@ -155,7 +155,7 @@ def test_the_back_office_read_model_shows_the_operators_balances(tmp_path: Path)
     from services.backoffice.migrate import upgrade  # noqa: PLC0415
     from services.backoffice.projector import Projector  # noqa: PLC0415
     from services.backoffice.schema import make_engine  # noqa: PLC0415
-    from services.runtime.embedded import EmbeddedLog  # noqa: PLC0415
+    from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
 
     log, wallet, _ = play(tmp_path, {"error_after": 0.2}, coups=3)
     engine = make_engine(f"sqlite:///{tmp_path / 'read.db'}")

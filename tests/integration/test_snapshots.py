@@ -14,10 +14,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.core.processor import Processor
-from services.runtime import snapshot
-from services.runtime.embedded import SNAPSHOT_FORMAT, EmbeddedLog, Runner, default_pipeline, run_until_idle
-from services.runtime.simulator import DEFAULT_TABLES, Session
+from services.runtime.embedded import snapshot
+from services.runtime.embedded.log import (
+    SNAPSHOT_FORMAT,
+    EmbeddedLog,
+    Runner,
+    default_pipeline,
+    run_until_idle,
+)
 from tests.helpers.membus import MemBus
 
 

@@ -10,15 +10,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from services.app.simulator import Session, demo_tables
 from services.backoffice import queries
 from services.backoffice.kafka_follow import follow_kafka
 from services.backoffice.migrate import upgrade
 from services.backoffice.projector import INPUTS, Projector, dump_rows
 from services.backoffice.schema import make_engine
-from services.runtime import kafka
-from services.runtime.embedded import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.kafka.topic_io import aproduce_raw
+from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
-from services.runtime.simulator import Session, demo_tables
 
 pytestmark = pytest.mark.kafka
 
@@ -45,8 +46,8 @@ def test_projection_from_kafka_equals_the_embedded_one(kafka_broker: str, tmp_pa
         embedded.catch_up(log)
     prefix = f"bo{uuid.uuid4().hex[:10]}."
     settings = Settings(bootstrap_servers=kafka_broker, topic_prefix=prefix, partitions=3)
-    asyncio.run(kafka.ensure_topics(settings, list(INPUTS)))
-    asyncio.run(kafka.aproduce_raw(settings, [(t, k.encode(), raw) for _o, t, k, raw in rows]))
+    asyncio.run(ensure_topics(settings, list(INPUTS)))
+    asyncio.run(aproduce_raw(settings, [(t, k.encode(), raw) for _o, t, k, raw in rows]))
 
     projector = Projector(_engine(tmp_path / "kafka.db"))
     assert asyncio.run(follow_kafka(settings, projector)) == len(rows)

@@ -14,10 +14,10 @@ import pytest
 
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
-from services.runtime import kafka
 from services.runtime.compose import Composition
-from services.runtime.embedded import EmbeddedBus
-from services.runtime.kafka_bus import KafkaBus, Workers, quick_settings
+from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings
+from services.runtime.kafka.worker import ensure_topics
 from services.runtime.keyring import Keyring, new_keyring, save_keyring
 from services.runtime.settings import Settings
 from tests.helpers import attacks
@@ -54,7 +54,7 @@ def attacked(
     base = Settings(bootstrap_servers=kafka_broker, topic_prefix=f"a{uuid.uuid4().hex[:10]}.", partitions=3,
                     keyring=path, demo_mode=False)  # fmt: skip
     settings = quick_settings(base, env={})
-    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
     workers = Workers(settings, tmp_path_factory.mktemp("workers"))
     workers.start()
     made = attacks.attacks(ring, reference)

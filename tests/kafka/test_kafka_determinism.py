@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope
-from services.runtime.kafka_bus import quick_settings, running
+from services.runtime.kafka.bus import quick_settings, running
 from services.runtime.replay import replay
 from services.runtime.settings import Settings
-from services.runtime.simulator import Session, demo_tables
 
 pytestmark = pytest.mark.kafka
 

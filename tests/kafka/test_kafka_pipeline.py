@@ -20,15 +20,16 @@ from pathlib import Path
 
 import pytest
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.trust import authenticate
-from services.runtime import kafka
-from services.runtime.kafka_bus import KafkaBus, Workers, quick_settings
+from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings
+from services.runtime.kafka.topic_io import aconsume_raw
+from services.runtime.kafka.worker import ensure_topics
 from services.runtime.keyring import demo_keyring, new_keyring, save_keyring
 from services.runtime.replay import Report, replay
 from services.runtime.settings import Settings
-from services.runtime.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 pytestmark = pytest.mark.kafka
@@ -62,7 +63,7 @@ def reference() -> Report:
 def workers(kafka_broker: str, tmp_path: Path) -> Iterator[Workers]:
     """The four services as separate processes on fresh topics (created once, before they start)."""
     settings = _settings(kafka_broker).model_copy(update={"log_level": "INFO"})
-    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
     procs = Workers(settings, tmp_path / "workers")
     procs.start()
     try:
@@ -143,7 +144,7 @@ def test_malformed_records_on_every_input_topic_are_dead_lettered_and_play_goes_
         bus.settle()
         Session(bus, seed=SEED).run(list(TABLES[:1]), 2)
         records = bus.consume_all()
-        raw_dead = [r.value for r in asyncio.run(kafka.aconsume_raw(settings, [topics.DEADLETTER]))]
+        raw_dead = [r.value for r in asyncio.run(aconsume_raw(settings, [topics.DEADLETTER]))]
     letters = [json.loads(v or b"{}")["payload"] for v in raw_dead]
     sources = {(d["source_topic"], d["reason"]) for d in letters}
     for topic, _, _ in garbage:

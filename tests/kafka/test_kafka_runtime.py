@@ -22,8 +22,15 @@ import pytest
 from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.processor import initial_state, step
-from services.runtime import kafka
-from services.runtime.kafka import RawRecord
+from services.runtime.kafka.topic_io import (
+    RawRecord,
+    aconsume_raw,
+    aproduce,
+    aproduce_raw,
+    consume_all,
+    produce,
+)
+from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
 from tests.kafka.toy import Toy, add
 
@@ -52,7 +59,7 @@ def settings_for(broker: str) -> Settings:
 def start_worker(
     settings: Settings, log: Path, *, err: Path | None = None, extra_env: Mapping[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
-    """``python -m services.runtime.kafka toy --factory tests.kafka.toy:make_toy`` configured by env,
+    """``python -m services.runtime.kafka.worker toy --factory tests.kafka.toy:make_toy`` configured by env,
     its output appended to ``log`` (its standard error to ``err`` when given), ``extra_env`` on top."""
     env = {
         **os.environ,
@@ -71,7 +78,10 @@ def start_worker(
     env.pop("CASINO_WEB_BIND", None)  # the default: loopback only
     with log.open("ab") as out, (err or log).open("ab") as errors:
         return subprocess.Popen(
-            [sys.executable, "-m", "services.runtime.kafka", "toy", "--factory", "tests.kafka.toy:make_toy"],
+            [
+                sys.executable, "-m", "services.runtime.kafka.worker", "toy",
+                "--factory", "tests.kafka.toy:make_toy",
+            ],
             cwd=REPO,
             env=env,
             stdout=out,
@@ -103,7 +113,7 @@ def reference(inputs: Sequence[Envelope]) -> dict[str, list[bytes]]:
 
 async def outputs(settings: Settings, topic: str = topics.WALLET_EVENTS) -> list[RawRecord]:
     """Every record on a topic of this test, by partition and offset."""
-    return await kafka.aconsume_raw(settings, [topic])
+    return await aconsume_raw(settings, [topic])
 
 
 async def wait_until(
@@ -139,7 +149,7 @@ async def test_worker_processes_every_record_keyed_and_dead_letters_malformed_on
     """A worker writes exactly the pure core's outputs per key, each key on one partition, and turns every
     malformed record into a dead letter with its reason and original bytes while the rest goes on."""
     settings = settings_for(kafka_broker)
-    await kafka.ensure_topics(settings, list(topics.ALL_TOPICS))
+    await ensure_topics(settings, list(topics.ALL_TOPICS))
     good = deposits(0, 120)
     wrong_topic = request(
         "Deposit", topics.TABLE_INBOX, KEYS[0], {"account_id": KEYS[0], "amount_minor": 5, "currency": "EUR"},
@@ -160,7 +170,7 @@ async def test_worker_processes_every_record_keyed_and_dead_letters_malformed_on
     records += [(topics.WALLET_REQUESTS, KEYS[i % 3].encode(), raw) for i, (raw, _) in enumerate(malformed)]
     records += [(topics.WALLET_REQUESTS, e.key.encode(), e.to_json()) for e in good[60:]]
     records.append((topics.WALLET_REQUESTS, good[7].key.encode(), good[7].to_json()))  # a re-delivery
-    await kafka.aproduce_raw(settings, records)
+    await aproduce_raw(settings, records)
     expected = reference(good)
     total = sum(len(v) for v in expected.values())
 
@@ -204,11 +214,11 @@ async def test_sigkilled_worker_restarts_without_missing_or_duplicate_outputs(
     """A worker SIGKILLed mid-stream, twice, then restarted, leaves exactly the uninterrupted run's outputs:
     no missing and no duplicate event id, byte-identical per key."""
     settings = settings_for(kafka_broker)
-    await kafka.ensure_topics(settings, list(topics.ALL_TOPICS))
+    await ensure_topics(settings, list(topics.ALL_TOPICS))
     inputs = deposits(0, 3000)
     expected = reference(inputs)
     total = sum(len(v) for v in expected.values())
-    await kafka.aproduce(settings, inputs[:2000])
+    await aproduce(settings, inputs[:2000])
     log = tmp_path / "worker.log"
     seen_at_kill: list[int] = []
     for threshold in (total // 6, total // 2):
@@ -217,7 +227,7 @@ async def test_sigkilled_worker_restarts_without_missing_or_duplicate_outputs(
         assert stop(worker, signal.SIGKILL) == -signal.SIGKILL
         seen_at_kill.append(len(await outputs(settings)))
         if len(seen_at_kill) == 1:
-            await kafka.aproduce(settings, inputs[2000:])  # more input arrives while the worker is down
+            await aproduce(settings, inputs[2000:])  # more input arrives while the worker is down
     worker = start_worker(settings, log)
     try:
         await wait_until(settings, lambda rs: len(rs) >= total, "all outputs")
@@ -238,11 +248,11 @@ async def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is
     """Two workers of one group split the partitions; when one is SIGKILLed the survivor takes its
     partitions over, and the output is still exactly the uninterrupted run's."""
     settings = settings_for(kafka_broker)
-    await kafka.ensure_topics(settings, list(topics.ALL_TOPICS))
+    await ensure_topics(settings, list(topics.ALL_TOPICS))
     inputs = deposits(0, 2400)
     expected = reference(inputs)
     total = sum(len(v) for v in expected.values())
-    await kafka.aproduce(settings, inputs)
+    await aproduce(settings, inputs)
     first, second = tmp_path / "first.log", tmp_path / "second.log"
     survivor = start_worker(settings, second)
     victim = start_worker(settings, first)
@@ -266,10 +276,10 @@ def test_produce_and_consume_all_round_trip_every_record_of_a_pipelined_batch(ka
     """consume_all returns every envelope produce sent, in per-key order, even the tail of a multi-record
     batch that Tansu's ListOffsets leaves out of its end offset."""
     settings = settings_for(kafka_broker)
-    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
     sent = deposits(0, 2000)
-    assert kafka.produce(kafka_broker, sent, settings) == len(sent)
-    got = kafka.consume_all(kafka_broker, [topics.WALLET_REQUESTS], settings)
+    assert produce(kafka_broker, sent, settings) == len(sent)
+    got = consume_all(kafka_broker, [topics.WALLET_REQUESTS], settings)
     assert sorted(e.event_id for e in got) == sorted(e.event_id for e in sent)
     for key in KEYS:
         assert [e for e in got if e.key == key] == [e for e in sent if e.key == key]

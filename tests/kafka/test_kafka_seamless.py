@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
-from services.runtime import kafka
 from services.runtime.compose import Composition
-from services.runtime.kafka_bus import KafkaBus, Workers, quick_settings, worker_env
+from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings, worker_env
+from services.runtime.kafka.worker import ensure_topics
 from services.runtime.replay import replay
 from services.runtime.settings import Settings
-from services.runtime.simulator import DEFAULT_TABLES, Session
 from services.seamless.reference_wallet import Faults, serve
 from tests.helpers.seamless import check_done
 
@@ -60,7 +60,7 @@ def test_seamless_session_through_sigkills_of_the_caller_and_settlement(
             seamless_debit_window_ms=2_000,
         )  # fmt: skip
         settings = quick_settings(base, env={})
-        asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
+        asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
         workers = Workers(settings, tmp_path / "workers")
         workers.start()
         caller = _caller(settings, tmp_path / "caller.log")

@@ -19,9 +19,10 @@ import pytest
 from pydantic import SecretStr
 
 from services.core import topics
-from services.runtime import kafka
-from services.runtime.kafka_bus import quick_settings, worker_env
-from services.runtime.metrics import probe, samples
+from services.runtime.kafka.bus import quick_settings, worker_env
+from services.runtime.kafka.metrics import probe, samples
+from services.runtime.kafka.topic_io import aproduce_raw
+from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
 from services.seamless.reference_wallet import serve
 from tests.helpers.broker import free_port
@@ -51,7 +52,7 @@ def test_the_caller_serves_health_readiness_and_metrics(kafka_broker: str, tmp_p
             demo_mode=True, seamless_url=wallet.url, seamless_secret=SecretStr(SECRET),
         )  # fmt: skip
         settings = quick_settings(base, env={})
-        asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
+        asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
         port = free_port()
         env = {**os.environ, **worker_env(settings), "CASINO_WEB_ENABLED": "true", "CASINO_WEB_PORT": str(port),
                "CASINO_READY_MAX_LAG": "0", "CASINO_LOG_FORMAT": "json"}  # fmt: skip
@@ -74,7 +75,7 @@ def test_the_caller_serves_health_readiness_and_metrics(kafka_broker: str, tmp_p
             assert code == 200
             assert json.loads(body) == {"ready": True, "assigned": True,
                                         "lag": {f"{topics.WALLET_EVENTS}[{p}]": 0 for p in range(2)}}  # fmt: skip
-            asyncio.run(kafka.aproduce_raw(settings, [(topics.WALLET_EVENTS, b"player:001", b"\xff not json")]))
+            asyncio.run(aproduce_raw(settings, [(topics.WALLET_EVENTS, b"player:001", b"\xff not json")]))
             handled = ('casino_records_handled_total{processor="seamless",service="seamless",'
                        f'topic="{topics.WALLET_EVENTS}",type="undecodable"}}')  # fmt: skip
             _wait("the undecodable record counted", lambda: samples(probe(f"{url}/metrics")[1]).get(handled) == 1)

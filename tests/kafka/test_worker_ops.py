@@ -19,8 +19,9 @@ from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
 
 from services.cli import main as cli_main
 from services.core import topics
-from services.runtime import kafka
-from services.runtime.metrics import METRICS, family_names, probe, samples
+from services.runtime.kafka.metrics import METRICS, family_names, probe, samples
+from services.runtime.kafka.topic_io import aconsume_raw, aproduce_raw, consume_all
+from services.runtime.kafka.worker import ensure_topics, load_topic_specs
 from services.runtime.settings import Settings
 from tests.helpers.broker import free_port
 from tests.kafka.test_kafka_runtime import REPO, deposits, reference, settings_for, start_worker, stop
@@ -67,11 +68,11 @@ def run(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     records, wait until /readyz says ready and every output is written, scrape, stop with SIGTERM."""
     tmp = tmp_path_factory.mktemp("ops")
     settings = settings_for(kafka_broker)
-    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
     good = deposits(0, GOOD)
     records = [(topics.WALLET_REQUESTS, e.key.encode(), e.to_json()) for e in good]
     records += [(topics.WALLET_REQUESTS, b"acct-0", raw) for raw, _ in MALFORMED]
-    asyncio.run(kafka.aproduce_raw(settings, records))
+    asyncio.run(aproduce_raw(settings, records))
     expected = sum(len(v) for v in reference(good).values())
     port = free_port()
     web = {"CASINO_WEB_ENABLED": "1", "CASINO_WEB_PORT": str(port), "CASINO_READY_MAX_LAG": "0"}
@@ -88,8 +89,8 @@ def run(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         _wait("/readyz to answer 200", ready)
         _wait(
             "every output and dead letter",
-            lambda: len(kafka.consume_all(kafka_broker, [topics.WALLET_EVENTS], settings)) >= expected
-            and len(asyncio.run(kafka.aconsume_raw(settings, [topics.DEADLETTER]))) >= len(MALFORMED),
+            lambda: len(consume_all(kafka_broker, [topics.WALLET_EVENTS], settings)) >= expected
+            and len(asyncio.run(aconsume_raw(settings, [topics.DEADLETTER]))) >= len(MALFORMED),
         )
         # the counters are flushed once a batch's outputs are acknowledged: poll until they show it all
         handled = 'casino_records_handled_total{processor="toy",service="toy",topic="casino.wallet.requests",'
@@ -195,7 +196,7 @@ def test_topics_create_creates_the_contract_topics_once(
 
 
 def _spec_names() -> set[str]:
-    return {s.name for s in kafka.load_topic_specs(Path(REPO) / "schemas" / "topics.yaml")}
+    return {s.name for s in load_topic_specs(Path(REPO) / "schemas" / "topics.yaml")}
 
 
 def test_topics_create_says_one_line_and_exits_2_when_no_broker_answers(

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.processor import Audit, TableDigest, table_digest
 from services.core import topics
 from services.core.envelope import ChainHead, Draft, Envelope, canonical, seal, sha256_hex
@@ -26,7 +27,6 @@ from services.core.signing import (
 from services.runtime import replay as replay_mod
 from services.runtime.replay import Scope, replay
 from services.runtime.report_html import render_html
-from services.runtime.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 KEY = SigningKey("unit-key", bytes(range(32)))

@@ -23,7 +23,7 @@ import yaml
 
 from services.cli import parse
 from services.core import topics
-from services.runtime.kafka import PROCESSORS, load_topic_specs
+from services.runtime.kafka.worker import PROCESSORS, load_topic_specs
 from services.runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

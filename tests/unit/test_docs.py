@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.metrics import METRICS
+from services.runtime.kafka.metrics import METRICS
 from services.runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.processor import Audit
 from services.core import topics
 from services.core.baccarat import VARIANTS
@@ -29,7 +30,6 @@ from services.core.errors import Reason
 from services.core.processor import Processor, ProcessorState, step
 from services.dealer.processor import Dealer
 from services.monitor.processor import Monitor
-from services.runtime.simulator import DEFAULT_TABLES, Session
 from services.settlement.processor import PayoutStage, WalletStage
 from tests.helpers.membus import MemBus
 

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from services.core import topics
 from services.core.envelope import request
 from services.core.errors import Reason
-from services.runtime import codec
-from services.runtime.kafka import RETENTION_FOREVER_MS, Pipe, TopicSpec, load_topic_specs
+from services.runtime import intake
+from services.runtime.kafka.worker import RETENTION_FOREVER_MS, Pipe, TopicSpec, load_topic_specs
 from services.runtime.settings import Settings
 from tests.kafka.toy import Toy, add
 
@@ -23,9 +23,9 @@ DEPOSIT = add("acct-1", 0, 5)
 
 def test_encode_then_decode_gives_the_same_envelope_and_key() -> None:
     """A record's value is the canonical JSON of its envelope and decodes back to an equal envelope."""
-    assert codec.decode(codec.encode(DEPOSIT), topics.WALLET_REQUESTS) == DEPOSIT
-    assert codec.encode(DEPOSIT) == DEPOSIT.to_json()
-    assert codec.encode_key(DEPOSIT) == b"acct-1"
+    assert intake.decode(intake.encode(DEPOSIT), topics.WALLET_REQUESTS) == DEPOSIT
+    assert intake.encode(DEPOSIT) == DEPOSIT.to_json()
+    assert intake.encode_key(DEPOSIT) == b"acct-1"
 
 
 @pytest.mark.parametrize(
@@ -43,8 +43,8 @@ def test_decode_errors_carry_a_reason_and_the_raw_bytes(
     raw: bytes | None, topic: str | None, reason: Reason
 ) -> None:
     """Anything that is not an envelope for its topic raises DecodeError with a reason code and the bytes."""
-    with pytest.raises(codec.DecodeError) as info:
-        codec.decode(raw, topic)
+    with pytest.raises(intake.DecodeError) as info:
+        intake.decode(raw, topic)
     assert info.value.reason is reason
     assert info.value.raw == raw
     assert info.value.detail
@@ -54,17 +54,17 @@ def test_decode_errors_carry_a_reason_and_the_raw_bytes(
 def test_decode_never_raises_anything_but_decode_error(raw: bytes) -> None:
     """Arbitrary bytes either decode or raise DecodeError: nothing else escapes to crash a worker."""
     try:
-        codec.decode(raw)
-    except codec.DecodeError as exc:
+        intake.decode(raw)
+    except intake.DecodeError as exc:
         assert exc.reason in (Reason.UNDECODABLE, Reason.INVALID_PAYLOAD)
 
 
 def test_occurred_at_and_identity_of_broken_records() -> None:
     """A broken record's claimed time and id are read when present, never invented from the clock."""
-    assert codec.occurred_at_of(b"junk") == codec.EPOCH_OCCURRED_AT
-    assert codec.occurred_at_of(b'{"occurred_at": "2026-01-01T00:00:00.000Z"}') == "2026-01-01T00:00:00.000Z"
-    assert codec.identity_of(DEPOSIT.to_json()) == (DEPOSIT.event_id, "test")
-    assert codec.identity_of(b"[]") == (None, None)
+    assert intake.occurred_at_of(b"junk") == intake.EPOCH_OCCURRED_AT
+    assert intake.occurred_at_of(b'{"occurred_at": "2026-01-01T00:00:00.000Z"}') == "2026-01-01T00:00:00.000Z"
+    assert intake.identity_of(DEPOSIT.to_json()) == (DEPOSIT.event_id, "test")
+    assert intake.identity_of(b"[]") == (None, None)
 
 
 def test_settings_read_casino_environment(monkeypatch: pytest.MonkeyPatch) -> None:

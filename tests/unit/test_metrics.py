@@ -12,9 +12,9 @@ import pytest
 
 from services.core import topics
 from services.core.envelope import Envelope, request
-from services.runtime import metrics
+from services.runtime.kafka import metrics
+from services.runtime.kafka.metrics import Status, Tally, WorkerMetrics, samples
 from services.runtime.logging import configure
-from services.runtime.metrics import Status, Tally, WorkerMetrics, samples
 from services.runtime.settings import Settings
 
 T = "2026-01-01T00:00:00.000Z"
@@ -144,7 +144,8 @@ def test_the_web_server_listens_on_loopback_only_unless_told() -> None:
 
 
 def test_probe_exits_1_with_one_line_when_nothing_answers(capsys: pytest.CaptureFixture[str]) -> None:
-    """The container probe (``python -m services.runtime.metrics healthz``) exits 1, says why in one line."""
+    """The container probe (``python -m services.runtime.kafka.metrics healthz``) exits 1, says why in one
+    line."""
     from tests.helpers.broker import free_port  # noqa: PLC0415
 
     assert metrics.main(["healthz", "--url", f"http://127.0.0.1:{free_port()}/healthz"]) == 1

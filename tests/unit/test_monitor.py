@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.baccarat import VARIANTS, get_variant, resolve
 from services.core.baccarat.odds import enumerate_coups, grade_counts
@@ -39,7 +40,6 @@ from services.monitor.processor import (
     WIN_STREAK_LENGTH,
     Monitor,
 )
-from services.runtime.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 EPOCH = datetime(2026, 11, 22, 20, 0, 0, tzinfo=UTC)

@@ -6,11 +6,11 @@ from collections import Counter
 
 import pytest
 
+from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.envelope import Envelope, canonical, request, sha256_hex
 from services.core.processor import initial_state, step
 from services.runtime.replay import replay
-from services.runtime.simulator import DEFAULT_TABLES, Session
 from services.settlement.processor import WalletStage
 from tests.helpers.membus import MemBus
 

@@ -34,10 +34,10 @@ CLEAN = [
     "settlement/processor.py",
     "monitor/processor.py",
     "monitor/accounts.py",
-    "runtime/adversaries.py",
+    "app/adversaries.py",
     "audit/processor.py",
     "runtime/replay.py",
-    "runtime/metrics.py",
+    "runtime/kafka/metrics.py",
     "runtime/report_html.py",
 ]
 """Modules that name every reason code by its enum member (the rest follow as they are converted)."""

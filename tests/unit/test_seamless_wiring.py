@@ -12,8 +12,8 @@ from services.core import topics
 from services.core.envelope import request
 from services.core.processor import initial_state, step
 from services.core.trust import Principal, authenticate
-from services.runtime import snapshot
 from services.runtime.compose import Composition
+from services.runtime.embedded import snapshot
 from services.runtime.keyring import demo_keyring
 from services.runtime.settings import Settings
 from services.seamless.client import answer_envelope

@@ -101,7 +101,7 @@ class Session:
     rng: random.Random = field(init=False)
     stats: dict[str, int] = field(default_factory=dict)
     adversaries: list[Any] = field(default_factory=list)
-    """Cheating strategies the session consults (:mod:`services.runtime.adversaries`; hook only)."""
+    """Cheating strategies the session consults (:mod:`services.app.adversaries`; hook only)."""
     outbox: list[Envelope] = field(default_factory=list)
     """Records written but not yet published: they go to the bus in one call when the session next
     waits for the pipeline (:meth:`advance`), not one append per record."""

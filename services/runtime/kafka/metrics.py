@@ -321,7 +321,7 @@ _SCRAPED = (
 
 
 def shell_status(shell: Any) -> Status:
-    """Assignment and lag of a :class:`services.runtime.kafka.Shell`'s input partitions.
+    """Assignment and lag of a :class:`services.runtime.kafka.worker.Shell`'s input partitions.
 
     Handled = the larger of the next offset a pipe will apply and the group's committed offset (a
     partition with nothing new since the assignment has handled up to its committed offset); the high
@@ -460,13 +460,13 @@ def probe(url: str, timeout_s: float = 3.0) -> tuple[int, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m services.runtime.metrics healthz|readyz``: a container's probe (exit 0 when 200).
+    """``python -m services.runtime.kafka.metrics healthz|readyz``: a container's probe (exit 0 when 200).
 
     Asks ``http://127.0.0.1:$CASINO_WEB_PORT/<path>`` (the image has no curl); ``--url`` overrides.
     """
     from services.runtime.settings import Settings  # noqa: PLC0415
 
-    p = argparse.ArgumentParser(prog="python -m services.runtime.metrics")
+    p = argparse.ArgumentParser(prog="python -m services.runtime.kafka.metrics")
     p.add_argument("path", choices=["healthz", "readyz", "metrics"], help="the endpoint to ask")
     p.add_argument("--url", default=None, help="full URL instead of the local CASINO_WEB_PORT")
     args = p.parse_args(argv)

@@ -39,7 +39,8 @@ processor instead of hiding it). The ids a consumer has applied are rows of the 
 (:class:`LoggedIds`), written in the same transaction, not part of the snapshot: a snapshot stays the
 size of the processor's own state however many years the log holds.
 
-Snapshots are data, never pickles (docs/trust.md): JSON written and read by :mod:`services.runtime.snapshot`,
+Snapshots are data, never pickles (docs/trust.md): JSON written and read by
+:mod:`services.runtime.embedded.snapshot`,
 a codec driven by the state's type annotations — the code decides what classes a snapshot becomes,
 the bytes only fill in values, so opening a crafted log file cannot run code. A snapshot is a cache
 of the log: one of another processor class or format, one that does not decode into today's state
@@ -67,7 +68,7 @@ from pydantic import ValidationError
 from services.core.envelope import RECORD_MAX_BYTES, ChainHead, Envelope, derive_id, parse_record, seal
 from services.core.errors import Reason
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
-from services.runtime import snapshot
+from services.runtime.embedded import snapshot
 from services.runtime.failures import ConfigError, NotALog
 from services.runtime.logging import get_logger
 
@@ -105,7 +106,7 @@ EPOCH_OCCURRED_AT = "1970-01-01T00:00:00.000Z"
 SNAPSHOT_FORMAT = 3
 """Bumped when the snapshot layout changes; older snapshots are then ignored.
 2: the applied ids live in the ``applied`` table, not in the snapshot.
-3: JSON (:mod:`services.runtime.snapshot`) instead of pickles: ``{"format", "processor", "inner",
+3: JSON (:mod:`services.runtime.embedded.snapshot`) instead of pickles: ``{"format", "processor", "inner",
 ``"heads": [[topic, key, seq, hash], ...]``, ``"records"}``."""
 
 SNAPSHOT_NAME = "casino-ledger/snapshot-3"

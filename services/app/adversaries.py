@@ -1,6 +1,6 @@
 """Cheaters for the simulator (issue #13): named, seeded strategies that play inside the rules.
 
-Each adversary is consulted by :class:`services.runtime.simulator.Session` through a small hook
+Each adversary is consulted by :class:`services.app.simulator.Session` through a small hook
 (``start``, ``shoe``, ``bets``, ``closed``, ``dealt``, ``resolved``) and writes its records as the
 outside principal that would write them, with the session's keyring: bets as a terminal, deposits
 as the cashier, card reads as the shoe, table commands and decisions as the operator. They are
@@ -31,7 +31,7 @@ from services.core.trust import Principal, authenticate
 from services.monitor.accounts import REPORTING_THRESHOLD_MINOR
 
 if TYPE_CHECKING:
-    from services.runtime.simulator import Session, TablePlay
+    from services.app.simulator import Session, TablePlay
 
 Bets = list[tuple[str, str, int]]
 CURRENCY = "EUR"
@@ -362,7 +362,7 @@ class Bot(Adversary):
     def bets(self, play: TablePlay, bets: Bets) -> Bets:
         """Its own bet, timed to the millisecond (the window opened at the session's last second)."""
         if _statistical(play):
-            from services.runtime.simulator import EPOCH  # noqa: PLC0415 (the simulator imports us)
+            from services.app.simulator import EPOCH  # noqa: PLC0415 (the simulator imports us)
 
             at = EPOCH + timedelta(seconds=play.session.clock, milliseconds=800)
             _bet(play, self.accounts[0], "banker", play.spec.min_minor * 7,

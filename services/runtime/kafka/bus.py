@@ -1,7 +1,7 @@
-"""The simulator's :class:`~services.runtime.simulator.Bus` over a real Kafka broker (docs/architecture.md).
+"""The simulator's :class:`~services.app.simulator.Bus` over a real Kafka broker (docs/architecture.md).
 
 The very processors of the embedded demo run as separate faust workers, one process per service
-(:class:`Workers`: ``python -m services.runtime.kafka NAME``, configured by ``CASINO_*`` variables);
+(:class:`Workers`: ``python -m services.runtime.kafka.worker NAME``, configured by ``CASINO_*`` variables);
 :class:`KafkaBus` is the outside party's view of them:
 
 * ``publish`` produces the envelopes, keyed by ``Envelope.key``, and waits for every acknowledgement.
@@ -13,7 +13,7 @@ The very processors of the embedded demo run as separate faust workers, one proc
   committed at (1) are on the log before (2) reads the ends; when nothing read at (2) is left
   uncommitted, nothing can write anything more until the simulator publishes again.
   The ends come from :func:`real_ends`, not from ListOffsets alone: Tansu answers ListOffsets with the
-  base offset of the last record batch plus one (see :mod:`services.runtime.kafka`), so the last
+  base offset of the last record batch plus one (see :mod:`services.runtime.kafka.worker`), so the last
   batch is fetched to find its last offset.
 * ``read(topic, key)`` reads the topic's partitions from where the bus stopped up to their real ends
   and returns the new records of ``key`` in offset order (per key, the order its single writer wrote),
@@ -44,14 +44,17 @@ from pydantic import SecretStr
 
 from services.core import topics
 from services.core.envelope import Envelope
-from services.runtime import codec, kafka
+from services.runtime import intake
 from services.runtime.compose import Composition
+from services.runtime.kafka.topic_io import aconsume_all, new_consumer, partitions_of, read_range
+from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
 
 T = TypeVar("T")
 
 SERVICES = ("dealer", "settlement", "audit", "monitor")
-"""The services of the demo pipeline, each one worker process (see :data:`kafka.PROCESSORS`)."""
+"""The services of the demo pipeline, each one worker process (see
+:data:`services.runtime.kafka.worker.PROCESSORS`)."""
 
 QUICK_GROUP_TIMEOUTS: dict[str, Any] = {
     "rebalance_timeout_s": 3.0,
@@ -113,7 +116,8 @@ def service_inputs(names: Iterable[str] = SERVICES) -> dict[str, tuple[str, ...]
 
 
 def group_id(settings: Settings, service: str) -> str:
-    """The consumer group of a service's worker (its faust app id, see :func:`kafka.build_app`)."""
+    """The consumer group of a service's worker (its faust app id, see
+    :func:`services.runtime.kafka.worker.build_app`)."""
     return f"{settings.topic_prefix}casino-{service}"
 
 
@@ -139,7 +143,7 @@ class Workers:
             env["CASINO_DATA_DIR"] = str(self.log_dir / f"faust-{name}")
             with (self.log_dir / f"{name}.log").open("ab") as log:
                 self.procs[name] = subprocess.Popen(  # noqa: S603 (our own interpreter and module)
-                    [sys.executable, "-m", "services.runtime.kafka", name],
+                    [sys.executable, "-m", "services.runtime.kafka.worker", name],
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -251,14 +255,14 @@ class KafkaBus:
         return self._loop.run_until_complete(coro)
 
     async def _start(self) -> None:
-        await kafka.ensure_topics(self.settings, list(topics.ALL_TOPICS))
+        await ensure_topics(self.settings, list(topics.ALL_TOPICS))
         auth = self.settings.aiokafka_auth()
         self._producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap_list, acks="all", **auth)
         await self._producer.start()
         self._admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap_list, **auth)
         await self._admin.start()
-        self._probe = kafka.new_consumer(self.settings)
-        self._reader = kafka.new_consumer(self.settings)
+        self._probe = new_consumer(self.settings)
+        self._reader = new_consumer(self.settings)
         await self._probe.start()
         await self._reader.start()
 
@@ -291,7 +295,9 @@ class KafkaBus:
     async def _publish(self, envelopes: Sequence[Envelope]) -> None:
         assert self._producer is not None
         sends = [
-            await self._producer.send(self.settings.topic(e.topic), codec.encode(e), key=codec.encode_key(e))
+            await self._producer.send(
+                self.settings.topic(e.topic), intake.encode(e), key=intake.encode_key(e)
+            )
             for e in envelopes
         ]
         for sent in sends:
@@ -331,7 +337,7 @@ class KafkaBus:
     async def _partitions(self, logical: str) -> list[TopicPartition]:
         if logical not in self._tps:
             assert self._probe is not None
-            self._tps[logical] = await kafka.partitions_of(self._probe, [self.settings.topic(logical)])
+            self._tps[logical] = await partitions_of(self._probe, [self.settings.topic(logical)])
         return self._tps[logical]
 
     async def _committed(self, service: str, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
@@ -385,26 +391,26 @@ class KafkaBus:
         assert self._reader is not None and self._probe is not None
         tps = await self._partitions(logical)
         ends = await real_ends(self._probe, tps)
-        read, reached = await kafka.read_range(self._reader, self._positions, ends)
+        read, reached = await read_range(self._reader, self._positions, ends)
         for tp in tps:
             for m in read.get(tp, []):
-                with contextlib.suppress(codec.DecodeError):
-                    env = codec.decode(m.value)
+                with contextlib.suppress(intake.DecodeError):
+                    env = intake.decode(m.value)
                     if env.event_id not in self._seen:
                         self._seen.add(env.event_id)
                         self._buffer[(logical, env.key)].append(env)
         self._positions.update(reached)
 
     def consume_all(self) -> list[Envelope]:
-        """Every envelope of every topic now (as :func:`kafka.consume_all`: topic, partition, offset)."""
-        return self._run(kafka.aconsume_all(self.settings, list(topics.ALL_TOPICS)))
+        """Every envelope of every topic now (as :func:`consume_all`: topic, partition, offset)."""
+        return self._run(aconsume_all(self.settings, list(topics.ALL_TOPICS)))
 
 
 @contextlib.contextmanager
 def running(settings: Settings, log_dir: Path) -> Iterator[KafkaBus]:
     """The whole pipeline on a broker: the topics created once (before the services race to), every
     service's worker started, and a bus over them; the workers are stopped on the way out."""
-    asyncio.run(kafka.ensure_topics(settings, list(topics.ALL_TOPICS)))
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
     workers = Workers(settings, log_dir)
     workers.start()
     try:

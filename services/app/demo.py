@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from services.app.simulator import Session, TableSpec, demo_tables
 from services.core import topics
 from services.core.baccarat.variants.french_club import COVER_SPOT
 from services.core.envelope import Envelope, parse_record
@@ -35,7 +36,6 @@ from services.runtime.failures import BadInput, NotALog
 from services.runtime.keyring import KeyringError, load_keyring, new_keyring, save_keyring
 from services.runtime.replay import PUBLIC_KEYRING_SUFFIX, Report, read_db, replay
 from services.runtime.settings import Settings
-from services.runtime.simulator import Session, TableSpec, demo_tables
 
 DEFAULT_COUPS = 60
 
@@ -286,7 +286,7 @@ def main(args: argparse.Namespace) -> int:
         from services.seamless.demo import main_seamless  # noqa: PLC0415
 
         return main_seamless(args, console, tables, coups, seed, db or _default_db(seed), options)
-    from services.runtime.embedded import EmbeddedBus  # noqa: PLC0415
+    from services.runtime.embedded.log import EmbeddedBus  # noqa: PLC0415
 
     path = db or _default_db(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -369,7 +369,7 @@ def _prepare(db: Path | None, args: argparse.Namespace) -> dict[str, int] | None
 
 
 def _stored_options(path: Path) -> dict[str, int] | None:
-    from services.runtime.embedded import EmbeddedLog  # noqa: PLC0415
+    from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
 
     try:
         with EmbeddedLog(path, readonly=True) as log:
@@ -422,7 +422,7 @@ def _main_kafka(
     Topics get a prefix of their own (``CASINO_TOPIC_PREFIX``, else ``demo-<seed>-<time>.``) so that a
     second run never mixes with the first; the workers log under ``var/kafka/<prefix>``.
     """
-    from services.runtime.kafka_bus import quick_settings, running  # noqa: PLC0415
+    from services.runtime.kafka.bus import quick_settings, running  # noqa: PLC0415
 
     base = Settings(bootstrap_servers=args.kafka)
     if not os.environ.get("CASINO_TOPIC_PREFIX"):

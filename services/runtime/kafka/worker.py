@@ -1,8 +1,8 @@
 """The Kafka runtime: any core :class:`~services.core.processor.Processor` as a faust worker.
 
-One service per process (``casino-ledger worker NAME`` or ``python -m services.runtime.kafka NAME``);
+One service per process (``casino-ledger worker NAME`` or ``python -m services.runtime.kafka.worker NAME``);
 the service's processors come from :data:`PROCESSORS`. Each processor gets one faust agent on its input
-topic(s); for each record the agent decodes the bytes (:mod:`services.runtime.codec`; undecodable
+topic(s); for each record the agent decodes the bytes (:mod:`services.runtime.intake`; undecodable
 bytes become a ``casino.deadletter`` record with the reason and the original), runs the pure
 :func:`services.core.processor.step` and produces the outputs keyed by ``Envelope.key``. Records come
 in batches (``take_events``: at most ``CASINO_BATCH_MAX``), and every send of a batch is awaited before
@@ -43,10 +43,10 @@ With ``processing_guarantee=exactly_once`` faust wraps the sends in transactions
 them; correctness does not depend on it.
 
 Plain aiokafka helpers (:func:`produce`, :func:`consume_all`, :func:`iter_raw` and their async forms)
-serve the CLI, the replay and the tests; they live in :mod:`services.runtime.kafka_io` (a reader of
-the topics imports no processor) and are re-exported here; :func:`ensure_topics` and
+serve the CLI, the replay and the tests; they live in :mod:`services.runtime.kafka.topic_io` (a reader of
+the topics imports no processor); :func:`ensure_topics` and
 :func:`load_topic_specs` create the topology.
-The shell tallies what each batch did for :mod:`services.runtime.metrics` (``/metrics``, ``/healthz``,
+The shell tallies what each batch did for :mod:`services.runtime.kafka.metrics` (``/metrics``, ``/healthz``,
 ``/readyz`` on faust's web server where ``CASINO_WEB_*`` say; docs/operations.md).
 """
 
@@ -75,34 +75,14 @@ from services.core import topics
 from services.core.envelope import Envelope, derive_id, seal
 from services.core.processor import Processor, ProcessorState, dead_letter, initial_state, step
 from services.core.trust import PrincipalKey, Refusal, verify
-from services.runtime import codec, metrics
+from services.runtime import intake
 from services.runtime.compose import SERVICES, Composition
 from services.runtime.failures import one_line
-from services.runtime.kafka_io import (
-    RawRecord,
-    _settings_for,
-    aconsume_all,
-    aconsume_raw,
-    aproduce,
-    aproduce_raw,
-    consume_all,
-    iter_raw,
-    new_consumer,
-    partitions_of,
-    probe,
-    produce,
-    read_range,
-)
+from services.runtime.kafka import metrics
+from services.runtime.kafka.topic_io import _settings_for, new_consumer, partitions_of, probe, read_range
 from services.runtime.keyring import KeyringError
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
-
-REEXPORTED = (
-    RawRecord, aconsume_all, aconsume_raw, aproduce, aproduce_raw, consume_all, iter_raw, new_consumer,
-    partitions_of, probe, produce, read_range,
-)  # fmt: skip
-"""The plain readers and writers of :mod:`services.runtime.kafka_io`, still reachable from here (the CLI,
-the bus, the benchmarks and the tests import them as ``kafka.NAME``)."""
 
 EXIT_CRASH = 70
 """Exit status of a worker that stopped on an error while handling a record (EX_SOFTWARE)."""
@@ -250,7 +230,7 @@ class OutputIndex:
         before = len(self.ids)
         for msgs in read.values():
             for m in msgs:
-                event_id, producer = codec.identity_of(m.value)
+                event_id, producer = intake.identity_of(m.value)
                 if event_id is not None and producer in self.producers and self._ours(m.value):
                     self.ids.add(event_id)
         self.positions.update(reached)
@@ -262,8 +242,8 @@ class OutputIndex:
         if self.own_keys is None:
             return True
         try:
-            env = codec.decode(raw)
-        except codec.DecodeError:
+            env = intake.decode(raw)
+        except intake.DecodeError:
             return False
         return not isinstance(verify(env, self.own_keys), Refusal)
 
@@ -285,14 +265,14 @@ class Pipe:
 
         ``last`` then holds what the record's summary log line names (type, key, table, coup)."""
         try:
-            record = codec.decode(value, topic)
-        except codec.DecodeError as exc:
+            record = intake.decode(value, topic)
+        except intake.DecodeError as exc:
             self.last = {"type": None, "event_id": None, "reason": exc.reason.value}
             draft = dead_letter(None, value, exc.reason.value, exc.detail, topic)
             env = seal(
                 draft,
                 event_id=derive_id(f"dead/{self.stage}/{topic}/{partition}/{offset}", 0),
-                occurred_at=codec.occurred_at_of(value),
+                occurred_at=intake.occurred_at_of(value),
                 producer=self.processor.name,
                 cause=None,
                 head=None,
@@ -353,7 +333,7 @@ class Shell:
         for env in envelopes:
             if env.event_id in self.index.ids:
                 continue
-            sent = await self.out_topic(env.topic).send(key=codec.encode_key(env), value=codec.encode(env))
+            sent = await self.out_topic(env.topic).send(key=intake.encode_key(env), value=intake.encode(env))
             pending.append((env.event_id, sent))
             self.tally.output(env)
         return pending
@@ -626,8 +606,9 @@ def topics_create_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m services.runtime.kafka NAME [--factory module:attr] | create-topics [--spec PATH]``."""
-    p = argparse.ArgumentParser(prog="python -m services.runtime.kafka")
+    """``python -m services.runtime.kafka.worker NAME [--factory module:attr] | create-topics
+    [--spec PATH]``."""
+    p = argparse.ArgumentParser(prog="python -m services.runtime.kafka.worker")
     p.add_argument("name", help="a service of PROCESSORS, or create-topics")
     p.add_argument("--broker", default=None, help="host:port[,…] (else CASINO_BOOTSTRAP_SERVERS)")
     p.add_argument("--factory", default=None, help="module:callable returning the processor(s) to run")

@@ -116,7 +116,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
 
 def cmd_monitor_eval(args: argparse.Namespace) -> int:
     """Run the monitor's evaluation (``monitor_eval.main``)."""
-    from services.runtime.monitor_eval import main  # noqa: PLC0415
+    from services.app.monitor_eval import main  # noqa: PLC0415
 
     argv = ["--quick"] if args.quick else []
     given = (("--runs", args.runs), ("--rounds", args.rounds), ("--honest-coups", args.honest_coups))

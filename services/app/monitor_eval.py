@@ -1,6 +1,6 @@
 """``casino-ledger monitor-eval``: how well the monitor catches the adversaries, measured (issue #13).
 
-Honest sessions and sessions with one adversary each (:mod:`services.runtime.adversaries`), every
+Honest sessions and sessions with one adversary each (:mod:`services.app.adversaries`), every
 one with its own seed, run through the pure processors in memory (dealer, settlement's two stages,
 the monitor's table and account stages; audit is left out: it raises no alert). For each adversary
 the table gives the share of runs in which a warning-or-worse alert of one of its detectors names
@@ -16,13 +16,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from services.app.adversaries import ADVERSARIES, Adversary
+from services.app.simulator import Session, TableSpec
 from services.core.envelope import Envelope
 from services.core.processor import Processor, ProcessorState, initial_state, step
 from services.core.trust import Principal
 from services.monitor.accounts import AccountMonitor
-from services.runtime.adversaries import ADVERSARIES, Adversary
 from services.runtime.compose import Composition
-from services.runtime.simulator import Session, TableSpec
 
 TABLES = (
     TableSpec("E01-punto-banco", "punto_banco"),

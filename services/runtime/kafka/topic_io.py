@@ -1,7 +1,7 @@
 """Plain aiokafka reading and writing of the topics: no worker, no processor, no composition root.
 
 What the CLI, the replay (``replay --kafka`` reads the topics with :func:`iter_raw`), the bus and the
-tests use to produce records and read topics back; :mod:`services.runtime.kafka` (the workers)
+tests use to produce records and read topics back; :mod:`services.runtime.kafka.worker` (the workers)
 re-exports every name. Kept apart so that a reader of the topics imports no processor: the replay
 judges with its own model (an import-linter contract).
 """
@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type:
 from aiokafka.structs import ConsumerRecord  # type: ignore[import-untyped]
 
 from services.core.envelope import Envelope
-from services.runtime import codec
+from services.runtime import intake
 from services.runtime.failures import BrokerUnreachable
 from services.runtime.settings import Settings
 
@@ -83,7 +83,8 @@ async def aproduce_raw(settings: Settings, records: Iterable[tuple[str, bytes | 
 
 async def aproduce(settings: Settings, envelopes: Iterable[Envelope]) -> int:
     """Send envelopes to their topics, keyed by ``Envelope.key``; returns how many were sent."""
-    return await aproduce_raw(settings, ((e.topic, codec.encode_key(e), codec.encode(e)) for e in envelopes))
+    records = ((e.topic, intake.encode_key(e), intake.encode(e)) for e in envelopes)
+    return await aproduce_raw(settings, records)
 
 
 async def partitions_of(consumer: AIOKafkaConsumer, physical: Sequence[str]) -> list[TopicPartition]:
@@ -231,8 +232,8 @@ async def aconsume_all(settings: Settings, logical_topics: Sequence[str]) -> lis
     out: list[Envelope] = []
     for rec in await aconsume_raw(settings, logical_topics):
         try:
-            out.append(codec.decode(rec.value))
-        except codec.DecodeError:
+            out.append(intake.decode(rec.value))
+        except intake.DecodeError:
             continue
     return out
 
