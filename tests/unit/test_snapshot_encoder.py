@@ -8,7 +8,7 @@ from typing import Literal
 
 import pytest
 
-from services.runtime import snapshot
+from services.runtime.embedded import snapshot
 
 
 @dataclass(frozen=True)
