@@ -27,7 +27,6 @@ Cost per record: one canonical serialisation and SHA-256 (the hash check) plus o
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -99,7 +98,7 @@ class Refusal(NamedTuple):
 
 def mac(secret: bytes, record_hash: str) -> str:
     """Hex HMAC-SHA256 of ``record_hash`` (the envelope's ``hash``, as its ASCII hex) under ``secret``."""
-    return hmac.new(secret, record_hash.encode("ascii", "replace"), hashlib.sha256).hexdigest()
+    return hmac.digest(secret, record_hash.encode("ascii", "replace"), "sha256").hex()
 
 
 def authenticate(env: Envelope, key: PrincipalKey) -> Envelope:

@@ -16,6 +16,7 @@ tuple there comes back as a list, so a state should type what it keeps).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import json
@@ -23,7 +24,7 @@ import sys
 import types
 import typing
 from collections import deque
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from collections.abc import Set as AbstractSet
 from functools import cache
 from typing import Any, Literal, Union, get_args, get_origin
@@ -69,90 +70,217 @@ def _no_constant(name: str) -> Any:
 
 
 def encode(value: Any, tp: Any) -> Any:
-    """``value`` as JSON-ready data, directed by its type ``tp``."""
+    """``value`` as JSON-ready data, directed by its type ``tp``.
+
+    The walk over ``tp`` is done once per type (:func:`_encoder` compiles it into a function, cached),
+    not once per value: a wallet stage of 5,000 accounts snapshots in a fraction of the time."""
+    return _encoder(tp)(value)
+
+
+Encoder = Callable[[Any], Any]
+
+_building: set[Any] = set()
+"""Types whose encoder is being compiled (a recursive type refers to itself: resolved lazily)."""
+
+
+def _encoder(tp: Any) -> Encoder:
+    try:
+        return _compiled(tp)
+    except TypeError:  # an unhashable annotation: compiled afresh each time
+        return _compile(tp)
+
+
+@cache
+def _compiled(tp: Any) -> Encoder:
+    return _compile(tp)
+
+
+def _child(tp: Any) -> Encoder:
+    """The encoder of a type inside ``tp``: compiled now, or on first use when it is being compiled."""
+    try:
+        pending = tp in _building
+    except TypeError:
+        pending = False
+    if not pending:
+        return _encoder(tp)
+    box: list[Encoder] = []
+
+    def lazy(value: Any) -> Any:
+        if not box:
+            box.append(_encoder(tp))
+        return box[0](value)
+
+    return lazy
+
+
+def _compile(tp: Any) -> Encoder:
+    with contextlib.suppress(TypeError):  # an unhashable type is not looked up in it either
+        _building.add(tp)
+    try:
+        return _compile_kind(tp)
+    finally:
+        with contextlib.suppress(TypeError):
+            _building.discard(tp)
+
+
+def _compile_kind(tp: Any) -> Encoder:  # one branch per kind of type, as decode
     origin, args = get_origin(tp), get_args(tp)
     if tp is Any:
-        return _plain(value)
+        return _plain
     if tp is None or tp is type(None):
-        if value is not None:
-            raise SnapshotError(f"expected None, got {type(value).__name__}")
-        return None
+        return _encode_none
     if origin is Literal:
-        if value not in args:
-            raise SnapshotError(f"{value!r} is not one of {args}")
-        return _plain(value)
+
+        def literal(value: Any) -> Any:
+            if value not in args:
+                raise SnapshotError(f"{value!r} is not one of {args}")
+            return _plain(value)
+
+        return literal
     if origin in (Union, types.UnionType):
-        return _encode_union(value, args)
+        return _union_encoder(args)
     if origin is typing.Annotated:
-        return encode(value, args[0])
+        return _child(args[0])
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return _plain(tp(value).value)
-    if tp in (int, str, bool, float):
-        return _scalar(value, tp)
+        return lambda value: _plain(tp(value).value)
+    if tp in (int, bool):
+        return _exact_scalar(tp)
+    if tp is str:
+        return _string
+    if tp is float:
+        return lambda value: _scalar(value, float)
     if _is_namedtuple(tp):
         hints = _hints(tp)
-        return [encode(getattr(value, name), hints[name]) for name in tp._fields]
+        fields = [(name, _child(hints[name])) for name in tp._fields]
+        return lambda value: [enc(getattr(value, name)) for name, enc in fields]
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _dataclass_encoder(tp)
+    if origin is tuple or tp is tuple:
+        return _tuple_encoder(args)
+    if origin in (list, Sequence, deque) or tp in (list, deque):
+        item = _child(args[0] if args else Any)
+
+        def sequence(value: Any) -> Any:
+            if not isinstance(value, (list, tuple, deque)):
+                raise SnapshotError(f"expected a sequence, got {type(value).__name__}")
+            return [item(v) for v in value]
+
+        return sequence
+    if origin in (set, frozenset, AbstractSet):
+        member = _child(args[0] if args else Any)
+
+        def unordered(value: Any) -> Any:
+            if not isinstance(value, (set, frozenset)):
+                raise SnapshotError(f"expected a set, got {type(value).__name__}")
+            encoded = [member(v) for v in value]
+            return sorted(encoded, key=lambda e: json.dumps(e, sort_keys=True))
+
+        return unordered
+    if origin in (dict, Mapping, MutableMapping) or tp is dict:
+        return _mapping_encoder(args)
+
+    def unknown(value: Any) -> Any:
+        raise SnapshotError(f"no snapshot encoding for type {tp!r}")
+
+    return unknown
+
+
+def _encode_none(value: Any) -> None:
+    if value is not None:
+        raise SnapshotError(f"expected None, got {type(value).__name__}")
+
+
+def _string(value: Any) -> Any:
+    return value if type(value) is str else _scalar(value, str)
+
+
+def _exact_scalar(tp: type) -> Encoder:
+    """``int`` or ``bool``: the value itself when its type is exactly ``tp`` (as :func:`_scalar`)."""
+
+    def scalar(value: Any) -> Any:
+        if type(value) is not tp:
+            raise SnapshotError(f"expected {tp.__name__}, got {type(value).__name__}")
+        return value
+
+    return scalar
+
+
+def _dataclass_encoder(tp: type) -> Encoder:
+    hints = _hints(tp)
+    fields = [(f.name, _child(hints[f.name])) for f in dataclasses.fields(tp)]
+
+    def dataclass(value: Any) -> Any:
         if not isinstance(value, tp):
             raise SnapshotError(f"expected {tp.__name__}, got {type(value).__name__}")
-        hints = _hints(tp)
-        return {f.name: encode(getattr(value, f.name), hints[f.name]) for f in dataclasses.fields(tp)}
-    if origin is tuple or tp is tuple:
-        return _encode_tuple(value, args)
-    if origin in (list, Sequence, deque) or tp in (list, deque):
-        item = args[0] if args else Any
-        if not isinstance(value, (list, tuple, deque)):
-            raise SnapshotError(f"expected a sequence, got {type(value).__name__}")
-        return [encode(v, item) for v in value]
-    if origin in (set, frozenset, AbstractSet):
-        item = args[0] if args else Any
-        if not isinstance(value, (set, frozenset)):
-            raise SnapshotError(f"expected a set, got {type(value).__name__}")
-        encoded = [encode(v, item) for v in value]
-        return sorted(encoded, key=lambda e: json.dumps(e, sort_keys=True))
-    if origin in (dict, Mapping, MutableMapping) or tp is dict:
-        return _encode_mapping(value, args)
-    raise SnapshotError(f"no snapshot encoding for type {tp!r}")
+        return {name: enc(getattr(value, name)) for name, enc in fields}
+
+    return dataclass
 
 
-def _encode_union(value: Any, args: tuple[Any, ...]) -> Any:
-    if value is None and type(None) in args:
-        return None
-    for arm in args:
-        if arm is type(None):
-            continue
-        try:
-            return encode(value, arm)
-        except SnapshotError:
-            continue
-    raise SnapshotError(f"{type(value).__name__} fits no arm of {args}")
+def _union_encoder(args: tuple[Any, ...]) -> Encoder:
+    optional = type(None) in args
+    arms = [_child(arm) for arm in args if arm is not type(None)]
+
+    def union(value: Any) -> Any:
+        if value is None and optional:
+            return None
+        for arm in arms:
+            try:
+                return arm(value)
+            except SnapshotError:
+                continue
+        raise SnapshotError(f"{type(value).__name__} fits no arm of {args}")
+
+    return union
 
 
-def _encode_tuple(value: Any, args: tuple[Any, ...]) -> list[Any]:
-    if not isinstance(value, tuple):
-        raise SnapshotError(f"expected a tuple, got {type(value).__name__}")
+def _tuple_encoder(args: tuple[Any, ...]) -> Encoder:
     if not args or (len(args) == 2 and args[1] is Ellipsis):
-        item = args[0] if args else Any
-        return [encode(v, item) for v in value]
+        item = _child(args[0] if args else Any)
+
+        def homogeneous(value: Any) -> Any:
+            if not isinstance(value, tuple):
+                raise SnapshotError(f"expected a tuple, got {type(value).__name__}")
+            return [item(v) for v in value]
+
+        return homogeneous
     if args == ((),):
         args = ()
-    if len(value) != len(args):
-        raise SnapshotError(f"expected {len(args)} items, got {len(value)}")
-    return [encode(v, t) for v, t in zip(value, args, strict=True)]
+    items = [_child(t) for t in args]
+
+    def fixed(value: Any) -> Any:
+        if not isinstance(value, tuple):
+            raise SnapshotError(f"expected a tuple, got {type(value).__name__}")
+        if len(value) != len(items):
+            raise SnapshotError(f"expected {len(items)} items, got {len(value)}")
+        return [enc(v) for v, enc in zip(value, items, strict=True)]
+
+    return fixed
 
 
-def _encode_mapping(value: Any, args: tuple[Any, ...]) -> Any:
-    if not isinstance(value, Mapping):
-        raise SnapshotError(f"expected a mapping, got {type(value).__name__}")
+def _mapping_encoder(args: tuple[Any, ...]) -> Encoder:
     key_tp, val_tp = args if args else (Any, Any)
+    key, val = _child(key_tp), _child(val_tp)
     if _str_keyed(key_tp):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise SnapshotError(f"expected a str key, got {type(k).__name__}")
-            out[str(encode(k, key_tp))] = encode(v, val_tp)
-        return out
-    return [[encode(k, key_tp), encode(v, val_tp)] for k, v in value.items()]
+
+        def str_keyed(value: Any) -> Any:
+            if not isinstance(value, Mapping):
+                raise SnapshotError(f"expected a mapping, got {type(value).__name__}")
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    raise SnapshotError(f"expected a str key, got {type(k).__name__}")
+                out[str(key(k))] = val(v)
+            return out
+
+        return str_keyed
+
+    def pairs(value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise SnapshotError(f"expected a mapping, got {type(value).__name__}")
+        return [[key(k), val(v)] for k, v in value.items()]
+
+    return pairs
 
 
 def _scalar(value: Any, tp: type) -> Any:
