@@ -17,24 +17,34 @@ from services.core.processor import initial_state, step
 from tests.helpers.membus import MemBus
 
 
-def resolved_coups(log: list[Envelope]) -> list[tuple[Coup, CoupResolved]]:
-    """Each table's stream folded: the coup held when each ``CoupResolved`` came, with that record."""
-    out: list[tuple[Coup, CoupResolved]] = []
-    held: dict[str, Coup] = {}
-    configs: dict[str, TableConfig] = {}
-    for env in log:
+class TableFold:
+    """A table stream folded record by record with ``coup_opened``/``evolve``: each table's
+    configuration and the coup it holds (none between a ``CoupResolved`` and the next opening)."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, Coup] = {}
+        self.configs: dict[str, TableConfig] = {}
+
+    def feed(self, env: Envelope) -> tuple[Coup, CoupResolved] | None:
+        """Fold one record; at a ``CoupResolved``, the coup held until then with that record."""
         if env.topic != topics.TABLE_EVENTS:
-            continue
+            return None
         event = payload_of(env)
         if isinstance(event, TableOpened):
-            configs[env.key] = TableConfig.from_dict(event.config.model_dump(mode="json"))
+            self.configs[env.key] = TableConfig.from_dict(event.config.model_dump(mode="json"))
         elif isinstance(event, BettingOpened):
-            held[env.key] = coup_opened(event, env.occurred_at)
+            self.held[env.key] = coup_opened(event, env.occurred_at)
         elif isinstance(event, CoupResolved):
-            out.append((held.pop(env.key), event))
-        elif env.key in held:
-            held[env.key] = evolve(held[env.key], event, configs[env.key])
-    return out
+            return self.held.pop(env.key), event
+        elif env.key in self.held:
+            self.held[env.key] = evolve(self.held[env.key], event, self.configs[env.key])
+        return None
+
+
+def resolved_coups(log: list[Envelope]) -> list[tuple[Coup, CoupResolved]]:
+    """Each table's stream folded: the coup held when each ``CoupResolved`` came, with that record."""
+    fold = TableFold()
+    return [pair for env in log if (pair := fold.feed(env)) is not None]
 
 
 @settings(max_examples=6, deadline=None)
@@ -66,21 +76,10 @@ def test_the_dealers_coup_is_the_fold_of_the_events_it_wrote(seed: int, first: i
     Session(bus, seed=seed).run(tables, 2)
     dealer = next(p for p, _ in bus.procs if p.name == "dealer")
     state = initial_state(dealer)
-    folded: dict[str, Coup | None] = {}
-    configs: dict[str, TableConfig] = {}
+    fold = TableFold()
     for rec in (e for e in bus.log if e.topic == topics.TABLE_INBOX):
         for env in step(dealer, state, rec):
-            if env.topic != topics.TABLE_EVENTS:
-                continue
-            event = payload_of(env)
-            if isinstance(event, TableOpened):
-                configs[env.key] = TableConfig.from_dict(event.config.model_dump(mode="json"))
-            elif isinstance(event, BettingOpened):
-                folded[env.key] = coup_opened(event, env.occurred_at)
-            elif isinstance(event, CoupResolved):
-                folded[env.key] = None
-            elif (coup := folded.get(env.key)) is not None:
-                folded[env.key] = evolve(coup, event, configs[env.key])
+            fold.feed(env)
         held = {t: table.coup for t, table in state.inner.tables.items()}
-        assert held == {t: folded.get(t) for t in held}
+        assert held == {t: fold.held.get(t) for t in held}
     assert len(bus.of_type("CoupResolved")) == 4
