@@ -132,17 +132,18 @@ class Envelope(BaseModel):
     def to_json(self) -> bytes:
         """The record's bytes on the wire and in the log: canonical JSON of the whole envelope (``auth``
         left out when ``None``)."""
-        data = dict(self.__dict__)  # the fields, as model_dump gives them for JSON values
-        if data["auth"] is None:
-            del data["auth"]
-        try:
-            return orjson.dumps(data, option=_ORJSON_SORTED)
-        except TypeError:  # not JSON values alone (a model or a dataclass in the payload): as before
-            data = self.model_dump()
-            if data["auth"] is None:
-                del data["auth"]
-            return canonical(data)
+        try:  # the fields as they are (what model_dump gives for JSON values), without a dump
+            return canonical(_without_absent_auth(self.__dict__))
+        except TypeError:  # a model or a dataclass in the payload: pydantic's dump first
+            return canonical(_without_absent_auth(self.model_dump()))
 
+
+def _without_absent_auth(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """An envelope's fields, ``auth`` left out when ``None`` (as it is on the wire)."""
+    data = dict(fields)
+    if data["auth"] is None:
+        del data["auth"]
+    return data
 
 @dataclass(frozen=True, slots=True)
 class ChainHead:
