@@ -17,7 +17,6 @@ Completed game rounds are hashed (:func:`round_record`) into per-table digests t
 
 from __future__ import annotations
 
-import functools
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -49,7 +48,7 @@ from services.core.contract import (
 )
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError
-from services.core.ledger import Accounts, table_accounts
+from services.core.ledger import table_accounts
 from services.core.processor import Processor, describe
 from services.core.reasons import FindingReason, Severity
 from services.core.shoe import commitment, shuffle
@@ -352,12 +351,6 @@ def _finding_key(rec: Envelope) -> str:
     return str(rec.payload.get("table_id") or rec.key)
 
 
-@functools.lru_cache(maxsize=1024)
-def _accounts(table_id: str) -> Accounts:
-    """:func:`~services.core.ledger.table_accounts`, built once per table (a pure function, cached)."""
-    return table_accounts(table_id)
-
-
 def _trail(state: AuditState, table_id: str, coup_id: str) -> CoupTrail:
     trail = state.coups.get(coup_id)
     if trail is None:
@@ -457,7 +450,7 @@ def on_coup_resolved(state: AuditState, rec: Envelope, typed: CoupResolved) -> l
             )
         )
     wagers = [trail.bets[b] for b in typed.bet_ids if b in trail.bets]
-    for po in variant.settle(result, wagers, config, _accounts(rec.key)):
+    for po in variant.settle(result, wagers, config, table_accounts(rec.key)):
         trail.expected[po.bet_id] = {
             "bet_id": po.bet_id, "account_id": po.account_id, "spot": po.spot, "stake_minor": po.stake_minor,
             "result": po.result, "win_minor": po.win_minor, "commission_minor": po.commission_minor,
@@ -487,7 +480,7 @@ def on_payout_issued(state: AuditState, rec: Envelope, p: PayoutIssued) -> list[
         return [*out, finding(FindingReason.DUPLICATE_PAYOUT, table or rec.key, both, 1, 2, detail=why)]
     trail = _trail(state, table, coup_id)
     trail.recorded[bet_id] = {**rec.payload, "_event_id": rec.event_id}
-    escrow = _accounts(table).escrow
+    escrow = table_accounts(table).escrow
     trail.escrow_out += sum([r.amount_minor for r in p.postings if r.account == escrow])
     if trail.resolved is not None:
         out.extend(_compare_payout(state, trail, bet_id))
@@ -500,7 +493,7 @@ def _check_commission_postings(state: AuditState, table: str, p: Mapping[str, An
     equal the ``commission_minor`` the payout reports — or nothing, where the recorded paytable sends
     the spot's commission elsewhere (``commission_to: bank`` in a player-banked game). Checked once the
     payout meets its resolved coup (so the table's paytable is known, whatever the arrival order)."""
-    account = _accounts(table).commission
+    account = table_accounts(table).commission
     posted = sum(int(r["amount_minor"]) for r in p.get("postings") or [] if r["account"] == account)
     entry = state.paytables.get(table, {}).get(str(p.get("spot")), {})
     to_commission = entry.get("commission_to", "commission") == "commission"
@@ -577,7 +570,7 @@ def on_wallet_event(state: AuditState, rec: Envelope, p: Transfer) -> list[Draft
             balance = balances.get(rec.key, 0)
             out.append(finding(FindingReason.BALANCE_MISMATCH, rec.key, where, balance, after, detail=why))
         if isinstance(p, StakeReserved | StakeRefunded):
-            escrow = _accounts(p.table_id).escrow
+            escrow = table_accounts(p.table_id).escrow
             moved = sum([r.amount_minor for r in p.postings if r.account == escrow])
             bet_id = p.bet_id
             held = state.reserved.get(bet_id, 0) + moved
