@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from services.core import topics
@@ -128,11 +128,16 @@ class _Spot:
 
 
 @given(JSON)
+@example("\ud800")  # found in CI: seal itself refused it, before the comparison
 def test_to_json_writes_what_model_dump_and_the_standard_encoder_wrote(value: Any) -> None:
     """``to_json`` serialises the fields directly; for any payload the bytes are the old path's (or
     both refuse it)."""
-    env = seal(Draft("X", topics.WALLET_EVENTS, "k", {"v": value}), event_id="e", occurred_at="t",
-               producer="p", cause=None, head=None)  # fmt: skip
+    try:
+        env = seal(Draft("X", topics.WALLET_EVENTS, "k", {"v": value}), event_id="e", occurred_at="t",
+                   producer="p", cause=None, head=None)  # fmt: skip
+    except (TypeError, ValueError) as exc:  # sealing refuses it (a lone surrogate): so does the old encoder
+        assert _outcome(canonical_json, {"v": value}) is type(exc)
+        return
     assert _outcome(lambda e: e.to_json(), env) == _outcome(_model_dump_bytes, env)
 
 
