@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from services.core import topics
+from services.runtime.textfit import fit
 
 SEVERITIES = ("info", "warning", "critical")
 
@@ -106,8 +107,8 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(chosen, indent=2, sort_keys=True) + "\n")
         return 0
-    for a in chosen:
-        sys.stdout.write(describe(a) + "\n")
+    for a in chosen:  # at the terminal's width, wrapped between words: an id is never cut
+        sys.stdout.write(fit(describe(a)) + "\n")
     counts = Counter(str(a["severity"]) for a in chosen)
     summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in SEVERITIES)
     sys.stdout.write(f"{len(chosen)} alert(s): {summary}\n")

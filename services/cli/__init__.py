@@ -80,8 +80,10 @@ def cmd_odds(args: argparse.Namespace) -> int:
         decks = get_variant(args.variant).default_decks if args.decks is None else args.decks
         if args.json:
             print(json.dumps(odds.odds_report(args.variant, decks), indent=2))
-        else:
-            print(odds.odds_text(args.variant, decks))
+        else:  # at the terminal's width, wrapped between words: a figure is never cut
+            from services.runtime.textfit import fit  # noqa: PLC0415
+
+            print(fit(odds.odds_text(args.variant, decks)))
     except DomainError as exc:
         return _fail(str(exc))
     return 0

@@ -65,6 +65,23 @@ def test_alerts_filters(structured_log: Path, capsys: pytest.CaptureFixture[str]
     assert text.splitlines()[-1].startswith(f"{total} alert(s):") and "probability under honest play" in text
 
 
+def test_alerts_text_fits_80_columns_with_every_word_whole(
+    structured_log: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The alerts text at 80 columns: no line wider (an alert's event ids made 200-column lines), and the
+    same words in the same order as at 1,000 columns, so no id or figure is cut."""
+
+    def text(columns: int) -> str:
+        monkeypatch.setenv("COLUMNS", str(columns))
+        assert main(["alerts", "--db", str(structured_log)]) == 0
+        return capsys.readouterr().out
+
+    narrow, wide = text(80), text(1000)
+    assert max(map(len, wide.splitlines())) > 80, "the alerts have long lines to wrap"
+    assert max(map(len, narrow.splitlines())) <= 80, narrow
+    assert narrow.split() == wide.split()
+
+
 def test_monitor_eval_quick_detects_every_adversary(capsys: pytest.CaptureFixture[str]) -> None:
     """`monitor-eval --quick` prints one row per adversary, each detected at least once, and honest play
     raising no warning-or-worse alert."""

@@ -75,6 +75,24 @@ def test_odds_json_has_the_contract_shape(capsys: pytest.CaptureFixture[str]) ->
         assert set(got["bets"][spot]) >= {"probability_win", "house_edge"}
 
 
+def test_odds_text_fits_80_columns_with_every_word_whole(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`odds` text at 80 columns: no line wider (its header and notes ran to 105 columns), and the same
+    words in the same order as at 1,000 columns, so no figure is cut."""
+
+    def text(columns: int) -> str:
+        monkeypatch.setenv("COLUMNS", str(columns))
+        code, out, err = run(capsys, "odds", "--variant", "punto_banco")
+        assert code == 0, err
+        return out
+
+    narrow, wide = text(80), text(1000)
+    assert max(map(len, wide.splitlines())) > 80, "the odds text has long lines to wrap"
+    assert max(map(len, narrow.splitlines())) <= 80, narrow
+    assert narrow.split() == wide.split()
+
+
 def test_every_variant_deals_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     """Every registered variant resolves a coup from a card list (decisions by its default strategy)."""
     ranks = ["2", "3", "4", "5", "6", "7", "K", "Q", "9", "8"]  # a shoe order one deck can hold
