@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.baccarat import TableConfig, get_variant
-from services.core.contract import read_payload
+from services.core.contract import Transfer, dump_payload, read_payload
 from services.core.envelope import Envelope, request
 from services.core.processor import Event, Private, initial_state, step
 from services.dealer.processor import Dealer, DealingBegan, ShoeSeeded
+from services.settlement.processor import PayoutStage, WalletStage
 from tests.helpers.membus import MemBus
 
 AT = "2026-11-23T17:00:00.000Z"
@@ -200,3 +201,77 @@ def test_a_table_config_read_back_from_its_record_is_the_one_written() -> None:
         assert hash(back) == hash(config)
     listed = get_variant("ez_baccarat").config(side_bets=["dragon_7"])
     assert listed.option("side_bets") == ("dragon_7",)  # the case above does hold a list option
+
+
+# --- settlement: two reactors --------------------------------------------------------------------------
+
+
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), first=st.integers(0, len(DEFAULT_TABLES) - 1))
+def test_the_payout_stage_is_the_fold_of_its_inputs_and_decides_purely(seed: int, first: int) -> None:
+    """A fresh payout stage stepped through a session's table events: after each, ``evolve`` over the
+    events so far gives its state; ``decide`` twice gives the same payouts and leaves the state as it was;
+    and every coup's bets are forgotten once paid."""
+    bus = session(seed, first)
+    payout: PayoutStage = the(bus, "settlement.payout")
+    state = initial_state(payout)
+    folded = payout.initial()
+    paid = 0
+    for rec in (e for e in bus.log if e.topic == topics.TABLE_EVENTS):
+        payload = read_payload(rec)
+        before = copy.deepcopy(state.inner)
+        decided = payout.decide(state.inner, rec, payload)
+        assert payout.decide(state.inner, rec, payload) == decided
+        assert state.inner == before
+        out = step(payout, state, rec)
+        assert [e.payload for e in out] == [dump_payload(d.payload) for d in decided]  # type: ignore[arg-type]
+        paid += len(out)
+        folded = payout.evolve(folded, rec.key, payload)
+        assert folded == state.inner
+    assert paid > 0
+    assert all(not table.wagers for table in state.inner.tables.values())
+
+
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), first=st.integers(0, len(DEFAULT_TABLES) - 1))
+def test_each_wallet_is_the_fold_of_the_wallet_stages_own_transfers(seed: int, first: int) -> None:
+    """A fresh wallet stage stepped through a session's wallet requests: folding the transfers it wrote
+    (each one's ``balance_after_minor`` and currency, by account; its transfer id) gives its balances,
+    currencies and the ids it remembers — refusals and retries moved nothing."""
+    bus = session(seed, first)
+    wallet: WalletStage = the(bus, "settlement.wallet")
+    state = initial_state(wallet)
+    balances: dict[str, int] = {}
+    currencies: dict[str, str] = {}
+    ids: set[str] = set()
+    for rec in (e for e in bus.log if e.topic == topics.WALLET_REQUESTS):
+        for env in step(wallet, state, rec):
+            event = read_payload(env)
+            if isinstance(event, Transfer):
+                balances[env.key] = event.balance_after_minor
+                currencies[env.key] = event.currency
+                ids.add(event.transfer_id)
+    assert dict(state.inner.balances) == balances
+    assert dict(state.inner.currencies) == currencies
+    assert set(state.inner.transfers) == ids
+    assert len(ids) > 10
+
+
+def test_a_wallet_request_refused_or_retried_leaves_the_state_equal() -> None:
+    """The wallet stage's one in-place change happens only for a transfer applied: a refusal and a
+    retry leave the maps as they were (compared with a copy taken before)."""
+    wallet = WalletStage()
+    state = initial_state(wallet)
+
+    def deposit(n: int, amount: int, currency: str = "EUR") -> list[Envelope]:
+        body = {"account_id": "p1", "currency": currency, "amount_minor": amount, "transfer_id": f"t{n}"}
+        rec = request("Deposit", topics.WALLET_REQUESTS, "p1", body, event_id=f"w/{n}/{amount}/{currency}",
+                      occurred_at=AT, producer="cashier")  # fmt: skip
+        return step(wallet, state, rec)
+
+    assert [e.type for e in deposit(1, 500)] == ["FundsDeposited"]
+    before = copy.deepcopy(state.inner)
+    assert deposit(1, 500) == []  # the same transfer again: nothing
+    assert [e.type for e in deposit(1, 600)] == ["TransferRefused"]  # same id, other content
+    assert [e.type for e in deposit(2, 5, "USD")] == ["TransferRefused"]  # another currency
+    assert state.inner == before
