@@ -18,6 +18,8 @@ from services.core.contract import Transfer, dump_payload, read_payload
 from services.core.envelope import Envelope, request
 from services.core.processor import Event, Private, initial_state, step
 from services.dealer.processor import Dealer, DealingBegan, ShoeSeeded
+from services.monitor.accounts import AccountMonitor
+from services.monitor.processor import Monitor
 from services.settlement.processor import PayoutStage, WalletStage
 from tests.helpers.membus import MemBus
 
@@ -275,3 +277,30 @@ def test_a_wallet_request_refused_or_retried_leaves_the_state_equal() -> None:
     assert [e.type for e in deposit(1, 600)] == ["TransferRefused"]  # same id, other content
     assert [e.type for e in deposit(2, 5, "USD")] == ["TransferRefused"]  # another currency
     assert state.inner == before
+
+
+# --- the monitor: a reactor ----------------------------------------------------------------------------
+
+
+@settings(max_examples=3, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), first=st.integers(0, len(DEFAULT_TABLES) - 1))
+def test_the_monitors_react_is_pure(seed: int, first: int) -> None:
+    """The table monitor and the account stage stepped through a session: reacting twice on the same
+    state and input gives the same state and alerts, the state passed in is unchanged, and what ``step``
+    writes is exactly the alerts ``react`` decided."""
+    bus = session(seed, first, coups=3)
+    reactors: list[Monitor | AccountMonitor] = [Monitor(), AccountMonitor()]
+    reacted = 0
+    for reactor in reactors:
+        state = initial_state(reactor)
+        for rec in (e for e in bus.log if e.topic in reactor.inputs):
+            payload = read_payload(rec)
+            before = copy.deepcopy(state.inner)
+            after, events = reactor.react(state.inner, rec, payload)
+            assert reactor.react(state.inner, rec, payload) == (after, events)
+            assert state.inner == before
+            out = step(reactor, state, rec)
+            assert [(e.key, e.payload) for e in out] == [(v.key, dump_payload(v.payload)) for v in events]  # type: ignore[arg-type]
+            assert state.inner == after
+            reacted += 1
+    assert reacted > 50
