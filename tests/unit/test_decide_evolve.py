@@ -16,7 +16,7 @@ from services.core import topics
 from services.core.baccarat import TableConfig, get_variant
 from services.core.contract import Transfer, dump_payload, read_payload
 from services.core.envelope import Envelope, request
-from services.core.processor import Event, Private, initial_state, step
+from services.core.processor import Event, Private, Reactor, initial_state, step
 from services.dealer.processor import Dealer, DealingBegan, ShoeSeeded
 from services.monitor.accounts import AccountMonitor
 from services.monitor.processor import Monitor
@@ -289,7 +289,7 @@ def test_the_monitors_react_is_pure(seed: int, first: int) -> None:
     state and input gives the same state and alerts, the state passed in is unchanged, and what ``step``
     writes is exactly the alerts ``react`` decided."""
     bus = session(seed, first, coups=3)
-    reactors: list[Monitor | AccountMonitor] = [Monitor(), AccountMonitor()]
+    reactors: list[Reactor[Any]] = [Monitor(), AccountMonitor()]
     reacted = 0
     for reactor in reactors:
         state = initial_state(reactor)
