@@ -71,6 +71,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
+from services.core import ledger
 from services.core.baccarat.engine import (
     CoupResult,
     CoupState,
@@ -87,17 +88,7 @@ from services.core.baccarat.engine import (
 from services.core.baccarat.settings import Setting
 from services.core.cards import CARD_POINTS, Card
 from services.core.errors import DomainError, Reason
-from services.core.ledger import (
-    LOSE,
-    PUSH,
-    Accounts,
-    Grade,
-    Payout,
-    Settlement,
-    Wager,
-    bank_first,
-    bank_payout,
-)
+from services.core.ledger import LOSE, PUSH, Accounts, Grade, Payout, Settlement, Wager, bank_payout
 from services.core.shoe import ShoeRules
 
 BANK_SPOT: Final = "bank"
@@ -336,7 +327,7 @@ class RussianClassic(Variant):
         together at most the bank."""
         if wager.spot not in self.spots(config):
             return Reason.UNKNOWN_SPOT.value
-        refusal, bank = bank_first(accepted, wager, BANK_SPOT)
+        refusal, bank = ledger.bank_first(accepted, wager, BANK_SPOT)
         if bank is None:
             return refusal
         if wager.account_id == bank.account_id:
