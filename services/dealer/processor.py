@@ -540,7 +540,11 @@ def _evolve_coup(t: Table, event: Payload | Private) -> Table:
     if isinstance(event, DealingBegan):
         return replace(t, coup=t.coup.deal(t.config))
     coup = evolve_coup(t.coup, event, t.config) if isinstance(event, Payload) else t.coup
-    if isinstance(event, CardDealt) and t.shoe is not None:
-        order = (*t.shoe.order, event.card) if t.shoe.mode == "smart" else t.shoe.order
-        return replace(t, coup=coup, shoe=replace(t.shoe, position=event.shoe_position + 1, order=order))
-    return t if coup is t.coup else replace(t, coup=coup)
+    shoe = t.shoe
+    if isinstance(event, CardDealt) and shoe is not None:  # built directly: the hot path of the fold
+        order = (*shoe.order, event.card) if shoe.mode == "smart" else shoe.order
+        shoe = Shoe(shoe.shoe_id, shoe.mode, order, shoe.seed_hex, shoe.commitment, event.shoe_position + 1,
+                    shoe.stop)  # fmt: skip
+    elif coup is t.coup:
+        return t
+    return Table(t.table_id, t.config, t.currency, t.limits, shoe, coup, t.coups)
