@@ -26,7 +26,7 @@ win (or keeps the stake). For every bet the postings sum to zero.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -249,3 +249,25 @@ def bank_payout(
         result=result, win_minor=max(net_minor, 0), commission_minor=0, credit_minor=credit,
         postings=tuple(rows),
     )  # fmt: skip
+
+
+def bank_first(
+    accepted: Sequence[Wager], wager: Wager, bank_spot: str = "bank"
+) -> tuple[str | None, Wager | None]:
+    """The bank's rule at a table where a player holds the bank and must bet first (French club,
+    Russian classic): ``(refusal, bank)``.
+
+    * ``wager`` is the bank: ``(None, None)`` when nothing was accepted before it, else refused —
+      ``bank_taken`` if a bank is already in, ``bank_cannot_cover`` if punters came first;
+    * a punter's bet before any bank: ``(bank_cannot_cover, None)``;
+    * otherwise ``(None, bank)``: the variant goes on with its own checks against that bank.
+
+    So ``bank is None`` means the answer is ``refusal``."""
+    bank = next((w for w in accepted if w.spot == bank_spot), None)
+    if wager.spot == bank_spot:
+        if bank is not None:
+            return Reason.BANK_TAKEN.value, None
+        return (Reason.BANK_CANNOT_COVER.value if accepted else None), None
+    if bank is None:
+        return Reason.BANK_CANNOT_COVER.value, None
+    return None, bank

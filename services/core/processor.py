@@ -1,7 +1,11 @@
 """The processor contract shared by dealer, settlement, audit and monitor, and the pure step.
 
-A processor is pure: ``handle(state, record) -> (state, drafts)``. What every processor needs on top
-of that lives here, once, so that the embedded and Kafka runtimes both just call :func:`step`:
+A processor is pure: ``handle(state, record) -> (state, drafts)``, written in one of two shapes
+(docs/architecture.md §Processors): an :class:`Aggregate` (the dealer) decides events and folds its
+**own** events with ``evolve``, so its state can be rebuilt from its log; a :class:`Reactor`
+(settlement's stages, the monitor) folds the events of **others** and reacts to them in one pass. What
+every processor needs on top of that lives here, once, so that the embedded and Kafka runtimes both
+just call :func:`step`:
 
 * **idempotence** — a record whose ``event_id`` was already applied yields nothing and changes
   nothing (Kafka delivers at least once; the SQLite runner may re-read after a crash);
@@ -33,12 +37,13 @@ Runtimes persist :class:`ProcessorState` (a snapshot) next to their input offset
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from services.core.contract import PAYLOADS, Payload, payload_of, read_payload
+from services.core.contract import PAYLOADS, Payload, payload_of, read_payload, to_draft
 from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal, stage_namespace
 from services.core.errors import DomainError, Reason
 from services.core.topics import DEADLETTER
@@ -101,6 +106,80 @@ class TypedProcessor(Processor[S]):
     @abstractmethod
     def apply(self, state: S, record: Envelope, payload: Payload | None) -> tuple[S, list[Draft]]:
         """Apply one record given its typed payload (see :meth:`Processor.apply`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event as a processor's ``decide`` makes it and its ``evolve`` folds it: the stream it goes to
+    (``key``), when it happened (``occurred_at``: :func:`step` seals every output with its input's
+    time) and its typed ``payload``. A *private* fact (:class:`Private`) is folded like any event
+    but never recorded: :meth:`Aggregate.apply` drafts only the contract's payloads."""
+
+    key: str
+    occurred_at: str
+    payload: Payload | Private
+
+    @classmethod
+    def recorded(cls, record: Envelope) -> Event:
+        """The event a sealed record holds (its payload read tolerantly, as a reader would)."""
+        return cls(record.key, record.occurred_at, payload_of(record, tolerant=True))
+
+
+class Private:
+    """Base of the facts an aggregate folds but does not record (each subclass says why it must)."""
+
+    __slots__ = ()
+
+
+class Aggregate(TypedProcessor[S]):
+    """A processor whose state is the fold of its **own** events (the dealer; docs/architecture.md
+    §Processors): :meth:`decide` says what an input causes, :meth:`evolve` folds one of those events,
+    and the state is never changed any other way, so rebuilding it from the log gives the same state.
+
+    ``decide`` is pure (same state and input, same events; the state is immutable and left as it was);
+    a refusal is an event that ``evolve`` folds without effect. :meth:`apply` (what :func:`step` calls)
+    decides, folds the events in order and drafts the recorded ones."""
+
+    @abstractmethod
+    def decide(self, state: S, record: Envelope, payload: Payload | None) -> list[Event]:
+        """The events ``record`` causes, in order (raise ``DomainError`` for one that cannot be applied)."""
+
+    @abstractmethod
+    def evolve(self, state: S, event: Event) -> S:
+        """``state`` after one of this processor's own events."""
+
+    def apply(self, state: S, record: Envelope, payload: Payload | None) -> tuple[S, list[Draft]]:
+        """:meth:`decide`, then :meth:`evolve` over the events; the drafts of those the contract records."""
+        events = self.decide(state, record, payload)
+        for event in events:
+            state = self.evolve(state, event)
+        return state, [to_draft(e.payload, e.key) for e in events if not isinstance(e.payload, Private)]
+
+    def fold(self, events: Iterable[Event], state: S | None = None) -> S:
+        """:meth:`evolve` over ``events`` from ``state`` (the initial state when ``None``)."""
+        state = self.initial() if state is None else state
+        for event in events:
+            state = self.evolve(state, event)
+        return state
+
+
+class Reactor(TypedProcessor[S]):
+    """A processor that reacts to the events of **others** (settlement's stages, the monitor): its
+    state is a fold of its inputs, and its outputs are decided from the state before each input.
+
+    :meth:`react` is the one pass :meth:`apply` makes: the *decide* half (the events the input causes)
+    and the *evolve* half (the state after it), written together where splitting them would compute
+    twice (a payout settled is also the coup's bets forgotten). Pure: same state and input, same
+    result; the state passed in is not changed (see each reactor for its one documented exception)."""
+
+    @abstractmethod
+    def react(self, state: S, record: Envelope, payload: Payload | None) -> tuple[S, list[Event]]:
+        """The state after ``record`` and the events it causes, in order."""
+
+    def apply(self, state: S, record: Envelope, payload: Payload | None) -> tuple[S, list[Draft]]:
+        """:meth:`react`, its events drafted."""
+        state, events = self.react(state, record, payload)
+        return state, [to_draft(e.payload, e.key) for e in events if not isinstance(e.payload, Private)]
 
 
 class AppliedIds(Protocol):

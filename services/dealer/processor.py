@@ -14,6 +14,7 @@ shell dead-letters them) or raise and are dead-lettered by :func:`services.core.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 from collections.abc import Callable, Mapping
@@ -23,13 +24,15 @@ from typing import Any, TypeVar
 
 from services.core import topics
 from services.core.baccarat import (
+    CoupResult,
     Deal,
     Decide,
     TableConfig,
     get_variant,
     next_step,
 )
-from services.core.baccarat.coup import Coup, wager_of
+from services.core.baccarat.coup import Coup, coup_opened, wager_of
+from services.core.baccarat.coup import evolve as evolve_coup
 from services.core.cards import parse_card, shoe_cards
 from services.core.contract import (
     BetAccepted,
@@ -61,12 +64,11 @@ from services.core.contract import (
     ShoeOpened,
     TableConfigRecord,
     TableOpened,
-    to_draft,
 )
-from services.core.envelope import Draft, Envelope
+from services.core.envelope import Envelope
 from services.core.errors import DomainError, Reason
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
-from services.core.processor import TypedProcessor
+from services.core.processor import Aggregate, Event, Private
 from services.core.shoe import SHUFFLE_ALGORITHM, commitment, play_window, shuffle
 
 DEMO_SHOE_KEY = hashlib.sha256(b"casino-ledger demo shoe key: never use in production").digest()
@@ -124,13 +126,33 @@ class DealerState:
     tables: Mapping[str, Table] = field(default_factory=dict)
 
 
-Out = list[Payload]
+@dataclass(frozen=True, slots=True)
+class ShoeSeeded(Private):
+    """Private fact (folded, never recorded): the seed an ``OpenShoe`` chose itself (``seed_hex``, demo
+    and test mode only). ``ShoeOpened`` publishes only the commitment and the seed stays secret until
+    ``ShoeClosed``; a seed derived from the dealer's key is re-derived by :func:`evolve_table`, a seed
+    the command chose cannot be, so this fact carries it."""
+
+    seed_hex: str
+
+
+@dataclass(frozen=True, slots=True)
+class DealingBegan(Private):
+    """Private fact (folded, never recorded): a ``DealCoup`` was accepted, the coup is dealt from now
+    on. An RNG shoe's first ``CardDealt`` follows at once and says as much; a smart shoe's first card
+    comes later (its ``CardRead``), and until then only this fact tells that a card is due (without
+    it, that card would be refused ``card_not_due``). The contract has no event for it."""
+
+    coup_id: str
+
+
+Out = list[Payload | Private]
 """The events one input causes, in order, all on this table's stream."""
 
 C = TypeVar("C", bound=Payload)
-Handler = Callable[[Table | None, Envelope, C], tuple[Table, Out]]
-"""A command's handler: the table (``None`` before it opens), the record (its key, id and time) and its
-typed payload; the table after it, and the events it causes."""
+Handler = Callable[[Table | None, Envelope, C], Out]
+"""A command's decide half: the table (``None`` before it opens), the record (its key, id and time)
+and its typed payload; the events it causes (raise :class:`Refusal` to refuse it)."""
 
 
 def table_config(command: OpenTable) -> TableConfig:
@@ -151,8 +173,9 @@ def table_config(command: OpenTable) -> TableConfig:
     return variant.config(**overrides)
 
 
-class Dealer(TypedProcessor[DealerState]):
-    """The dealer (see the module docstring)."""
+class Dealer(Aggregate[DealerState]):
+    """The dealer (see the module docstring): an :class:`~services.core.processor.Aggregate` whose
+    state is the fold of its own events (:func:`evolve_table`)."""
 
     name = "dealer"
     inputs = (topics.TABLE_INBOX,)
@@ -179,16 +202,13 @@ class Dealer(TypedProcessor[DealerState]):
         """No tables."""
         return DealerState()
 
-    def apply(
-        self, state: DealerState, record: Envelope, payload: Payload | None
-    ) -> tuple[DealerState, list[Draft]]:
+    def decide(self, state: DealerState, record: Envelope, payload: Payload | None) -> list[Event]:
         """Dispatch on the payload's type; refusals become ``CommandRefused``/``BetRefused``."""
         handler = None if payload is None else _HANDLERS.get(type(payload))
         if payload is None or handler is None:
             raise DomainError(Reason.UNKNOWN_TYPE, f"the dealer does not take {record.type!r}")
-        key = record.key
-        table = state.tables.get(key)
-        new_table: Table | None
+        table = state.tables.get(record.key)
+        out: Out
         try:
             if isinstance(payload, BetPlaced) and payload.stake_minor > self.amount_max_minor:
                 raise Refusal(Reason.AMOUNT_TOO_LARGE, f"a stake is at most {self.amount_max_minor}")
@@ -196,19 +216,24 @@ class Dealer(TypedProcessor[DealerState]):
                 if payload.seed_hex is not None and not self.allow_seed_hex:
                     detail = "a shoe's seed comes from the dealer's secret; seed_hex is for demo and tests"
                     raise Refusal(Reason.SEED_NOT_ALLOWED, detail)
-                new_table, out = on_open_shoe(table, record, payload, self.shoe_key)
+                out = on_open_shoe(table, record, payload, self.shoe_key)
             else:
-                new_table, out = handler(table, record, payload)
+                out = handler(table, record, payload)
         except Refusal as refusal:
-            new_table, out = table, [_refused(record, payload, refusal)]
+            out = [_refused(record, payload, refusal)]
         except DomainError as err:
             if isinstance(payload, BetPlaced):
                 raise
-            new_table, out = table, [_refused(record, payload, Refusal(err.reason, err.message))]
-        tables = dict(state.tables)
-        if new_table is not None:
-            tables[key] = new_table
-        return DealerState(tables), [to_draft(event, key) for event in out]
+            out = [_refused(record, payload, Refusal(err.reason, err.message))]
+        return [Event(record.key, record.occurred_at, event) for event in out]
+
+    def evolve(self, state: DealerState, event: Event) -> DealerState:
+        """The tables after one of the dealer's own events (:func:`evolve_table`)."""
+        table = state.tables.get(event.key)
+        new = evolve_table(table, event.payload, event.occurred_at, self.shoe_key)
+        if new is None or new is table:
+            return state
+        return DealerState({**state.tables, event.key: new})
 
 
 DETAIL_MAX_CHARS = 2000
@@ -235,7 +260,7 @@ def _need(table: Table | None) -> Table:
     return table
 
 
-def on_open_table(table: Table | None, rec: Envelope, command: OpenTable) -> tuple[Table, Out]:
+def on_open_table(table: Table | None, rec: Envelope, command: OpenTable) -> Out:
     """Open a table of a variant with its limits; the paytable comes from the engine."""
     if table is not None:
         raise Refusal(Reason.TABLE_EXISTS, f"table {rec.key} is already open")
@@ -245,14 +270,13 @@ def on_open_table(table: Table | None, rec: Envelope, command: OpenTable) -> tup
     for spot in limits:
         if spot not in variant.spots(config):
             raise DomainError(Reason.UNKNOWN_SPOT, f"{config.variant} has no spot {spot!r}")
-    new = Table(rec.key, config, command.currency, limits)
     paytable = {
         s: PaytableEntry.model_validate({**v, "commission_rounding": config.commission_rounding})
         for s, v in variant.paytable(config).items()
     }
-    return new, [TableOpened(
+    return [TableOpened(
         table_id=rec.key, variant=config.variant, rules_version=variant.rules_version,
-        decks=config.decks, currency=new.currency, paytable=paytable,
+        decks=config.decks, currency=command.currency, paytable=paytable,
         limits={s: Limit(min_minor=lo, max_minor=hi) for s, (lo, hi) in sorted(limits.items())},
         config=TableConfigRecord.model_validate(config.to_dict()), spots=tuple(variant.spots(config)),
     )]  # fmt: skip
@@ -264,34 +288,43 @@ def shoe_seed(shoe_key: bytes, table_id: str, shoe_id: str) -> bytes:
     return hmac.new(shoe_key, f"{table_id}/{shoe_id}".encode(), hashlib.sha256).digest()
 
 
+@functools.lru_cache(maxsize=16)
+def rng_order(seed: bytes, decks: int) -> tuple[str, ...]:
+    """The order of an RNG shoe of ``decks`` decks shuffled under ``seed``: computed once for
+    :func:`on_open_shoe` (the commitment and play window) and :func:`evolve_table` (the shoe held)."""
+    return shuffle(seed, shoe_cards(decks))
+
+
 def on_open_shoe(
     table: Table | None, rec: Envelope, command: OpenShoe, shoe_key: bytes = DEMO_SHOE_KEY
-) -> tuple[Table, Out]:
-    """Open a shoe: shuffle from its seed and publish only the commitment."""
+) -> Out:
+    """Open a shoe: shuffle from its seed and publish only the commitment (and, for a seed the
+    command chose, the private :class:`ShoeSeeded`)."""
     t = _need(table)
     if t.shoe is not None:
         raise Refusal(Reason.SHOE_OPEN, f"shoe {t.shoe.shoe_id} is still open")
     mode = command.mode
     variant = get_variant(t.config.variant)
-    cards = shoe_cards(t.config.decks)
+    cards = len(shoe_cards(t.config.decks))
+    given = command.seed_hex
+    seeded: Out = []
     if mode == "rng":
-        given = command.seed_hex
         seed = bytes.fromhex(given) if given else shoe_seed(shoe_key, rec.key, command.shoe_id)
-        order = shuffle(seed, cards)
+        order = rng_order(seed, t.config.decks)
         first, stop = play_window(order, variant.shoe_rules_for(t.config))
-        shoe = Shoe(command.shoe_id, mode, order, seed.hex(), commitment(seed, order), first, stop)
+        sealed: str | None = commitment(seed, order)
+        if given:
+            seeded = [ShoeSeeded(seed.hex())]
     else:  # smart: the contract allows no other mode
-        stop_from_end = variant.shoe_rules_for(t.config).stop_from_end
-        shoe = Shoe(command.shoe_id, mode, (), None, None, 0, len(cards) - stop_from_end)
-    return replace(t, shoe=shoe), [ShoeOpened(
-        table_id=t.table_id, shoe_id=shoe.shoe_id, mode=mode, commitment=shoe.commitment,
-        algorithm=SHUFFLE_ALGORITHM if mode == "rng" else None, cards=len(cards),
-        decks=t.config.decks, burned=shoe.position, first_position=shoe.position,
-        stop_position=shoe.stop,
-    )]  # fmt: skip
+        first, stop, sealed = 0, cards - variant.shoe_rules_for(t.config).stop_from_end, None
+    return [ShoeOpened(
+        table_id=t.table_id, shoe_id=command.shoe_id, mode=mode, commitment=sealed,
+        algorithm=SHUFFLE_ALGORITHM if mode == "rng" else None, cards=cards,
+        decks=t.config.decks, burned=first, first_position=first, stop_position=stop,
+    ), *seeded]  # fmt: skip
 
 
-def on_open_betting(table: Table | None, rec: Envelope, command: OpenBetting) -> tuple[Table, Out]:
+def on_open_betting(table: Table | None, rec: Envelope, command: OpenBetting) -> Out:
     """Open the betting window of the next coup."""
     t = _need(table)
     if t.shoe is None:
@@ -300,13 +333,10 @@ def on_open_betting(table: Table | None, rec: Envelope, command: OpenBetting) ->
         raise Refusal(Reason.WRONG_PHASE, f"coup {t.coup.coup_id} is still in play ({t.coup.phase})")
     number = t.coups + 1
     coup_id = f"{t.table_id}/{t.shoe.shoe_id}/{number}"
-    coup = Coup(coup_id, number, "betting", rec.occurred_at)  # what the BettingOpened below opens
-    return replace(t, coup=coup), [BettingOpened(
-        table_id=t.table_id, shoe_id=t.shoe.shoe_id, coup_id=coup_id, coup_number=number,
-    )]  # fmt: skip
+    return [BettingOpened(table_id=t.table_id, shoe_id=t.shoe.shoe_id, coup_id=coup_id, coup_number=number)]
 
 
-def on_bet_placed(table: Table | None, rec: Envelope, bet: BetPlaced) -> tuple[Table, Out]:
+def on_bet_placed(table: Table | None, rec: Envelope, bet: BetPlaced) -> Out:
     """Accept a bet (funds already held) into the open coup, or refuse it."""
     t = _need(table)
     wager = wager_of(bet)
@@ -333,34 +363,31 @@ def on_bet_placed(table: Table | None, rec: Envelope, bet: BetPlaced) -> tuple[T
         if refusal not in REFUSAL_CODES:  # a code the contract does not list: a dead letter
             raise DomainError(Reason(refusal), detail)
         raise Refusal(Reason(refusal), detail)
-    coup = coup.accept(wager)
-    return replace(t, coup=coup), [BetAccepted(
+    return [BetAccepted(
         bet_id=wager.bet_id, account_id=wager.account_id, table_id=t.table_id, coup_id=coup.coup_id,
         spot=wager.spot, stake_minor=wager.stake_minor, currency=t.currency,
     )]  # fmt: skip
 
 
-def on_close_betting(table: Table | None, rec: Envelope, command: CloseBetting) -> tuple[Table, Out]:
+def on_close_betting(table: Table | None, rec: Envelope, command: CloseBetting) -> Out:
     """Close the window: the accepted bets are final."""
     t = _need(table)
     if t.coup is None or t.coup.phase != "betting":
         raise Refusal(Reason.WRONG_PHASE, "no betting window is open")
-    coup = t.coup.close()
-    return replace(t, coup=coup), [BettingClosed(
-        table_id=t.table_id, coup_id=coup.coup_id, bet_ids=tuple(w.bet_id for w in coup.wagers),
-    )]  # fmt: skip
+    bet_ids = tuple(w.bet_id for w in t.coup.wagers)
+    return [BettingClosed(table_id=t.table_id, coup_id=t.coup.coup_id, bet_ids=bet_ids)]
 
 
-def on_deal_coup(table: Table | None, rec: Envelope, command: DealCoup) -> tuple[Table, Out]:
+def on_deal_coup(table: Table | None, rec: Envelope, command: DealCoup) -> Out:
     """Start dealing: an RNG shoe deals until a decision is due or the coup resolves."""
     t = _need(table)
     if t.coup is None or t.coup.phase != "closed":
         raise Refusal(Reason.WRONG_PHASE, "close betting before dealing")
-    coup = t.coup.deal(t.config)
-    return _advance(replace(t, coup=coup), rec, [])
+    began = DealingBegan(t.coup.coup_id)
+    return _advance(_evolve_coup(t, began), rec, [began])
 
 
-def on_card_read(table: Table | None, rec: Envelope, read: CardRead) -> tuple[Table, Out]:
+def on_card_read(table: Table | None, rec: Envelope, read: CardRead) -> Out:
     """A smart shoe read a card: take it if a card is due, else refuse (and keep the state)."""
     t = _need(table)
     if t.shoe is None or t.shoe.mode != "smart" or t.coup is None or t.coup.state is None:
@@ -372,24 +399,23 @@ def on_card_read(table: Table | None, rec: Envelope, read: CardRead) -> tuple[Ta
             Reason.CARD_NOT_IN_SHOE,
             f"{card}: shoe {t.shoe.shoe_id} ({t.config.decks} deck(s)) has dealt all {held} of it",
         )
-    t, out = _take_card(t, card, [])
-    return _advance(t, rec, out)
+    dealt = _dealt(t, card)
+    return _advance(_evolve_coup(t, dealt), rec, [dealt])
 
 
-def on_decision(table: Table | None, rec: Envelope, decision: Decision) -> tuple[Table, Out]:
+def on_decision(table: Table | None, rec: Envelope, decision: Decision) -> Out:
     """Record a hand's choice, then go on dealing."""
     t = _need(table)
     if t.coup is None or t.coup.state is None:
         raise Refusal(Reason.DECISION_NOT_DUE, "no coup is being dealt")
-    coup = t.coup.decide(decision.hand, decision.choice)
     made = DecisionMade(
         table_id=t.table_id, coup_id=t.coup.coup_id, hand=decision.hand, choice=decision.choice,
         decided_by=decision.decided_by or "unknown",
     )  # fmt: skip
-    return _advance(replace(t, coup=coup), rec, [made])
+    return _advance(_evolve_coup(t, made), rec, [made])
 
 
-def on_close_shoe(table: Table | None, rec: Envelope, command: CloseShoe) -> tuple[Table, Out]:
+def on_close_shoe(table: Table | None, rec: Envelope, command: CloseShoe) -> Out:
     """Close the shoe between coups and reveal its seed."""
     t = _need(table)
     if t.shoe is None:
@@ -397,55 +423,53 @@ def on_close_shoe(table: Table | None, rec: Envelope, command: CloseShoe) -> tup
     if t.coup is not None:
         raise Refusal(Reason.WRONG_PHASE, f"coup {t.coup.coup_id} is still in play")
     s = t.shoe
-    return replace(t, shoe=None), [ShoeClosed(
+    return [ShoeClosed(
         table_id=t.table_id, shoe_id=s.shoe_id, mode=s.mode, seed_hex=s.seed_hex,
         commitment=s.commitment, cards_dealt=s.position, coups=t.coups,
     )]  # fmt: skip
 
 
-def _advance(t: Table, rec: Envelope, out: Out) -> tuple[Table, Out]:
-    """Deal RNG cards while one is due; stop at a decision, a smart shoe's turn or the result."""
-    assert t.coup is not None and t.coup.state is not None and t.shoe is not None
-    coup_id = t.coup.coup_id
+def _advance(t: Table, rec: Envelope, out: Out) -> Out:
+    """Deal RNG cards while one is due; stop at a decision, a smart shoe's turn or the result. ``t`` is
+    the table after ``out``; each card dealt is folded into it (:func:`_evolve_coup`) before the next."""
     while True:
-        step = next_step(t.coup.state)
+        coup, shoe = t.coup, t.shoe
+        assert coup is not None and coup.state is not None and shoe is not None
+        step = next_step(coup.state)
         if isinstance(step, Deal):
-            if t.shoe.mode == "smart":
-                return t, out
-            if t.shoe.position >= len(t.shoe.order):
-                raise DomainError(Reason.SHOE_EXHAUSTED, f"shoe {t.shoe.shoe_id} has no card left")
-            t, out = _take_card(t, t.shoe.order[t.shoe.position], out)
+            if shoe.mode == "smart":
+                return out
+            if shoe.position >= len(shoe.order):
+                raise DomainError(Reason.SHOE_EXHAUSTED, f"shoe {shoe.shoe_id} has no card left")
+            dealt = _dealt(t, shoe.order[shoe.position])
+            t = _evolve_coup(t, dealt)
+            out.append(dealt)
             continue
         if isinstance(step, Decide):
             out.append(DecisionRequested(
-                table_id=t.table_id, coup_id=coup_id, hand=step.hand, options=tuple(step.options),
+                table_id=t.table_id, coup_id=coup.coup_id, hand=step.hand, options=tuple(step.options),
                 cell=step.cell,
             ))  # fmt: skip
-            return t, out
-        return _resolve(t, rec, out)
+            return out
+        out.append(_resolved(t, rec, step.result))
+        return out
 
 
-def _take_card(t: Table, card: str, out: Out) -> tuple[Table, Out]:
+def _dealt(t: Table, card: str) -> CardDealt:
+    """The ``CardDealt`` of ``card`` to the hand due (``"?"`` when no card is due: the engine then
+    refuses the card as the table folds it)."""
     assert t.coup is not None and t.coup.state is not None and t.shoe is not None
     step = next_step(t.coup.state)
-    coup = t.coup.card(card)
     hand = step.hand if isinstance(step, Deal) else "?"
-    out = [*out, CardDealt(
+    return CardDealt(
         table_id=t.table_id, shoe_id=t.shoe.shoe_id, coup_id=t.coup.coup_id, hand=hand, card=card,
         shoe_position=t.shoe.position,
-    )]  # fmt: skip
-    shoe = replace(t.shoe, position=t.shoe.position + 1)
-    if shoe.mode == "smart":  # a smart shoe's order is what it has read so far
-        shoe = replace(shoe, order=(*shoe.order, card))
-    return replace(t, shoe=shoe, coup=coup), out
+    )  # fmt: skip
 
 
-def _resolve(t: Table, rec: Envelope, out: Out) -> tuple[Table, Out]:
-    assert t.coup is not None and t.coup.state is not None and t.shoe is not None
-    step = next_step(t.coup.state)
-    assert not isinstance(step, Deal | Decide)
-    r = step.result
-    resolved = CoupResolved(
+def _resolved(t: Table, rec: Envelope, r: CoupResult) -> CoupResolved:
+    assert t.coup is not None and t.shoe is not None
+    return CoupResolved(
         table_id=t.table_id, shoe_id=t.shoe.shoe_id, coup_id=t.coup.coup_id, coup_number=t.coup.number,
         variant=r.variant, rules_version=r.rules_version,
         hands={h.name: HandRecord(cards=tuple(h.cards), total=h.total) for h in r.hands},
@@ -455,7 +479,6 @@ def _resolve(t: Table, rec: Envelope, out: Out) -> tuple[Table, Out]:
         ended_at=rec.occurred_at, shoe_position_end=t.shoe.position,
         stop_card_reached=t.shoe.position >= t.shoe.stop,
     )  # fmt: skip
-    return replace(t, coup=None, coups=t.coups + 1), [*out, resolved]
 
 
 _HANDLERS: Mapping[type[Payload], Handler[Any]] = {
@@ -469,3 +492,55 @@ _HANDLERS: Mapping[type[Payload], Handler[Any]] = {
     Decision: on_decision,
     CloseShoe: on_close_shoe,
 }
+
+# --- evolve: the table after one of its own events -------------------------------------------------
+
+
+def evolve_table(
+    table: Table | None, event: Payload | Private, occurred_at: str, shoe_key: bytes
+) -> Table | None:
+    """``table`` (``None`` before ``TableOpened``) after one of the dealer's own events, recorded at
+    ``occurred_at``: the only way a table changes. An RNG shoe's order and seed follow from the
+    dealer's ``shoe_key`` (:func:`shoe_seed`) or, for a seed the command chose, from :class:`ShoeSeeded`;
+    refusals and ``DecisionRequested`` change nothing."""
+    if isinstance(event, TableOpened):
+        config = TableConfig.from_dict(event.config.model_dump(mode="json"))
+        limits = {s: (v.min_minor, v.max_minor) for s, v in event.limits.items()}
+        return Table(event.table_id, config, event.currency, limits)
+    if table is None:
+        return None
+    if isinstance(event, ShoeOpened):
+        if event.mode == "rng":
+            seed = shoe_seed(shoe_key, table.table_id, event.shoe_id)
+            order, seed_hex = rng_order(seed, table.config.decks), seed.hex()
+        else:
+            order, seed_hex = (), None
+        shoe = Shoe(event.shoe_id, event.mode, order, seed_hex, event.commitment, event.first_position,
+                    event.stop_position)  # fmt: skip
+        return replace(table, shoe=shoe)
+    if isinstance(event, ShoeSeeded):
+        assert table.shoe is not None, "ShoeSeeded follows ShoeOpened"
+        order = rng_order(bytes.fromhex(event.seed_hex), table.config.decks)
+        return replace(table, shoe=replace(table.shoe, order=order, seed_hex=event.seed_hex))
+    if isinstance(event, BettingOpened):
+        return replace(table, coup=coup_opened(event, occurred_at))
+    if isinstance(event, CoupResolved):
+        return replace(table, coup=None, coups=table.coups + 1)
+    if isinstance(event, ShoeClosed):
+        return replace(table, shoe=None)
+    return _evolve_coup(table, event)
+
+
+def _evolve_coup(t: Table, event: Payload | Private) -> Table:
+    """The table after an event of its open coup: dealing began, a bet accepted, betting closed, a
+    card dealt (the shoe moves on; a smart shoe's order is what it has read so far), a decision made;
+    any other event leaves it as it is."""
+    if t.coup is None:
+        return t
+    if isinstance(event, DealingBegan):
+        return replace(t, coup=t.coup.deal(t.config))
+    coup = evolve_coup(t.coup, event, t.config) if isinstance(event, Payload) else t.coup
+    if isinstance(event, CardDealt) and t.shoe is not None:
+        order = (*t.shoe.order, event.card) if t.shoe.mode == "smart" else t.shoe.order
+        return replace(t, coup=coup, shoe=replace(t.shoe, position=event.shoe_position + 1, order=order))
+    return t if coup is t.coup else replace(t, coup=coup)

@@ -34,9 +34,9 @@ from services.core import topics
 from services.core.contract import FundsDeposited, Payload, StakeReserved, read_payload
 from services.core.envelope import Draft, Envelope
 from services.core.ledger import BPS
-from services.core.processor import Processor
+from services.core.processor import Event, Reactor
 from services.core.reasons import Detector, DomainError, Severity
-from services.monitor.processor import HEDGE_SIDES, LINK_BAND_BPS, UNREADABLE, alert, millis
+from services.monitor.processor import HEDGE_SIDES, LINK_BAND_BPS, UNREADABLE, Alerts, alert, millis
 from services.monitor.sequential import binomial_tail, binomial_threshold
 
 REPORTING_THRESHOLD_MINOR: Final = 1_000_000
@@ -96,7 +96,7 @@ def in_band(amount_minor: int) -> bool:
     return amount_minor < REPORTING_THRESHOLD_MINOR and amount_minor * BPS >= floor
 
 
-def on_deposit(player: Player, rec: Envelope, deposited: FundsDeposited) -> tuple[Player, list[Draft]]:
+def on_deposit(player: Player, rec: Envelope, deposited: FundsDeposited) -> tuple[Player, Alerts]:
     """Count the deposit in the window; alert (and forget the window) at the threshold."""
     amount = deposited.amount_minor
     deposits = (*player.deposits, (rec.event_id, in_band(amount)))[-DEPOSIT_WINDOW:]
@@ -118,7 +118,7 @@ def on_deposit(player: Player, rec: Envelope, deposited: FundsDeposited) -> tupl
     return replace(player, deposits=()), [found]
 
 
-def on_stake(player: Player, rec: Envelope, reserved: StakeReserved) -> tuple[Player, list[Draft]]:
+def on_stake(player: Player, rec: Envelope, reserved: StakeReserved) -> tuple[Player, Alerts]:
     """Look for an opposite matched stake at another table within the window; alert at the count."""
     spot, table = reserved.spot, reserved.table_id
     if spot not in HEDGE_SIDES:
@@ -148,8 +148,9 @@ def on_stake(player: Player, rec: Envelope, reserved: StakeReserved) -> tuple[Pl
     return Player(player.deposits), [found]
 
 
-class AccountMonitor(Processor[AccountsState]):
-    """The per-account stage of the monitor (see the module docstring)."""
+class AccountMonitor(Reactor[AccountsState]):
+    """The per-account stage of the monitor (see the module docstring): a
+    :class:`~services.core.processor.Reactor` to the wallet events, in one pass."""
 
     name = "monitor"
     inputs = (topics.WALLET_EVENTS,)
@@ -166,9 +167,9 @@ class AccountMonitor(Processor[AccountsState]):
             return state, []
         return self.apply(state, record, payload)
 
-    def apply(
+    def react(
         self, state: AccountsState, record: Envelope, payload: Payload | None
-    ) -> tuple[AccountsState, list[Draft]]:
+    ) -> tuple[AccountsState, list[Event]]:
         """Fold a deposit or a stake into its account; other wallet events pass."""
         player = state.players.get(record.key) or Player()
         try:
@@ -180,4 +181,5 @@ class AccountMonitor(Processor[AccountsState]):
                 return state, []
         except UNREADABLE:
             return state, []
-        return AccountsState({**state.players, record.key: player}), out
+        players = {**state.players, record.key: player}
+        return AccountsState(players), [a.event(record.occurred_at) for a in out]

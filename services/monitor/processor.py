@@ -64,7 +64,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from fractions import Fraction
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from pydantic import ValidationError
 
@@ -91,7 +91,7 @@ from services.core.contract import (
 from services.core.envelope import Draft, Envelope
 from services.core.errors import DomainError, Reason
 from services.core.ledger import BPS, Wager, settle
-from services.core.processor import Processor
+from services.core.processor import Event, Reactor
 from services.core.reasons import CATEGORY, Detector, Severity
 from services.core.trust import PRIMARY_CONSUMER, REFUSALS
 from services.monitor.sequential import (
@@ -285,9 +285,9 @@ def alert(
     detail: str,
     honest_probability: str | None = None,
     key: str | None = None,
-) -> Draft:
-    """An ``AnomalyDetected`` draft on the table's alert stream (``table_id`` is its key, unless
-    ``key`` names another: the account stage keys its alerts by account). ``honest_probability``: how
+) -> Alert:
+    """An ``AnomalyDetected`` for the table's alert stream (``table_id`` is its key, unless ``key``
+    names another: the account stage keys its alerts by account). ``honest_probability``: how
     likely what was seen is under honest play (a bound, as a decimal string), where one is known."""
     given = {} if honest_probability is None else {"honest_probability": honest_probability}
     found = AnomalyDetected(
@@ -295,7 +295,18 @@ def alert(
         subject=dict(subject), observed=dict(observed), threshold=dict(threshold),
         detail=detail[:DETAIL_MAX_CHARS], **given,
     )  # fmt: skip
-    return to_draft(found, key or table_id)
+    return Alert(key or table_id, found)
+
+
+class Alert(NamedTuple):
+    """An alert a detector raised: the key of the stream it goes to and the ``AnomalyDetected``."""
+
+    key: str
+    found: AnomalyDetected
+
+    def event(self, occurred_at: str) -> Event:
+        """The monitor's output event of this alert (sealed at its input's time)."""
+        return Event(self.key, occurred_at, self.found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,14 +321,14 @@ class Seen:
     shoe_id: str | None = None
 
 
-Drafts = list[Draft]
+Alerts = list[Alert]
 
 # --- detectors: small pure functions ----------------------------------------------------------------
 
 
 def past_posting(
     punter: Punter, coup_number: int, refused: BetRefused, rec: Seen
-) -> tuple[Punter, Drafts]:
+) -> tuple[Punter, Alerts]:
     """A late bet (refused as ``betting_closed``/``wrong_coup``): one alert, its severity by how many
     late attempts the account made within :data:`PAST_POSTING_WINDOW_COUPS` coups."""
     reason = refused.reason.value
@@ -358,7 +369,7 @@ either, so the first is a ``warning`` (probability under honest play: none but a
 
 def card_not_due(
     shoe: ShoeWatch | None, refused: CommandRefused, rec: Seen
-) -> tuple[ShoeWatch | None, Drafts]:
+) -> tuple[ShoeWatch | None, Alerts]:
     """A card read refused as not due: a card the rules never asked the shoe for."""
     detector = NOT_DUE.get(refused.reason)
     if detector is None:
@@ -375,7 +386,7 @@ def card_not_due(
     return (replace(shoe, not_due=count) if shoe else None), [out]
 
 
-def card_overcount(shoe: ShoeWatch, card: str, rec: Seen) -> tuple[ShoeWatch, Drafts]:
+def card_overcount(shoe: ShoeWatch, card: str, rec: Seen) -> tuple[ShoeWatch, Alerts]:
     """Count ``card`` in its shoe; alert when it appears more often than the shoe's decks hold."""
     n = shoe.counts.get(card, 0) + 1
     shoe = replace(shoe, counts={**shoe.counts, card: n})
@@ -390,7 +401,7 @@ def card_overcount(shoe: ShoeWatch, card: str, rec: Seen) -> tuple[ShoeWatch, Dr
     return shoe, [found]
 
 
-def shoe_position(shoe: ShoeWatch, position: int, rec: Seen) -> tuple[ShoeWatch, Drafts]:
+def shoe_position(shoe: ShoeWatch, position: int, rec: Seen) -> tuple[ShoeWatch, Alerts]:
     """Alert when a card's ``shoe_position`` repeats or goes back: a card put back or re-dealt."""
     last, last_id = shoe.last_position, shoe.last_event_id
     shoe = replace(shoe, last_position=position, last_event_id=rec.event_id)
@@ -407,7 +418,7 @@ def shoe_position(shoe: ShoeWatch, position: int, rec: Seen) -> tuple[ShoeWatch,
     return shoe, [found]
 
 
-def win_streak(punter: Punter, wager: Wager, won: bool, rec: Seen) -> tuple[Punter, Drafts]:
+def win_streak(punter: Punter, wager: Wager, won: bool, rec: Seen) -> tuple[Punter, Alerts]:
     """Extend or break the account's run of decided wins; alert (and restart) at :data:`WIN_STREAK_LENGTH`."""
     if not won:
         return replace(punter, streak=()), []
@@ -427,7 +438,7 @@ def win_streak(punter: Punter, wager: Wager, won: bool, rec: Seen) -> tuple[Punt
     return replace(punter, streak=()), [found]
 
 
-def net_outlier(punter: Punter, wager: Wager, net_minor: int, rec: Seen) -> tuple[Punter, Drafts]:
+def net_outlier(punter: Punter, wager: Wager, net_minor: int, rec: Seen) -> tuple[Punter, Alerts]:
     """Add one decided bet to the account's window; alert (and clear it) when its net result exceeds
     the best expectation by more than :data:`OUTLIER_Z` standard deviations (see there)."""
     window = (*punter.window, (wager.bet_id, net_minor, wager.stake_minor))[-OUTLIER_WINDOW_BETS:]
@@ -460,7 +471,7 @@ HEDGE_SIDES: Final = frozenset({"player", "banker"})
 """Opposite sides of one coup: one account on both risks only the commission (and a tie)."""
 
 
-def hedged_bets(coup: Coup, hedged: frozenset[str], wager: Wager, rec: Seen) -> tuple[frozenset[str], Drafts]:
+def hedged_bets(coup: Coup, hedged: frozenset[str], wager: Wager, rec: Seen) -> tuple[frozenset[str], Alerts]:
     """Alert (once per account and coup: ``hedged`` are those already flagged) when an account holds
     bets on both hedge sides."""
     if wager.spot not in HEDGE_SIDES or wager.account_id in hedged:
@@ -488,7 +499,7 @@ def near_limit(stake_minor: int, max_minor: int) -> bool:
 
 def structuring(
     punter: Punter, wager: Wager, max_minor: int | None, coup_number: int, rec: Seen
-) -> tuple[Punter, Drafts]:
+) -> tuple[Punter, Alerts]:
     """Alert when :data:`STRUCTURING_MIN_BETS` stakes just under the spot's maximum fall within
     :data:`STRUCTURING_WINDOW_COUPS` coups; the bets of an alert are then forgotten."""
     if max_minor is None or not near_limit(wager.stake_minor, max_minor):
@@ -580,12 +591,12 @@ PAIR_RUN: Final = run_length(PAIR_REPEAT_MAX, 8 * 10_000)
 ``k`` with ``80 000 · (1/2)^k ≤ 1/10``: 20."""
 
 
-def shoe_bias(t: TableWatch, winner: str, rec: Seen) -> tuple[TableWatch, Drafts]:
+def shoe_bias(t: TableWatch, winner: str, rec: Seen) -> tuple[TableWatch, Alerts]:
     """Two one-sided CUSUMs on the decided coups' winner (banker, player): a stacked or slowly biased
     shoe makes one side win far more than the exact odds allow. Alerts and restarts at the threshold."""
     if winner not in EVEN_MONEY_SPOTS:
         return t, []
-    out: Drafts = []
+    out: Alerts = []
     stats, coups = list(t.bias_micro), list(t.bias_coups)
     for i, side in enumerate(EVEN_MONEY_SPOTS):
         s = cusum_step(stats[i], BIAS_UP if winner == side else BIAS_DOWN)
@@ -606,7 +617,7 @@ def shoe_bias(t: TableWatch, winner: str, rec: Seen) -> tuple[TableWatch, Drafts
     return replace(t, bias_micro=(stats[0], stats[1]), bias_coups=(coups[0], coups[1])), out
 
 
-def edge_sorting(punter: Punter, wager: Wager, first_card: str, rec: Seen) -> tuple[Punter, Drafts]:
+def edge_sorting(punter: Punter, wager: Wager, first_card: str, rec: Seen) -> tuple[Punter, Alerts]:
     """CUSUM over an account's player bets: does the coup's first card (dealt after the bet) favour
     player far more often than chance? Alerts and restarts at :data:`EDGE_H_MICRO`."""
     hit = first_card[:1] in EDGE_RANKS
@@ -629,7 +640,7 @@ def edge_sorting(punter: Punter, wager: Wager, first_card: str, rec: Seen) -> tu
 
 def bot_regularity(
     punter: Punter, wager: Wager, delay_ms: int, rec: Seen
-) -> tuple[Punter, Drafts]:
+) -> tuple[Punter, Alerts]:
     """An account's first bet of each coup: the same stake and the same timing after the window opened
     (within :data:`BOT_JITTER_MS`) :data:`BOT_RUN` coups in a row."""
     run = punter.bot
@@ -655,7 +666,7 @@ def _matched(a: int, b: int) -> bool:
     return abs(a - b) * BPS <= max(a, b) * LINK_BAND_BPS
 
 
-def linked_hedge(t: TableWatch, coup: Coup, rec: Seen) -> tuple[TableWatch, Drafts]:
+def linked_hedge(t: TableWatch, coup: Coup, rec: Seen) -> tuple[TableWatch, Alerts]:
     """At the coup's end: pairs of accounts on opposite even-money sides with matched stakes; a pair
     matched :data:`LINK_AT` times within :data:`LINK_WINDOW_COUPS` coups is a linked hedge."""
     sides: dict[str, dict[str, int]] = {}
@@ -667,7 +678,7 @@ def linked_hedge(t: TableWatch, coup: Coup, rec: Seen) -> tuple[TableWatch, Draf
     if len(single) < 2:
         return t, []
     pairs = dict(t.pairs)
-    out: Drafts = []
+    out: Alerts = []
     since = coup.number - LINK_WINDOW_COUPS
     accounts = sorted(single)
     for i, a in enumerate(accounts):
@@ -696,7 +707,7 @@ def linked_hedge(t: TableWatch, coup: Coup, rec: Seen) -> tuple[TableWatch, Draf
     return replace(t, pairs=pairs), out
 
 
-def paired_play(punter: Punter, wager: Wager, banker: str, rec: Seen) -> tuple[Punter, Drafts]:
+def paired_play(punter: Punter, wager: Wager, banker: str, rec: Seen) -> tuple[Punter, Alerts]:
     """A punter at a player-banked game facing the same banker :data:`PAIR_RUN` coups in a row: money
     can be passed from one to the other by losing on purpose (chip dumping)."""
     run = (*punter.faced_run, wager.bet_id) if punter.faced == banker else (wager.bet_id,)
@@ -724,11 +735,11 @@ def millis(timestamp: str) -> int:
 # --- handlers: fold one event into a table, calling the detectors -----------------------------------
 
 E = TypeVar("E", bound=Payload)
-Handler = Callable[[TableWatch, E, Seen], tuple[TableWatch, Drafts]]
+Handler = Callable[[TableWatch, E, Seen], tuple[TableWatch, Alerts]]
 """A table event's handler: the table, the typed event and where it was seen; the table after it."""
 
 
-def on_table_opened(t: TableWatch, opened: TableOpened, rec: Seen) -> tuple[TableWatch, Drafts]:
+def on_table_opened(t: TableWatch, opened: TableOpened, rec: Seen) -> tuple[TableWatch, Alerts]:
     """Remember the configuration (checked against the registry) and each spot's maximum stake."""
     config = TableConfig.from_dict(opened.config.model_dump(mode="json"))
     get_variant(config.variant)
@@ -736,17 +747,17 @@ def on_table_opened(t: TableWatch, opened: TableOpened, rec: Seen) -> tuple[Tabl
     return replace(t, config=config, max_minor=limits), []
 
 
-def on_shoe_opened(t: TableWatch, opened: ShoeOpened, rec: Seen) -> tuple[TableWatch, Drafts]:
+def on_shoe_opened(t: TableWatch, opened: ShoeOpened, rec: Seen) -> tuple[TableWatch, Alerts]:
     """A new shoe: fresh card counts and positions."""
     return replace(t, shoe=ShoeWatch(opened.shoe_id, opened.decks)), []
 
 
-def on_shoe_closed(t: TableWatch, closed: ShoeClosed, rec: Seen) -> tuple[TableWatch, Drafts]:
+def on_shoe_closed(t: TableWatch, closed: ShoeClosed, rec: Seen) -> tuple[TableWatch, Alerts]:
     """The shoe is done: forget it."""
     return replace(t, shoe=None), []
 
 
-def on_betting_opened(t: TableWatch, opened: BettingOpened, rec: Seen) -> tuple[TableWatch, Drafts]:
+def on_betting_opened(t: TableWatch, opened: BettingOpened, rec: Seen) -> tuple[TableWatch, Alerts]:
     """The next coup: the table's coup clock advances; an unresolved earlier coup is dropped."""
     number = t.coups + 1
     coup = replace(coup_opened(opened, rec.occurred_at), number=number)
@@ -754,7 +765,7 @@ def on_betting_opened(t: TableWatch, opened: BettingOpened, rec: Seen) -> tuple[
                    first_card=""), []  # fmt: skip
 
 
-def on_bet_accepted(t: TableWatch, bet: BetAccepted, rec: Seen) -> tuple[TableWatch, Drafts]:
+def on_bet_accepted(t: TableWatch, bet: BetAccepted, rec: Seen) -> tuple[TableWatch, Alerts]:
     """Keep the bet for grading; look for a hedge in the coup and for structuring."""
     wager = wager_of(bet)
     if t.coup is None or t.coup.coup_id != bet.coup_id:  # its BettingOpened not seen: a coup of its own
@@ -772,20 +783,20 @@ def on_bet_accepted(t: TableWatch, bet: BetAccepted, rec: Seen) -> tuple[TableWa
     return t.with_punter(wager.account_id, punter), out + more
 
 
-def on_bet_refused(t: TableWatch, refused: BetRefused, rec: Seen) -> tuple[TableWatch, Drafts]:
+def on_bet_refused(t: TableWatch, refused: BetRefused, rec: Seen) -> tuple[TableWatch, Alerts]:
     """A refused bet: past posting when it came too late."""
     account = refused.account_id
     punter, out = past_posting(t.punter(account), t.coups, refused, rec)
     return (t.with_punter(account, punter) if out else t), out
 
 
-def on_command_refused(t: TableWatch, refused: CommandRefused, rec: Seen) -> tuple[TableWatch, Drafts]:
+def on_command_refused(t: TableWatch, refused: CommandRefused, rec: Seen) -> tuple[TableWatch, Alerts]:
     """A refused command: shoe tampering when it was a card nobody asked for."""
     shoe, out = card_not_due(t.shoe, refused, rec)
     return replace(t, shoe=shoe), out
 
 
-def on_card_dealt(t: TableWatch, dealt: CardDealt, rec: Seen) -> tuple[TableWatch, Drafts]:
+def on_card_dealt(t: TableWatch, dealt: CardDealt, rec: Seen) -> tuple[TableWatch, Alerts]:
     """Count the card in its shoe and check its position."""
     shoe = t.shoe
     if shoe is None or shoe.shoe_id != dealt.shoe_id:
@@ -796,13 +807,13 @@ def on_card_dealt(t: TableWatch, dealt: CardDealt, rec: Seen) -> tuple[TableWatc
     return replace(t, shoe=shoe, first_card=first), out + more
 
 
-def on_coup_resolved(t: TableWatch, resolved: CoupResolved, rec: Seen) -> tuple[TableWatch, Drafts]:
+def on_coup_resolved(t: TableWatch, resolved: CoupResolved, rec: Seen) -> tuple[TableWatch, Alerts]:
     """Grade the coup's even-money bets and run the streak and net-result tests per account."""
     coup, t = t.coup, replace(t, coup=None)
     if coup is None or coup.coup_id != resolved.coup_id or t.config is None:
         return t, []
     config = t.config
-    out: Drafts = []
+    out: Alerts = []
     banks = [w.account_id for w in coup.wagers if w.spot == "bank"]
     if banks:
         for wager in coup.wagers:
@@ -864,7 +875,7 @@ DEAD_LETTER_ALERTS: Final[Mapping[Reason, tuple[Detector, Severity]]] = {
 validation that a record found) — the record is set aside and play goes on, so someone must look."""
 
 
-def dead_letter_alert(rec: Envelope, dead: DeadLetter, own_name: str) -> Drafts:
+def dead_letter_alert(rec: Envelope, dead: DeadLetter, own_name: str) -> Alerts:
     """The alert a dead letter raises, if its reason is one of :data:`DEAD_LETTER_ALERTS`. Keyed by the
     original record's key (the table, or the account) when it is readable, else by the source topic.
     The monitor's own dead letters raise nothing: a failure on a dead letter must not feed itself."""
@@ -893,8 +904,10 @@ UNREADABLE: Final = (LookupError, TypeError, ValueError, AttributeError, Arithme
 """What reading a malformed payload can raise; it becomes an ``unreadable_event`` alert instead."""
 
 
-class Monitor(Processor[MonitorState]):
-    """The fraud and anomaly monitor (see the module docstring)."""
+class Monitor(Reactor[MonitorState]):
+    """The fraud and anomaly monitor (see the module docstring): a
+    :class:`~services.core.processor.Reactor` to the table events and dead letters of others, in one
+    pass (each detector both updates what it remembers and says what it found)."""
 
     name = "monitor"
     inputs = (topics.TABLE_EVENTS, topics.DEADLETTER)
@@ -910,18 +923,21 @@ class Monitor(Processor[MonitorState]):
             payload = read_payload(record)
         except (ValidationError, DomainError) as exc:
             watched = record.topic != topics.DEADLETTER and PAYLOADS.get(record.type) in HANDLERS
-            return state, [unreadable(record, exc)] if watched else []
+            found = unreadable(record, exc)
+            return state, [to_draft(found.found, found.key)] if watched else []
         return self.apply(state, record, payload)
 
-    def apply(
+    def react(
         self, state: MonitorState, record: Envelope, payload: Payload | None
-    ) -> tuple[MonitorState, list[Draft]]:
+    ) -> tuple[MonitorState, list[Event]]:
         """Fold one table event through the detectors, or raise the alert a dead letter calls for (a
         record refused at the input, or a processor's internal error)."""
+        at = record.occurred_at
         if record.topic == topics.DEADLETTER:
             if not isinstance(payload, DeadLetter):
                 return state, []
-            return state, refused_record(record, payload) or dead_letter_alert(record, payload, self.name)
+            found = refused_record(record, payload) or dead_letter_alert(record, payload, self.name)
+            return state, [a.event(at) for a in found]
         handler = None if payload is None else HANDLERS.get(type(payload))
         if handler is None:
             return state, []
@@ -933,11 +949,11 @@ class Monitor(Processor[MonitorState]):
         try:
             table, out = handler(table, payload, seen)
         except UNREADABLE as exc:
-            return state, [unreadable(record, exc)]
-        return MonitorState({**state.tables, record.key: table}), out
+            return state, [unreadable(record, exc).event(at)]
+        return MonitorState({**state.tables, record.key: table}), [a.event(at) for a in out]
 
 
-def unreadable(record: Envelope, exc: Exception) -> Draft:
+def unreadable(record: Envelope, exc: Exception) -> Alert:
     """The ``unreadable_event`` alert of a table event the monitor could not use."""
     detail = f"{record.type} could not be read: {type(exc).__name__}: {exc}"
     return alert(
@@ -955,7 +971,7 @@ REFUSED_SEVERITY: Final[Mapping[Reason, Severity]] = {
 known principal writing beyond its rights is a compromised or rogue insider: critical."""
 
 
-def refused_record(rec: Envelope, dead: DeadLetter) -> Drafts:
+def refused_record(rec: Envelope, dead: DeadLetter) -> Alerts:
     """One ``refused_record`` alert for a record refused at the input by its topic's primary consumer
     (see the module docstring); nothing for any other dead letter."""
     reason, source = dead.reason, dead.source_topic

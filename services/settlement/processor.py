@@ -23,7 +23,7 @@ from typing import Any
 
 from services.core import topics
 from services.core.baccarat import TableConfig, get_variant
-from services.core.baccarat.coup import result_of
+from services.core.baccarat.coup import result_of, wager_of
 from services.core.contract import (
     BetAccepted,
     BetPlaced,
@@ -47,13 +47,12 @@ from services.core.contract import (
     TransferRefused,
     Withdraw,
     WithdrawalRejected,
-    to_draft,
 )
-from services.core.envelope import Draft, Envelope, canonical, sha256_hex
+from services.core.envelope import Envelope, canonical, sha256_hex
 from services.core.errors import DomainError, Reason
 from services.core.ledger import Payout, Wager, cage_account, table_accounts
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
-from services.core.processor import TypedProcessor
+from services.core.processor import Event, Reactor
 
 __all__ = ["PayoutStage", "WalletStage", "cage_account", "payout_payload", "table_accounts"]
 
@@ -92,8 +91,10 @@ def postings_of(rows: tuple[tuple[str, int], ...] | list[tuple[str, int]]) -> tu
     return tuple(Posting(account=a, amount_minor=m) for a, m in rows)
 
 
-class PayoutStage(TypedProcessor[PayoutState]):
-    """Settlement's payout stage (see the module docstring)."""
+class PayoutStage(Reactor[PayoutState]):
+    """Settlement's payout stage (see the module docstring): a :class:`~services.core.processor.Reactor`
+    whose :meth:`evolve` half remembers configs and accepted bets and whose :meth:`decide` half settles
+    each resolved coup (from the state before it: its bets are forgotten as they are paid)."""
 
     name = "settlement"
     stage = "settlement.payout"
@@ -103,43 +104,45 @@ class PayoutStage(TypedProcessor[PayoutState]):
         """No tables."""
         return PayoutState()
 
-    def apply(
+    def react(
         self, state: PayoutState, record: Envelope, payload: Payload | None
-    ) -> tuple[PayoutState, list[Draft]]:
-        """Track configs and accepted bets; settle each resolved coup."""
-        key = record.key
-        tables = dict(state.tables)
+    ) -> tuple[PayoutState, list[Event]]:
+        """:meth:`evolve` and :meth:`decide`, both from the state before ``record``."""
+        return self.evolve(state, record.key, payload), self.decide(state, record, payload)
+
+    def evolve(self, state: PayoutState, key: str, payload: Payload | None) -> PayoutState:
+        """The tables after one table event: a table's config, a coup's accepted bets, a coup settled."""
         if isinstance(payload, TableOpened):
             config = TableConfig.from_dict(payload.config.model_dump(mode="json"))
-            tables[key] = PayoutTable(config, payload.currency)
-            return PayoutState(tables), []
-        table = tables.get(key)
-        if isinstance(payload, BetAccepted) and table is not None:
-            w = Wager(payload.bet_id, payload.account_id, payload.spot, payload.stake_minor)
-            wagers = dict(table.wagers)
-            wagers[payload.coup_id] = (*wagers.get(payload.coup_id, ()), w)
-            tables[key] = replace(table, wagers=wagers)
-            return PayoutState(tables), []
-        if isinstance(payload, BetRefused):
-            return state, [to_draft(_refund_due(payload, key), payload.account_id)]
-        if isinstance(payload, CoupResolved) and table is not None:
-            return self._settle(tables, table, key, payload)
-        return state, []
+            return PayoutState({**state.tables, key: PayoutTable(config, payload.currency)})
+        table = state.tables.get(key)
+        if table is None:
+            return state
+        if isinstance(payload, BetAccepted):
+            held = table.wagers.get(payload.coup_id, ())
+            wagers = {**table.wagers, payload.coup_id: (*held, wager_of(payload))}
+            return PayoutState({**state.tables, key: replace(table, wagers=wagers)})
+        if isinstance(payload, CoupResolved):
+            wagers = {c: w for c, w in table.wagers.items() if c != payload.coup_id}
+            return PayoutState({**state.tables, key: replace(table, wagers=wagers)})
+        return state
 
-    def _settle(
-        self, tables: dict[str, PayoutTable], table: PayoutTable, key: str, resolved: CoupResolved
-    ) -> tuple[PayoutState, list[Draft]]:
-        wagers = dict(table.wagers)
-        accepted = wagers.pop(resolved.coup_id, ())
+    def decide(self, state: PayoutState, record: Envelope, payload: Payload | None) -> list[Event]:
+        """A refused bet's refund; every bet of a resolved coup paid (one ``PayoutIssued`` each)."""
+        at = record.occurred_at
+        if isinstance(payload, BetRefused):
+            return [Event(payload.account_id, at, _refund_due(payload, record.key))]
+        table = state.tables.get(record.key)
+        if not isinstance(payload, CoupResolved) or table is None:
+            return []
         variant = get_variant(table.config.variant)
-        result = result_of(resolved, variant.hands(table.config))
-        payouts = variant.settle(result, accepted, table.config, table_accounts(key))
-        drafts = [
-            to_draft(payout_payload(po, resolved.coup_id, key, table.currency), po.account_id)
+        result = result_of(payload, variant.hands(table.config))
+        accepted = table.wagers.get(payload.coup_id, ())
+        payouts = variant.settle(result, accepted, table.config, table_accounts(record.key))
+        return [
+            Event(po.account_id, at, payout_payload(po, payload.coup_id, record.key, table.currency))
             for po in payouts
         ]
-        tables[key] = replace(table, wagers=wagers)
-        return PayoutState(tables), drafts
 
 
 def _refund_due(refused: BetRefused, table_id: str) -> BetRefundDue:
@@ -157,8 +160,12 @@ def _refund_due(refused: BetRefused, table_id: str) -> BetRefundDue:
 class WalletState:
     """Wallet balances and currencies, and the fingerprint of every transfer applied, by id.
 
-    The maps are changed in place by :meth:`WalletStage.handle` once a request passed every check
-    (:func:`services.core.processor.step` owns the state; a handler raises only before it mutates)."""
+    The maps are changed in place by :meth:`WalletStage.react` once a request passed every check
+    (:func:`services.core.processor.step` owns the state; a handler raises only before it mutates).
+    Why not immutable, like every other processor's state: ``transfers`` holds every transfer ever
+    applied (idempotence forever), so a copy per request is O(history) per record — a replay of a
+    large log turns quadratic — and the standard library has no persistent map (no dependency is added
+    for one). Copy-on-write per account would not help ``transfers``, which is one map for all."""
 
     balances: Mapping[str, int] = field(default_factory=dict)
     currencies: Mapping[str, str] = field(default_factory=dict)
@@ -191,8 +198,13 @@ def fingerprint(record: Envelope) -> str:
     return sha256_hex(canonical({"type": record.type, **record.payload}))
 
 
-class WalletStage(TypedProcessor[WalletState]):
-    """Settlement's wallet stage (see the module docstring).
+class WalletStage(Reactor[WalletState]):
+    """Settlement's wallet stage (see the module docstring): a
+    :class:`~services.core.processor.Reactor` to the requests of others, in one pass (:meth:`react`):
+    the decide half checks the request and builds its events, then the evolve half records the
+    transfer — in place, the one exception to "the state passed in is not changed" (see
+    :class:`WalletState`). Each balance is also the fold of this stage's own transfer events (its
+    last ``balance_after_minor``): tests/unit/test_decide_evolve.py checks it.
 
     ``amount_max_minor`` is the ceiling of one stake, deposit or withdrawal: a request above it is
     refused (``amount_too_large``), as is any credit that would take a wallet past
@@ -212,14 +224,14 @@ class WalletStage(TypedProcessor[WalletState]):
         """No wallets."""
         return WalletState()
 
-    def apply(
+    def react(
         self, state: WalletState, record: Envelope, payload: Payload | None
-    ) -> tuple[WalletState, list[Draft]]:
+    ) -> tuple[WalletState, list[Event]]:
         """Apply one request to its wallet, exactly once per transfer id."""
         if not isinstance(payload, REQUESTS):
             raise DomainError(Reason.UNKNOWN_TYPE, f"the wallet stage does not take {record.type!r}")
         request: Request = payload  # type: ignore[assignment]
-        account = record.key
+        account, at = record.key, record.occurred_at
         tid = transfer_id(request, record.event_id)
         fp = fingerprint(record)
         seen = state.transfers.get(tid)
@@ -231,25 +243,24 @@ class WalletStage(TypedProcessor[WalletState]):
                 reason=RefusalReason.TRANSFER_ID_CONFLICT,
                 detail="the same transfer id was used with different content",
             )  # fmt: skip
-            return state, [to_draft(conflict, account)]
+            return state, [Event(account, at, conflict)]
         amount = amount_of(request)
         balance = state.balances.get(account, 0)
         currency = state.currencies.get(account, request.currency)
         reason = self._refusal_reason(request, amount, balance, currency)
         if reason is not None:
             refusal = _refusal(request, record.type, account, tid=tid, amount=amount, reason=reason)
-            return state, [to_draft(refusal, account)]
+            return state, [Event(account, at, refusal)]
         event = _movement(request, account, tid=tid, amount=amount, balance=balance, currency=currency)
-        new_balance = event.balance_after_minor
-        drafts = [to_draft(event, account)]
+        events = [Event(account, at, event)]
         if isinstance(request, PlaceBet):
-            drafts.append(to_draft(_bet_placed(request, account), request.table_id))
-        # Every check passed and every draft is built: only now the state changes, in place (step()
+            events.append(Event(request.table_id, at, _bet_placed(request, account)))
+        # Every check passed and every event is built: only now the state changes, in place (step()
         # owns it). Copying the three maps per request cost O(every transfer ever) per record.
-        _mutable(state.balances)[account] = new_balance
+        _mutable(state.balances)[account] = event.balance_after_minor
         _mutable(state.currencies)[account] = currency
         _mutable(state.transfers)[tid] = fp
-        return state, drafts
+        return state, events
 
     def _refusal_reason(
         self, request: Request, amount: int, balance: int, currency: str

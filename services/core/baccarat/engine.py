@@ -44,6 +44,11 @@ Choice = Literal["draw", "stand"]
 CHOICES: tuple[Choice, ...] = ("draw", "stand")
 
 
+def _frozen(value: Any) -> Any:
+    """``value`` with every JSON list as a tuple (an option's value stays hashable)."""
+    return tuple(map(_frozen, value)) if isinstance(value, list) else value
+
+
 @dataclass(frozen=True, slots=True)
 class TableConfig:
     """A table's rules configuration: everything that may differ between two tables of one variant.
@@ -77,12 +82,13 @@ class TableConfig:
 
     @staticmethod
     def from_dict(data: Mapping[str, Any]) -> TableConfig:
-        """Rebuild the configuration a ``TableOpened`` event recorded."""
+        """Rebuild the configuration a ``TableOpened`` event recorded: equal to the one written (a list
+        option, such as ``side_bets``, is read back as the tuple :meth:`Variant.config` made of it)."""
         return TableConfig(
             variant=str(data["variant"]), decks=int(data["decks"]), tie_pays=int(data["tie_pays"]),
             commission_bps=int(data["commission_bps"]),
             commission_rounding=str(data["commission_rounding"]), punters=int(data["punters"]),
-            options=tuple(sorted(dict(data.get("options") or {}).items())),
+            options=tuple(sorted((k, _frozen(v)) for k, v in dict(data.get("options") or {}).items())),
         )
 
     def with_options(self, **values: Any) -> TableConfig:

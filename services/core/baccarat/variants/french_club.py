@@ -98,6 +98,7 @@ from services.core.ledger import (
     Payout,
     Settlement,
     Wager,
+    bank_first,
     bank_payout,
     settle,
 )
@@ -314,14 +315,9 @@ class FrenchClub(TwoHandGame):
         outcome."""
         if wager.spot not in self.spots(config):
             return Reason.UNKNOWN_SPOT.value
-        banks = [w for w in accepted if w.spot == BANK_SPOT]
-        if wager.spot == BANK_SPOT:
-            if banks:
-                return Reason.BANK_TAKEN.value
-            return Reason.BANK_CANNOT_COVER.value if accepted else None
-        if not banks:
-            return Reason.BANK_CANNOT_COVER.value
-        bank = banks[0]
+        refusal, bank = bank_first(accepted, wager, BANK_SPOT)
+        if bank is None:
+            return refusal
         if wager.spot == COVER_SPOT:
             return None if wager.account_id == bank.account_id else Reason.BANK_TAKEN.value
         if wager.account_id == bank.account_id:

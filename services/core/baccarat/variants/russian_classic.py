@@ -71,6 +71,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
+from services.core import ledger
 from services.core.baccarat.engine import (
     CoupResult,
     CoupState,
@@ -326,19 +327,15 @@ class RussianClassic(Variant):
         together at most the bank."""
         if wager.spot not in self.spots(config):
             return Reason.UNKNOWN_SPOT.value
-        banks = [w for w in accepted if w.spot == BANK_SPOT]
-        if wager.spot == BANK_SPOT:
-            if banks:
-                return Reason.BANK_TAKEN.value
-            return Reason.BANK_CANNOT_COVER.value if accepted else None
-        if not banks:
-            return Reason.BANK_CANNOT_COVER.value
-        if wager.account_id == banks[0].account_id:
+        refusal, bank = ledger.bank_first(accepted, wager, BANK_SPOT)
+        if bank is None:
+            return refusal
+        if wager.account_id == bank.account_id:
             return Reason.BANK_TAKEN.value
         if any(w.spot == wager.spot for w in accepted):
             return Reason.DUPLICATE_BET.value
         covered = sum(w.stake_minor for w in accepted if w.spot != BANK_SPOT)
-        if covered + wager.stake_minor > banks[0].stake_minor:
+        if covered + wager.stake_minor > bank.stake_minor:
             return Reason.BANK_CANNOT_COVER.value
         return None
 
