@@ -103,18 +103,18 @@ def _commission_reported_zero(m: pytest.MonkeyPatch) -> None:
 
 
 def _paid_twice(m: pytest.MonkeyPatch) -> None:
-    real = settlement_mod.PayoutStage._settle
+    real = settlement_mod.PayoutStage.decide
 
-    def settle(self: Any, tables: Any, table: Any, key: str, resolved: Any) -> Any:
-        state, drafts = real(self, tables, table, key, resolved)
+    def decide(self: Any, state: Any, record: Any, payload: Any) -> Any:
+        events = real(self, state, record, payload)
         again = [
-            replace(d, payload={**d.payload, "payout_id": d.payload["payout_id"] + "/again"})
-            for d in drafts
-            if d.payload["result"] == "win"
+            replace(e, payload=e.payload.model_copy(update={"payout_id": e.payload.payout_id + "/again"}))
+            for e in events
+            if isinstance(e.payload, PayoutIssued) and e.payload.result == "win"
         ][:1]  # the first winning bet of each coup gets a second payout under another transfer id
-        return state, [*drafts, *again]
+        return [*events, *again]
 
-    m.setattr(settlement_mod.PayoutStage, "_settle", settle)
+    m.setattr(settlement_mod.PayoutStage, "decide", decide)
 
 
 def _wrong_account(m: pytest.MonkeyPatch) -> None:
@@ -133,15 +133,15 @@ def _wrong_account(m: pytest.MonkeyPatch) -> None:
 
 
 def _card_out_of_order(m: pytest.MonkeyPatch) -> None:
-    real = dealer_mod._take_card
+    real = dealer_mod._dealt
 
-    def take(t: Any, card: str, out: Any) -> Any:
+    def dealt(t: Any, card: str) -> Any:
         pos = t.shoe.position
         if pos in (10, 11):  # the 11th and 12th cards of each shoe dealt in swapped order
             card = t.shoe.order[21 - pos]
-        return real(t, card, out)
+        return real(t, card)
 
-    m.setattr(dealer_mod, "_take_card", take)
+    m.setattr(dealer_mod, "_dealt", dealt)
 
 
 MUTATIONS: list[tuple[str, Callable[[pytest.MonkeyPatch], None], str]] = [
