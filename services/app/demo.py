@@ -283,7 +283,7 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "kafka", None):
         return _main_kafka(args, console, tables, coups, seed)
     if getattr(args, "seamless", None) is not None:
-        from services.seamless.demo import main_seamless  # noqa: PLC0415
+        from services.app.seamless_demo import main_seamless  # noqa: PLC0415
 
         return main_seamless(args, console, tables, coups, seed, db or _default_db(seed), options)
     from services.runtime.embedded.log import EmbeddedBus  # noqa: PLC0415

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -48,7 +49,9 @@ class Bus(Protocol):
         """The records on ``topic`` under ``key`` not yet returned by an earlier call."""
 
     # Optional: ``ordered`` (True when records published in one call reach every consumer in the order
-    # published, whatever their keys: one log) and ``advance(envelopes)`` (see Session.advance).
+    # published, whatever their keys: one log), ``advance(envelopes)`` (see Session.advance), and
+    # ``event_driven`` with ``wait(topic, key, match)`` (the first record on ``topic`` under ``key``
+    # that ``match`` accepts, once written: see Session.event_driven).
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,11 +111,27 @@ class Session:
     """Records written but not yet published: they go to the bus in one call when the session next
     waits for the pipeline (:meth:`advance`), not one append per record."""
     lockstep: bool = False
-    """Settle every processor between the steps even where the bus offers ``advance()`` (the closed
-    loop the open one is measured and checked against)."""
+    """Settle every processor between the steps even where the bus offers ``advance()`` or is event
+    driven (the closed loop the open one is measured and checked against)."""
+    event_driven: bool = field(init=False)
+    """Whether the session waits for each record it needs (``bus.wait``) instead of for the pipeline
+    (``advance``/``settle``) between its steps: on a bus that says it is ``event_driven`` (Kafka, where
+    polling every consumer group after every step is what costs), unless :attr:`lockstep`.
+
+    What it waits for keeps every stream's order as the lockstep session writes it: a table's next
+    event before it acts on it; a bet's outcome (``StakeReserved`` or ``BetRejected``) and, if
+    reserved, its ``BetPlaced`` on the table's inbox before the next record to that table (the bets
+    reach the dealer in the order placed); and before an account bets again, the wallet events that
+    settle its earlier bets (payout or refund: the wallet applies them before the new stake, as in
+    lockstep), and before a shoe closes, every bet's (see :meth:`TablePlay.close_shoe`). Observers
+    (audit, monitor) are waited for only by the ``settle()`` at the end."""
+    owed: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    """Event driven: each account's reserved bets (coup id, bet id) whose payout or refund the session
+    has not seen yet."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self.event_driven = not self.lockstep and bool(getattr(self.bus, "event_driven", False))
 
     # -- writing -----------------------------------------------------------------------------
     def _now(self) -> str:
@@ -145,9 +164,13 @@ class Session:
             self.bus.publish(out)
 
     def advance(self) -> None:
-        """Publish what was written, then let the table's next events come: the bus's
-        ``advance(envelopes)`` where it has one (it publishes them and runs the stages a table waits
-        for; observers may lag), else ``publish()`` and ``settle()``."""
+        """Publish what was written, then let the table's next events come: event driven, only publish
+        (the session then waits for what it needs); else the bus's ``advance(envelopes)`` where it has
+        one (it publishes them and runs the stages a table waits for; observers may lag), else
+        ``publish()`` and ``settle()``."""
+        if self.event_driven:
+            self.flush()
+            return
         advance = None if self.lockstep else getattr(self.bus, "advance", None)
         if advance is None:
             self.settle()
@@ -159,6 +182,33 @@ class Session:
         """Publish what was written and let every processor run until nothing is left to do."""
         self.flush()
         self.bus.settle()
+
+    # -- event driven: waiting for records -----------------------------------------------------
+    def _wait(self, topic: str, key: str, match: Callable[[Envelope], bool]) -> Envelope:
+        found: Envelope = self.bus.wait(topic, key, match)  # type: ignore[attr-defined]
+        return found
+
+    def paid(self, account: str, coup_id: str | None = None) -> None:
+        """Event driven: wait until the account's reserved bets of coups other than ``coup_id`` (the coup
+        in play, whose payouts are not due yet) are settled (paid or refunded), so that its next
+        request reaches the wallet after them, as in lockstep."""
+        keep = []
+        for coup, bet_id in self.owed.pop(account, []):
+            if coup == coup_id:
+                keep.append((coup, bet_id))
+            else:
+                self._wait(topics.WALLET_EVENTS, account, _settles(bet_id))
+        if keep:
+            self.owed[account] = keep
+
+    def placed(self, account: str, bet_id: str, table_id: str, coup_id: str) -> None:
+        """Event driven: publish what was written, then wait for the bet's outcome on the wallet and,
+        if its stake is reserved, for its ``BetPlaced`` on the table's inbox."""
+        self.flush()
+        outcome = self._wait(topics.WALLET_EVENTS, account, _answers(bet_id))
+        if outcome.type == "StakeReserved":
+            self.owed.setdefault(account, []).append((coup_id, bet_id))
+            self._wait(topics.TABLE_INBOX, table_id, _forwards(bet_id))
 
     # -- the session -------------------------------------------------------------------------
     def accounts(self) -> list[str]:
@@ -185,6 +235,27 @@ class Session:
         self.settle()
 
 
+def _answers(bet_id: str) -> Callable[[Envelope], bool]:
+    """The wallet's answer to a bet: its stake reserved or the bet rejected."""
+    return lambda e: e.type in ("StakeReserved", "BetRejected") and e.payload.get("bet_id") == bet_id
+
+
+def _settles(bet_id: str) -> Callable[[Envelope], bool]:
+    """The wallet event that closes a reserved bet: its payout applied (or refused) or its stake refunded."""
+    closing = ("PayoutApplied", "StakeRefunded", "TransferRefused")
+    return lambda e: e.type in closing and e.payload.get("bet_id") == bet_id
+
+
+def _chained_after(seq: int) -> Callable[[Envelope], bool]:
+    """The next event of a chain (one writer per key, ``seq`` 0, 1, 2, ...)."""
+    return lambda e: e.seq == seq + 1
+
+
+def _forwards(bet_id: str) -> Callable[[Envelope], bool]:
+    """The wallet stage's ``BetPlaced`` of a bet on the table's inbox."""
+    return lambda e: e.type == "BetPlaced" and e.payload.get("bet_id") == bet_id
+
+
 @dataclass(slots=True)
 class TablePlay:
     """The operator and the players at one table."""
@@ -199,6 +270,8 @@ class TablePlay:
     """The coup in play as the table's events tell it (:mod:`services.core.baccarat.coup`)."""
     stop_reached: bool = False
     pending: deque[Envelope] = field(default_factory=deque)
+    last_seq: int = -1
+    """Event driven: the ``seq`` of the last table event the play has read (the dealer's chain)."""
 
     def __post_init__(self) -> None:
         self.variant = get_variant(self.spec.variant)
@@ -227,8 +300,14 @@ class TablePlay:
         self.session.command("OpenShoe", self.spec.table_id, payload)
 
     def close_shoe(self) -> None:
-        """Close the shoe (the dealer reveals its seed)."""
-        self.session.command("CloseShoe", self.spec.table_id, {})
+        """Close the shoe (the dealer reveals its seed). Event driven, once every bet placed so far is
+        paid or refunded: audit checkpoints a table's completed rounds when its shoe closes, and a round
+        completes with its payouts, so a shoe closed earlier would sign fewer rounds than in lockstep."""
+        s = self.session
+        if s.event_driven:
+            for account in list(s.owed):
+                s.paid(account)
+        s.command("CloseShoe", self.spec.table_id, {})
 
     def coup(self) -> None:
         """One coup: betting window, bets, dealing with decisions, result; a new shoe at the stop card."""
@@ -251,41 +330,68 @@ class TablePlay:
         for adversary in s.adversaries:  # hook: cheaters add or change bets
             bets = adversary.bets(self, bets)
         for account, spot, stake in bets:
-            s.wallet("PlaceBet", account, {
-                "bet_id": s._id(), "table_id": t, "coup_id": self.coup_id, "spot": spot,
-                "stake_minor": stake, "currency": CURRENCY,
-            })  # fmt: skip
-            if in_turn:
-                s.advance()
+            self._bet(account, spot, stake, in_turn=in_turn)
         if not in_turn:
             s.advance()
         s.command("CloseBetting", t, {})
+        late: tuple[str, Envelope] | None = None
         if s.rng.random() < 0.05:  # a late bet: the dealer refuses it and settlement refunds it
             account = s.rng.choice(s.accounts())
             spot = self.variant.spots(self.config)[0]
-            s.wallet(
-                "PlaceBet",
-                account,
-                {
-                    "bet_id": s._id(),
-                    "table_id": t,
-                    "coup_id": self.coup_id,
-                    "spot": spot,
-                    "stake_minor": self.spec.min_minor,
-                    "currency": CURRENCY,
-                },
-            )
-            if not ordered:  # refused before the deal, not somewhere among its cards
-                s.advance()
+            s.wallet("PlaceBet", account, {
+                "bet_id": s._id(), "table_id": t, "coup_id": self.coup_id, "spot": spot,
+                "stake_minor": self.spec.min_minor, "currency": CURRENCY,
+            })  # fmt: skip
+            if not ordered:  # held back until the deal is on the log (below)
+                late = (account, s.outbox.pop())
         for adversary in s.adversaries:  # hook: late bets
             adversary.closed(self)
         s.command("DealCoup", t, {})
-        s.advance()
+        if late is None:
+            s.advance()
+        else:
+            self._late(*late)
         for adversary in s.adversaries:  # hook: a smart shoe reads its cards
             adversary.dealt(self)
         self._play_out()
         for adversary in s.adversaries:  # hook: late changes after the coup
             adversary.resolved(self)
+
+    def _bet(self, account: str, spot: str, stake: int, *, in_turn: bool) -> None:
+        """Write one bet; in turn, let it reach the table before the next record (see :meth:`coup`)."""
+        s = self.session
+        bet_id = s._id()
+        if s.event_driven:
+            s.paid(account, self.coup_id)
+        s.wallet("PlaceBet", account, {
+            "bet_id": bet_id, "table_id": self.spec.table_id, "coup_id": self.coup_id, "spot": spot,
+            "stake_minor": stake, "currency": CURRENCY,
+        })  # fmt: skip
+        if s.event_driven and in_turn:
+            s.placed(account, bet_id, self.spec.table_id, self.coup_id)
+        elif in_turn:
+            s.advance()
+
+    def _late(self, account: str, bet: Envelope) -> None:
+        """Publish a late bet once the deal is on the log, and let it reach the table before any
+        decision: the dealer refuses it after the deal's cards, as on one log (the embedded bus, where
+        the bet and the deal are published together and the bet reaches the inbox only once the wallet
+        has reserved its stake, after the deal).
+
+        Event driven, one race is left: on one log the wallet takes the late bet before the coup's
+        payouts (the bet is in the log before the deal); here the bet is published once the deal is
+        acknowledged, while a coup the deal resolves at once is paid after two more hops (dealer, then
+        payout stage): the bet wins by those hops, not by construction. It matters only when the late
+        bettor also bet in the coup (the order of the two in that account's wallet chain)."""
+        s = self.session
+        s.flush()
+        if s.event_driven:
+            s.paid(account, self.coup_id)
+        s.outbox.append(bet)
+        if s.event_driven:
+            s.placed(account, str(bet.payload["bet_id"]), self.spec.table_id, self.coup_id)
+        else:
+            s.advance()
 
     def _next(self) -> Envelope | None:
         """The table's next dealer event, strictly in stream order (None when none has come yet).
@@ -294,8 +400,13 @@ class TablePlay:
         session resumable: restarted from scratch after a crash, it re-publishes its commands (the
         log ignores identical records) and walks the same stream to the same place.
         """
+        s = self.session
+        if s.event_driven and not self.pending:  # the next event in the table's chain, once written
+            env = s._wait(topics.TABLE_EVENTS, self.spec.table_id, _chained_after(self.last_seq))
+            self.last_seq = env.seq if env.seq is not None else self.last_seq
+            return env
         if not self.pending:
-            self.pending.extend(self.session.bus.read(topics.TABLE_EVENTS, self.spec.table_id))
+            self.pending.extend(s.bus.read(topics.TABLE_EVENTS, self.spec.table_id))
         return self.pending.popleft() if self.pending else None
 
     def _opened_coup(self) -> str:

@@ -225,13 +225,18 @@ class Audit(Processor[AuditState]):
         state.completed.clear()
         out = self.check_chain(state, record, expected_hash)
         state.records += 1
-        payload, broken = read_recorded(record)
-        state.invalid = broken is not None
-        if broken is not None:
-            subject = {**_subject(record), "type": record.type}
-            out.append(finding(FindingReason.INVALID_PAYLOAD, _finding_key(record), subject, detail=broken))
-        elif payload is not None and (handler := _HANDLERS.get(record.type)) is not None:
-            out.extend(handler(state, record, payload))
+        reader = _READERS.get(record.type)
+        if reader is None:  # a type outside the contract: nothing to read
+            state.invalid = False
+        else:
+            payload, broken = _read(reader, record)
+            state.invalid = broken is not None
+            if broken is not None:
+                subject = {**_subject(record), "type": record.type}
+                key = _finding_key(record)
+                out.append(finding(FindingReason.INVALID_PAYLOAD, key, subject, detail=broken))
+            elif reader.handler is not None:
+                out.extend(reader.handler(state, record, payload))
         for d in out:
             if d.type == "AuditFinding":
                 state.findings += 1
@@ -300,12 +305,16 @@ def read_recorded(rec: Envelope) -> tuple[Payload | None, str | None]:
     A payload at the current schema version needs no upcast: its model's validator reads the recorded
     dict itself (what :func:`~services.core.contract.payload_of` does after copying it, without the copy);
     an older version goes through :func:`~services.core.contract.payload_of` and its upcasters."""
-    model = PAYLOADS.get(rec.type)
-    if model is None:
+    reader = _READERS.get(rec.type)
+    if reader is None:
         return None, None
+    return _read(reader, rec)
+
+
+def _read(reader: Reader, rec: Envelope) -> tuple[Payload | None, str | None]:
     try:
-        if rec.schema_version == SCHEMA_VERSIONS[rec.type]:
-            payload: Payload = model.__pydantic_validator__.validate_python(rec.payload, extra="ignore")
+        if rec.schema_version == reader.version:
+            payload: Payload = reader.validate(rec.payload, extra="ignore")
         else:
             payload = payload_of(rec, tolerant=True)
     except (DomainError, ValidationError) as exc:
@@ -469,14 +478,14 @@ def on_payout_issued(state: AuditState, rec: Envelope, p: PayoutIssued) -> list[
     payout is kept as recorded (the round record and the comparison read it so)."""
     bet_id, table, coup_id = p.bet_id, p.table_id, p.coup_id
     out = _check_postings(rec, p.postings)
-    subject = {"event_id": rec.event_id, "bet_id": bet_id, "coup_id": coup_id}
     trail = state.coups.get(coup_id)
     first = state.settled.get(bet_id)
     if first is None and trail is not None and bet_id in trail.recorded:
         first = str(trail.recorded[bet_id]["_event_id"])
     if first is not None:
         why = f"the bet was already settled by {first}: a bet is settled exactly once"
-        both = {**subject, "event_ids": [first, rec.event_id]}
+        both = {"event_id": rec.event_id, "bet_id": bet_id, "coup_id": coup_id,
+                "event_ids": [first, rec.event_id]}  # fmt: skip
         return [*out, finding(FindingReason.DUPLICATE_PAYOUT, table or rec.key, both, 1, 2, detail=why)]
     trail = _trail(state, table, coup_id)
     trail.recorded[bet_id] = {**rec.payload, "_event_id": rec.event_id}
@@ -509,23 +518,25 @@ def _check_commission_postings(state: AuditState, table: str, p: Mapping[str, An
 def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Draft]:
     got = trail.recorded[bet_id]
     want = trail.expected.get(bet_id)
-    subject = {"event_id": got["_event_id"], "bet_id": bet_id, "coup_id": got.get("coup_id")}
     paired = _check_commission_postings(state, trail.table_id, got)
     if want is None:
         why = "a payout for a bet that is not among the coup's accepted bets"
         credit = got.get("credit_minor")
-        unexpected = finding(FindingReason.PAYOUT_UNEXPECTED, trail.table_id, subject, None, credit,
-                             detail=why)  # fmt: skip
+        unexpected = finding(FindingReason.PAYOUT_UNEXPECTED, trail.table_id, _payout_subject(got, bet_id),
+                             None, credit, detail=why)  # fmt: skip
         return [*paired, unexpected]
     out = paired
     diff = {f: (want[f], got.get(f)) for f in PAYOUT_FIELDS if want[f] != got.get(f)}
+    if not diff and same_postings(want["postings"], got.get("postings") or []):
+        return out
+    subject = _payout_subject(got, bet_id)
     if diff:
         only_commission = "commission_minor" in diff and set(diff) <= {"commission_minor", "credit_minor"}
         reason = FindingReason.COMMISSION_MISMATCH if only_commission else FindingReason.PAYOUT_MISMATCH
         why = ", ".join(f"{f} should be {w!r}, not {g!r}" for f, (w, g) in sorted(diff.items()))
         out.append(finding(reason, trail.table_id, subject, {f: w for f, (w, _) in diff.items()},
                            {f: g for f, (_, g) in diff.items()}, detail=why))  # fmt: skip
-    elif sorted(map(_row, want["postings"])) != sorted(map(_row, got.get("postings") or [])):
+    else:
         why = "the money moves between other accounts than the rules call for"
         wanted, posted = want["postings"], got.get("postings")
         out.append(
@@ -534,8 +545,19 @@ def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Dr
     return out
 
 
+def _payout_subject(got: Mapping[str, Any], bet_id: str) -> dict[str, Any]:
+    return {"event_id": got["_event_id"], "bet_id": bet_id, "coup_id": got.get("coup_id")}
+
+
 def _row(r: Mapping[str, Any]) -> tuple[str, int]:
     return (str(r["account"]), int(r["amount_minor"]))
+
+
+def same_postings(want: list[dict[str, Any]], got: list[Any]) -> bool:
+    """Whether two lists of posting rows move the same amounts between the same accounts, in any order
+    (as ``(account, amount)`` pairs). Equal lists, the usual case, need no sorting: rows that are equal
+    dicts give equal pairs."""
+    return want == got or sorted(map(_row, want)) == sorted(map(_row, got))
 
 
 def _check_postings(rec: Envelope, rows: tuple[Posting, ...]) -> list[Draft]:
@@ -554,9 +576,8 @@ def on_wallet_event(state: AuditState, rec: Envelope, p: Transfer) -> list[Draft
         balances = state.balances
         before = balances.get(rec.key, 0)
         recorded_before = p.balance_before_minor
-        subject = {"event_id": rec.event_id, "account_id": rec.key}
         if recorded_before != before:
-            where = {**subject, "field": "balance_before_minor"}
+            where = {"event_id": rec.event_id, "account_id": rec.key, "field": "balance_before_minor"}
             why = "not the fold of the wallet's postings"
             out.append(
                 finding(FindingReason.BALANCE_MISMATCH, rec.key, where, before, recorded_before, detail=why)
@@ -565,7 +586,7 @@ def on_wallet_event(state: AuditState, rec: Envelope, p: Transfer) -> list[Draft
             balances[r.account] = balances.get(r.account, 0) + r.amount_minor
         after = p.balance_after_minor
         if balances.get(rec.key, 0) != after:
-            where = {**subject, "field": "balance_after_minor"}
+            where = {"event_id": rec.event_id, "account_id": rec.key, "field": "balance_after_minor"}
             why = "not the fold of the wallet's postings"
             balance = balances.get(rec.key, 0)
             out.append(finding(FindingReason.BALANCE_MISMATCH, rec.key, where, balance, after, detail=why))
@@ -760,3 +781,19 @@ _HANDLERS: Mapping[str, Handler] = {
     "OperatorBalanceSynced": on_wallet_event,  # seamless wallet: the operator's balance, posted
     "AnomalyDetected": on_alert,
 }
+
+
+class Reader(NamedTuple):
+    """How audit reads one contract type: its payload model's validator, its current schema version, its
+    handler (``None``: validated, nothing more)."""
+
+    validate: Callable[..., Any]
+    version: int
+    handler: Handler | None
+
+
+_READERS: Mapping[str, Reader] = {
+    t: Reader(model.__pydantic_validator__.validate_python, SCHEMA_VERSIONS[t], _HANDLERS.get(t))
+    for t, model in PAYLOADS.items()
+}
+"""Every contract type's :class:`Reader`, looked up once per record."""

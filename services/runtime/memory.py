@@ -8,7 +8,7 @@ do (one contract test class for the three, ``tests/helpers/bus_contract.py``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from services.core.envelope import Envelope
@@ -49,6 +49,18 @@ class MemoryBus:
         start = self.cursors.get((topic, key), 0)
         self.cursors[(topic, key)] = len(self.log)
         return [e for e in self.log[start:] if e.topic == topic and e.key == key]
+
+    event_driven = False
+    """The simulator settles this bus between its steps: waiting on it runs the pipeline first."""
+
+    def wait(self, topic: str, key: str, match: Callable[[Envelope], bool]) -> Envelope:
+        """The first record on ``topic`` under ``key`` that ``match`` accepts, once the processors have
+        run until idle (:class:`LookupError` if there is none then: nothing would write it)."""
+        self.settle()
+        for env in self.log:
+            if env.topic == topic and env.key == key and match(env):
+                return env
+        raise LookupError(f"no such record on {topic} under {key}, and the processors are idle")
 
     def of_type(self, type_: str) -> list[Envelope]:
         """Every record of one type, in log order."""

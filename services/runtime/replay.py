@@ -170,6 +170,11 @@ class Scope:
     since: str | None = None
     until: str | None = None
 
+    @property
+    def everything(self) -> bool:
+        """Whether the scope selects every table at every instant (the replay then skips the tests)."""
+        return self.tables is None and self.since is None and self.until is None
+
     def at(self, occurred_at: str) -> bool:
         """Whether an instant falls in ``[since, until)``."""
         if self.since is None and self.until is None:
@@ -415,6 +420,10 @@ class Summaries:
     shoes: dict[str, dict[str, Any]] = field(default_factory=dict)
     table_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
     shoe_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    everything: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.everything = self.scope.everything
 
     def table(self, table_id: str) -> dict[str, Any]:
         """The summary row of one table."""
@@ -445,11 +454,12 @@ class Summaries:
             return
         p = env.payload
         table_id = str(p.get("table_id") or env.key)
-        if not self.scope.table(table_id):
+        everything = self.everything
+        if not everything and not self.scope.table(table_id):
             return
         if kind in ("TableOpened", "ShoeOpened", "ShoeClosed"):
             self._meta(kind, table_id, env)
-        if not self.scope.at(env.occurred_at):
+        if not everything and not self.scope.at(env.occurred_at):
             return
         if kind == "BetAccepted" and p.get("spot") != COVER_SPOT:  # a bank's cover is a reserve, no wager
             row = self.table(table_id)
@@ -664,6 +674,10 @@ def _table_of(env: Envelope) -> str:
 # --- decoding ------------------------------------------------------------------------------------
 
 
+_envelope_from_json: Callable[[bytes | str], Envelope] = Envelope.__pydantic_validator__.validate_json
+"""What ``Envelope.model_validate_json`` calls, without its wrapper (same validator, same result)."""
+
+
 def decode(raw: bytes | str | Envelope) -> tuple[Envelope, str]:
     """One record and the hash its content calls for.
 
@@ -676,7 +690,7 @@ def decode(raw: bytes | str | Envelope) -> tuple[Envelope, str]:
     """
     if isinstance(raw, Envelope):
         return raw, raw.expected_hash()
-    env = Envelope.model_validate_json(raw)
+    env = _envelope_from_json(raw)
     if isinstance(raw, bytes) and hash_of_bytes(raw, env) == env.hash:  # ``auth`` and ``hash`` cut out
         return env, env.hash
     return env, env.expected_hash()
@@ -739,8 +753,11 @@ class Replayer:
     coup_rows: dict[str, dict[str, Any]] = field(init=False)
     findings_records: dict[str, int] = field(init=False)
     last: tuple[int, Envelope] | None = field(init=False)
+    everything: bool = field(init=False)
+    """The scope selects everything: no record needs its table and time tested (:attr:`Scope.everything`)."""
 
     def __post_init__(self) -> None:
+        self.everything = self.scope.everything
         self.audit = replay_audit(self.checkpoint_every)
         self.state = self.audit.initial()
         self.report = Report(scope=self.scope)
@@ -845,14 +862,20 @@ class Replayer:
             detail = f"{type(exc).__name__}: {str(exc)[:300]}"
             self.found(_item(ReplayReason.UNPROCESSABLE, _table_of(env), subject, detail=detail), env)
             return
+        kind = env.type
+        everything = self.everything
         if not self.state.invalid:
             self.summaries.observe(env)
-            if env.type in _TALLIED and self.scope.table(_table_of(env)) and self.scope.at(env.occurred_at):
+            if kind in _TALLIED and (everything or self.in_scope(_table_of(env), env)):
                 self.tally(env)
         for draft in drafts:
             self.output(draft, env)
-        if env.type == "CoupResolved" and self.scope.table(env.key) and self.scope.at(env.occurred_at):
+        if kind == "CoupResolved" and (everything or self.in_scope(env.key, env)):
             self.report.coups += 1
+
+    def in_scope(self, table_id: str, env: Envelope) -> bool:
+        """Whether ``env``, at ``table_id``, is in the report's scope."""
+        return self.scope.table(table_id) and self.scope.at(env.occurred_at)
 
     def output(self, draft: Draft, env: Envelope) -> None:
         """One draft of the replay's audit: a finding, or a checkpoint to match with the log's."""

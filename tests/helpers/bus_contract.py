@@ -50,7 +50,7 @@ def causes(records: list[Envelope]) -> list[str | None]:
 
 
 class BusContract:
-    """publish / settle / read, as the simulator relies on them."""
+    """publish / settle / read / wait, as the simulator relies on them."""
 
     def test_read_returns_each_record_of_a_key_once_in_the_order_published(self, bus: Any) -> None:
         a, b = account(), account()
@@ -80,6 +80,22 @@ class BusContract:
         bus.publish([deposit(a, 1)])
         bus.settle()
         assert causes(bus.read(topics.WALLET_EVENTS, a)) == [deposit(a, 1).event_id]
+
+    def test_wait_returns_the_first_record_of_a_key_that_matches_once_written(self, bus: Any) -> None:
+        a = account()
+        bus.publish([deposit(a, 1), deposit(a, 2)])
+        second = bus.wait(topics.WALLET_EVENTS, a, lambda e: e.causation_id == deposit(a, 2).event_id)
+        assert (second.type, second.payload["balance_after_minor"]) == ("FundsDeposited", 3_000)
+        first = bus.wait(topics.WALLET_EVENTS, a, lambda e: e.type == "FundsDeposited")
+        assert first.causation_id == deposit(a, 1).event_id
+
+    def test_wait_consumes_nothing_that_read_returns(self, bus: Any) -> None:
+        a = account()
+        bus.publish([deposit(a, 1)])
+        answer = bus.wait(topics.WALLET_EVENTS, a, lambda e: e.type == "FundsDeposited")
+        bus.settle()
+        assert ids(bus.read(topics.WALLET_EVENTS, a)) == [answer.event_id]
+        assert bus.wait(topics.WALLET_EVENTS, a, lambda e: e.type == "FundsDeposited") == answer
 
 
 class AdvanceContract:

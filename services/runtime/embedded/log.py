@@ -56,7 +56,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -781,6 +781,22 @@ class EmbeddedBus:
             after = rows[-1][0]
         self._cursors[(topic, key)] = after
         return out
+
+    event_driven = False
+    """The simulator advances this bus between its steps: waiting on it runs the pipeline first."""
+
+    def wait(self, topic: str, key: str, match: Callable[[Envelope], bool]) -> Envelope:
+        """The first record on ``topic`` under ``key`` that ``match`` accepts, once every processor has
+        run until idle (:class:`LookupError` if there is none then: nothing would write it)."""
+        self.settle()
+        after = 0
+        while rows := self.log.read_key(topic, key, after):
+            for *_, raw in rows:
+                env = parse_record(raw)
+                if match(env):
+                    return env
+            after = rows[-1][0]
+        raise LookupError(f"no such record on {topic} under {key}, and the processors are idle")
 
     def close(self) -> None:
         """Close the log."""

@@ -4,7 +4,10 @@ The very processors of the embedded demo run as separate faust workers, one proc
 (:class:`Workers`: ``python -m services.runtime.kafka.worker NAME``, configured by ``CASINO_*`` variables);
 :class:`KafkaBus` is the outside party's view of them:
 
-* ``publish`` produces the envelopes, keyed by ``Envelope.key``, and waits for every acknowledgement.
+* ``publish`` produces the envelopes, keyed by ``Envelope.key``, and returns without waiting for their
+  acknowledgements: the next call of the bus (another ``publish`` included) awaits them first, so a
+  publish still reaches the log before anything published after it, and a failed send still raises
+  (at that next call). ``wait`` does not await them: it runs the event loop that sends them.
 * ``settle`` returns once every service has processed everything reachable. It polls, in this order,
   (1) the committed offsets of every service's consumer group on each of its input partitions, then
   (2) the *real* end offset of every input partition, and stops when every committed offset equals its
@@ -18,6 +21,12 @@ The very processors of the embedded demo run as separate faust workers, one proc
 * ``read(topic, key)`` reads the topic's partitions from where the bus stopped up to their real ends
   and returns the new records of ``key`` in offset order (per key, the order its single writer wrote),
   without a re-delivered duplicate (same ``event_id``).
+* ``wait(topic, key, match)`` returns the first record on ``topic`` under ``key`` that ``match``
+  accepts, as soon as it is on the log: a consumer of its own (the *waiter*, 10 ms fetches) reads the
+  topics waited on from their start and keeps what it read by key, so a record read once is found
+  by every later wait without a fetch. This is what the simulator's event-driven session
+  (``event_driven``) waits with: each bet for its own outcome, each table for its own next event,
+  instead of ``advance``/``settle`` polling every consumer group's committed offsets.
 
 The bus runs its own event loop and is synchronous, like the simulator; it must not be called from
 inside a running event loop.
@@ -33,7 +42,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -75,6 +84,10 @@ SETTLE_TIMEOUT_S = 120.0
 """Longest wait for the workers to settle (covers a first group join and a restarted worker)."""
 
 POLL_S = 0.02
+
+WAIT_FETCH_MS = 10
+"""The waiter's longest fetch wait: Tansu does not answer a pending fetch when records arrive, so this
+bounds how long a record already on the log can go unseen."""
 
 
 class SettleTimeout(TimeoutError):
@@ -249,7 +262,17 @@ class KafkaBus:
         self._buffer: dict[tuple[str, str], list[Envelope]] = defaultdict(list)
         self._seen: set[str] = set()
         self._tps: dict[str, list[TopicPartition]] = {}
+        self._inflight: list[asyncio.Future[Any]] = []
+        self._waiter: AIOKafkaConsumer | None = None
+        self._waited_topics: set[str] = set()
+        self._wait_positions: dict[TopicPartition, int] = {}
+        self._waited: dict[tuple[str, str], list[Envelope]] = defaultdict(list)
+        self._waited_ids: set[str] = set()
+        self._logical = {settings.topic(t): t for t in topics.ALL_TOPICS}
         self._run(self._start())
+
+    event_driven = True
+    """The simulator waits on this bus for each record it needs (:meth:`wait`), not for idle groups."""
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._loop.run_until_complete(coro)
@@ -263,8 +286,13 @@ class KafkaBus:
         await self._admin.start()
         self._probe = new_consumer(self.settings)
         self._reader = new_consumer(self.settings)
+        self._waiter = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.bootstrap_list, enable_auto_commit=False,
+            fetch_max_wait_ms=WAIT_FETCH_MS, auto_offset_reset="earliest", **auth,
+        )  # fmt: skip
         await self._probe.start()
         await self._reader.start()
+        await self._waiter.start()
         # Every topic's partitions now, before real_ends assigns the probe (an assigned consumer's
         # metadata covers only its assigned topics): read() may ask for a topic that no service of
         # the bus consumes (a bus of the settlement service alone, reading the wallet events).
@@ -276,7 +304,8 @@ class KafkaBus:
         """Stop the clients and the loop."""
 
         async def stop() -> None:
-            for client in (self._producer, self._probe, self._reader):
+            await self._drain()
+            for client in (self._producer, self._probe, self._reader, self._waiter):
                 if client is not None:
                     await client.stop()
             if self._admin is not None:
@@ -295,17 +324,23 @@ class KafkaBus:
 
     # -- Bus --------------------------------------------------------------------------------------
     def publish(self, envelopes: list[Envelope]) -> None:
-        """Produce the envelopes to their topics, keyed by ``Envelope.key``, and await every ack."""
+        """Produce the envelopes to their topics, keyed by ``Envelope.key``, once every earlier publish
+        is acknowledged; their own acks are awaited by the next call (see the module)."""
         self._run(self._publish(envelopes))
 
     async def _publish(self, envelopes: Sequence[Envelope]) -> None:
         assert self._producer is not None
-        sends = [
+        await self._drain()
+        self._inflight = [
             await self._producer.send(
                 self.settings.topic(e.topic), intake.encode(e), key=intake.encode_key(e)
             )
             for e in envelopes
         ]
+
+    async def _drain(self) -> None:
+        """Await the acknowledgements of the last publish (raising its first failure)."""
+        sends, self._inflight = self._inflight, []
         for sent in sends:
             await sent
 
@@ -314,6 +349,7 @@ class KafkaBus:
 
         async def send() -> None:
             assert self._producer is not None
+            await self._drain()
             sends = [await self._producer.send(self.settings.topic(t), v, key=k) for t, k, v in records]
             for sent in sends:
                 await sent
@@ -338,6 +374,17 @@ class KafkaBus:
         """The records on ``topic`` under ``key`` not yet returned by an earlier call, in order."""
         self._run(self._advance(topic))
         return self._buffer.pop((topic, key), [])
+
+    def wait(
+        self, topic: str, key: str, match: Callable[[Envelope], bool], timeout_s: float | None = None
+    ) -> Envelope:
+        """The first record on ``topic`` under ``key`` (in offset order) that ``match`` accepts, once it
+        is on the log (see the module); :class:`SettleTimeout` after ``timeout_s`` (default the settle
+        timeout). Returns a record found by an earlier wait too: waiting consumes nothing, and
+        :meth:`read` is not affected."""
+        return self._run(
+            self._wait(topic, key, match, self.settle_timeout_s if timeout_s is None else timeout_s)
+        )
 
     # -- internals --------------------------------------------------------------------------------
     async def _partitions(self, logical: str) -> list[TopicPartition]:
@@ -379,6 +426,7 @@ class KafkaBus:
         return ends, behind
 
     async def _settle(self, observers: bool = True) -> None:
+        await self._drain()
         deadline = time.monotonic() + self.settle_timeout_s
         previous: dict[TopicPartition, int] | None = None
         while True:
@@ -395,6 +443,7 @@ class KafkaBus:
     async def _advance(self, logical: str) -> None:
         """Read ``logical`` from the bus's positions to the real ends into the per-key buffers."""
         assert self._reader is not None and self._probe is not None
+        await self._drain()
         tps = await self._partitions(logical)
         ends = await real_ends(self._probe, tps)
         read, reached = await read_range(self._reader, self._positions, ends)
@@ -407,8 +456,53 @@ class KafkaBus:
                         self._buffer[(logical, env.key)].append(env)
         self._positions.update(reached)
 
+    async def _wait(
+        self, topic: str, key: str, match: Callable[[Envelope], bool], timeout_s: float
+    ) -> Envelope:
+        assert self._waiter is not None
+        for env in self._waited.get((topic, key), ()):
+            if match(env):
+                return env
+        if topic not in self._waited_topics:
+            await self._wait_on(topic)
+        deadline = time.monotonic() + timeout_s
+        checked = time.monotonic()
+        while True:
+            found: Envelope | None = None
+            batch = await self._waiter.getmany(timeout_ms=WAIT_FETCH_MS * 5)
+            for tp, msgs in batch.items():
+                logical = self._logical.get(tp.topic, tp.topic)
+                for m in msgs:
+                    with contextlib.suppress(intake.DecodeError):
+                        env = intake.decode(m.value)
+                        if env.event_id not in self._waited_ids:
+                            self._waited_ids.add(env.event_id)
+                            self._waited[(logical, env.key)].append(env)
+                            if found is None and logical == topic and env.key == key and match(env):
+                                found = env
+                if msgs:
+                    self._wait_positions[tp] = msgs[-1].offset + 1
+            if found is not None:
+                return found
+            now = time.monotonic()
+            if now > deadline:
+                raise SettleTimeout(f"no record on {topic} under {key} came in {timeout_s} s")
+            if self.workers is not None and now - checked > 1.0:
+                self.workers.check()
+                checked = now
+
+    async def _wait_on(self, topic: str) -> None:
+        """Add ``topic``'s partitions to the waiter's, from their start (the others where it stopped)."""
+        assert self._waiter is not None
+        self._waited_topics.add(topic)
+        tps = [tp for t in sorted(self._waited_topics) for tp in await self._partitions(t)]
+        self._waiter.assign(tps)
+        for tp in tps:
+            self._waiter.seek(tp, self._wait_positions.get(tp, 0))
+
     def consume_all(self) -> list[Envelope]:
         """Every envelope of every topic now (as :func:`consume_all`: topic, partition, offset)."""
+        self._run(self._drain())
         return self._run(aconsume_all(self.settings, list(topics.ALL_TOPICS)))
 
 
