@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from pydantic import ValidationError
 
@@ -568,6 +568,12 @@ def _check_postings(rec: Envelope, rows: tuple[Posting, ...]) -> list[Draft]:
     return []
 
 
+_ESCROW_MOVES: frozenset[type[Transfer]] = frozenset({StakeReserved, StakeRefunded})
+"""The transfers that move a stake into or out of a table's escrow, tested by exact type (what the
+contract's validator builds; no model subclasses them): ``isinstance`` against a pydantic model class
+goes through its metaclass's ``__instancecheck__``, several times slower."""
+
+
 def on_wallet_event(state: AuditState, rec: Envelope, p: Transfer) -> list[Draft]:
     """Every transfer balances, each wallet's balance is the fold of its postings (before and after),
     and each stake reserved in a table's escrow is remembered for the coup's escrow check."""
@@ -590,10 +596,11 @@ def on_wallet_event(state: AuditState, rec: Envelope, p: Transfer) -> list[Draft
             why = "not the fold of the wallet's postings"
             balance = balances.get(rec.key, 0)
             out.append(finding(FindingReason.BALANCE_MISMATCH, rec.key, where, balance, after, detail=why))
-        if isinstance(p, StakeReserved | StakeRefunded):
-            escrow = table_accounts(p.table_id).escrow
-            moved = sum([r.amount_minor for r in p.postings if r.account == escrow])
-            bet_id = p.bet_id
+        if type(p) in _ESCROW_MOVES:
+            stake = cast("StakeReserved | StakeRefunded", p)
+            escrow = table_accounts(stake.table_id).escrow
+            moved = sum([r.amount_minor for r in stake.postings if r.account == escrow])
+            bet_id = stake.bet_id
             held = state.reserved.get(bet_id, 0) + moved
             if held:
                 state.reserved[bet_id] = held

@@ -688,8 +688,8 @@ def decode(raw: bytes | str | Envelope) -> tuple[Envelope, str]:
     collision). Otherwise the body is re-serialised canonically from the decoded dict, as
     :meth:`Envelope.expected_hash` does.
     """
-    if isinstance(raw, Envelope):
-        return raw, raw.expected_hash()
+    if type(raw) is not bytes and isinstance(raw, Envelope):  # bytes first: an ``isinstance`` against a
+        return raw, raw.expected_hash()  # pydantic model class goes through its metaclass, slower
     env = _envelope_from_json(raw)
     if isinstance(raw, bytes) and hash_of_bytes(raw, env) == env.hash:  # ``auth`` and ``hash`` cut out
         return env, env.hash
@@ -753,12 +753,15 @@ class Replayer:
     coup_rows: dict[str, dict[str, Any]] = field(init=False)
     findings_records: dict[str, int] = field(init=False)
     last: tuple[int, Envelope] | None = field(init=False)
+    inputs: frozenset[str] = field(init=False)
+    """The topics audit reads (:attr:`Audit.inputs`)."""
     everything: bool = field(init=False)
     """The scope selects everything: no record needs its table and time tested (:attr:`Scope.everything`)."""
 
     def __post_init__(self) -> None:
         self.everything = self.scope.everything
         self.audit = replay_audit(self.checkpoint_every)
+        self.inputs = frozenset(self.audit.inputs)
         self.state = self.audit.initial()
         self.report = Report(scope=self.scope)
         self.summaries = Summaries(self.scope)
@@ -779,7 +782,9 @@ class Replayer:
                            "table_id": None, "subject": {"record": n}, "detail": str(exc)[:300]}  # fmt: skip
             self.found(undecodable, None)
             return
-        report.types[env.type] = report.types.get(env.type, 0) + 1
+        kind = env.type
+        types = report.types
+        types[kind] = types.get(kind, 0) + 1
         self.last = (n, env)
         earlier = self.window.seen_or_add(env.event_id, env.hash)
         if earlier is not None:
@@ -788,17 +793,18 @@ class Replayer:
             subject = {"event_id": env.event_id, "topic": env.topic, "record": n}
             self.found(_item(ReplayReason.DUPLICATE_EVENT, _table_of(env), subject, detail=detail), env)
             return
-        side = _SIDE.get(env.type)
+        side = _SIDE.get(kind)
         if side is not None:
             side(self, env)
         if self.collector is not None:
             self.collector.observe(env)
-        if env.topic in self.audit.inputs:
+        topic = env.topic
+        if topic in self.inputs:
             self.apply(n, env, want_hash)
-        elif env.topic in topics.EVENT_STREAMS:
+        elif topic in topics.EVENT_STREAMS:
             for draft in self.audit.check_chain(self.state, env, want_hash):
                 self.found(dict(draft.payload), env)
-            if env.type == "AuditCheckpoint":
+            if kind == "AuditCheckpoint":
                 for item in self.checkpoints.on_recorded(env):
                     self.found(item, env)
         elif env.hash != want_hash:
@@ -863,14 +869,13 @@ class Replayer:
             self.found(_item(ReplayReason.UNPROCESSABLE, _table_of(env), subject, detail=detail), env)
             return
         kind = env.type
-        everything = self.everything
-        if not self.state.invalid:
+        if kind in _SUMMARISED and not self.state.invalid:
             self.summaries.observe(env)
-            if kind in _TALLIED and (everything or self.in_scope(_table_of(env), env)):
+            if kind in _TALLIED and (self.everything or self.in_scope(_table_of(env), env)):
                 self.tally(env)
         for draft in drafts:
             self.output(draft, env)
-        if kind == "CoupResolved" and (everything or self.in_scope(env.key, env)):
+        if kind == "CoupResolved" and (self.everything or self.in_scope(env.key, env)):
             self.report.coups += 1
 
     def in_scope(self, table_id: str, env: Envelope) -> bool:
