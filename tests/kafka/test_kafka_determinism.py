@@ -1,10 +1,11 @@
 """The same seeded session twice on Kafka (four worker processes each, fresh topics): the same records.
 
-The simulator waits only for the stages a table waits for (``KafkaBus.advance``); audit and monitor
-catch up on their own. Every stream the dealer, settlement and monitor write holds the same records
-in the same order run after run. Audit's checkpoints are compared by count and rounds only: what one
-claims about the monitor's alerts is what audit had read of them when the round completed, which on
-Kafka depends on how its input partitions interleave (the replay checks each claim against the log).
+The simulator is event driven (``Session.event_driven``: each step waits for its own records with
+``KafkaBus.wait``); audit and monitor catch up on their own. Every stream the dealer, settlement and
+monitor write holds the same records in the same order run after run. Audit's checkpoints are compared
+by count and rounds only: what one claims about the monitor's alerts is what audit had read of them
+when the round completed, which on Kafka depends on how its input partitions interleave (the replay
+checks each claim against the log).
 """
 
 from __future__ import annotations

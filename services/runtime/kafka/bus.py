@@ -363,9 +363,9 @@ class KafkaBus:
 
     def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
         """Publish ``envelopes``, then wait only for the services a table waits for (all but
-        :data:`OBSERVERS`, which no table event or wallet credit waits for): the simulator's step
-        between two commands. The observers keep running and catch up on their own; ``settle``
-        waits for them too."""
+        :data:`OBSERVERS`, which no table event or wallet credit waits for). The observers keep
+        running and catch up on their own; ``settle`` waits for them too. (The simulator's step
+        before it waited for its own records with :meth:`wait`; still polls every group but two.)"""
         if envelopes:
             self.publish(list(envelopes))
         self._run(self._settle(observers=False))
