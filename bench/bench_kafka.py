@@ -66,12 +66,12 @@ def session_inputs(coups: int) -> list[tuple[str, bytes, bytes]]:
 
 
 def bench_pipeline(broker: str, inputs: list[tuple[str, bytes, bytes]], logs: Path) -> tuple[float, int]:
-    """Seconds from the first send until the workers have settled, and the records the topics hold."""
+    """Seconds from the first send until the workers have drained, and the records the topics hold."""
     with running(_settings(broker), logs / "bulk") as bus:
-        bus.settle()  # every group has joined (the first join waits the rebalance timeout)
+        bus.drain()  # every group has joined (the first join waits the rebalance timeout)
         started = time.perf_counter()
         bus.publish_raw(inputs)
-        bus.settle()
+        bus.drain()
         elapsed = time.perf_counter() - started
         return elapsed, len(bus.consume_all())
 

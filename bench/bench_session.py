@@ -6,10 +6,10 @@ worker processes (dealer, settlement, audit, monitor) on a local Tansu broker, t
 :class:`KafkaBus`, the clock started once every group has joined and consumed (:func:`warm_up`). Kafka is timed twice in the same run:
 
 - **lockstep**: after every step the simulator waits until every service has committed everything
-  (``settle()``: the bus without ``advance``, as before this benchmark);
+  (``drain()``: the bus without ``advance``, as before this benchmark);
 - **event driven** (``Session.event_driven``): each step waits for the records it needs (a bet's
   outcome, the table's next event, an account's earlier payouts) with ``KafkaBus.wait``; audit and
-  monitor catch up on their own, and the session ends with one ``settle()``.
+  monitor catch up on their own, and the session ends with one ``drain()``.
 
 All three runs must give the same replay digest (the workers run in demo mode, on the demo keyring the
 embedded session uses).
@@ -62,7 +62,7 @@ WARM_TABLE = "bench-warm-up"
 
 
 def warm_up(bus: KafkaBus) -> None:
-    """Make every group join and consume before the clock starts: on empty topics ``settle()`` returns
+    """Make every group join and consume before the clock starts: on empty topics ``drain()`` returns
     at once, while the workers are still joining. A deposit (settlement answers; audit and monitor read
     the answer) and a command to a table that does not exist (the dealer refuses it; the payout stage,
     audit and monitor read the refusal), each waited for, then every group idle."""
@@ -79,7 +79,7 @@ def warm_up(bus: KafkaBus) -> None:
                  authenticate(command, ring.key(Principal.OPERATOR))])  # fmt: skip
     bus.wait(topics.WALLET_EVENTS, WARM_ACCOUNT, lambda e: True)
     bus.wait(topics.TABLE_EVENTS, WARM_TABLE, lambda e: True)
-    bus.settle()
+    bus.drain()
 
 
 def on_kafka(broker: str, logs: Path, *, lockstep: bool) -> tuple[float, str]:
@@ -106,7 +106,7 @@ def main() -> dict[str, float]:
         if LOCKSTEP:
             step_s, step_digest = on_kafka(broker, Path(tmp) / "lockstep", lockstep=True)
             out["lockstep s"] = step_s
-            print(f"kafka session, lockstep (settle after every step): {step_s:.1f} s = "
+            print(f"kafka session, lockstep (drain after every step): {step_s:.1f} s = "
                   f"{step_s / base_s:.1f}x embedded ({_same(digest, step_digest)})")  # fmt: skip
         event_s, event_digest = on_kafka(broker, Path(tmp) / "event", lockstep=False)
         out["event-driven s"] = event_s

@@ -73,7 +73,7 @@ class Watch:
         return [bytes(r[0]) for r in cur]
 
 
-def settle(bus: EmbeddedBus, watch: Watch) -> None:
+def drain(bus: EmbeddedBus, watch: Watch) -> None:
     """Step the stages on the credit path (not :data:`OBSERVERS`) round-robin until idle, looking at
     the log after every batch."""
     runners: list[Runner[Any]] = [r for r in bus.runners if r.name not in OBSERVERS]
@@ -94,7 +94,7 @@ def play_coup(session: Session, play: TablePlay, bus: EmbeddedBus) -> dict[str, 
         play.open_shoe()
         play.stop_reached = False
     session.command("OpenBetting", t, {})
-    session.settle()
+    session.drain()
     play.coup_id = play._opened_coup()
     for n, account in enumerate(session.accounts()):
         spot = ("player", "banker", "tie")[session.rng.randrange(3) if n % 7 else 2]
@@ -104,14 +104,14 @@ def play_coup(session: Session, play: TablePlay, bus: EmbeddedBus) -> dict[str, 
         })  # fmt: skip
     watch = Watch(bus)
     session.flush()
-    settle(bus, watch)
+    drain(bus, watch)
     session.command("CloseBetting", t, {})
     session.command("DealCoup", t, {})
     session.flush()
-    settle(bus, watch)
+    drain(bus, watch)
     play._play_out()
     started = time.perf_counter()
-    bus.settle()  # the observers catch up (not part of the figures; printed beside them)
+    bus.drain()  # the observers catch up (not part of the figures; printed beside them)
     observers = time.perf_counter() - started
     raws = watch.between(watch.offsets["first CoupResolved"], watch.offsets["last PayoutApplied"])
     return {
@@ -148,7 +148,7 @@ def main() -> dict[str, float]:
                 session.wallet("Deposit", account, {"amount_minor": session.deposit_minor, "currency": CURRENCY})
             play = TablePlay(session, TABLE)
             play.open()
-            session.settle()
+            session.drain()
             print(f"{PLAYERS} players funded, table open: {time.perf_counter() - started:.1f} s")
             for coup in range(COUPS):
                 fig = play_coup(session, play, bus)

@@ -40,10 +40,10 @@ class Bus(Protocol):
     def publish(self, envelopes: list[Envelope]) -> None:
         """Append outside records (requests, commands)."""
 
-    def settle(self) -> None:
+    def drain(self) -> None:
         """Let every processor run until nothing is left to do (a bus may also offer ``advance()``: let
         the processors a table waits for run, observers possibly later; the simulator calls it between
-        the steps of a coup and ``settle()`` only at the end)."""
+        the steps of a coup and ``drain()`` only at the end)."""
 
     def read(self, topic: str, key: str) -> list[Envelope]:
         """The records on ``topic`` under ``key`` not yet returned by an earlier call."""
@@ -115,7 +115,7 @@ class Session:
     driven (the closed loop the open one is measured and checked against)."""
     event_driven: bool = field(init=False)
     """Whether the session waits for each record it needs (``bus.wait``) instead of for the pipeline
-    (``advance``/``settle``) between its steps: on a bus that says it is ``event_driven`` (Kafka, where
+    (``advance``/``drain``) between its steps: on a bus that says it is ``event_driven`` (Kafka, where
     polling every consumer group after every step is what costs), unless :attr:`lockstep`.
 
     What it waits for keeps every stream's order as the lockstep session writes it: a table's next
@@ -124,7 +124,7 @@ class Session:
     reach the dealer in the order placed); and before an account bets again, the wallet events that
     settle its earlier bets (payout or refund: the wallet applies them before the new stake, as in
     lockstep), and before a shoe closes, every bet's (see :meth:`TablePlay.close_shoe`). Observers
-    (audit, monitor) are waited for only by the ``settle()`` at the end."""
+    (audit, monitor) are waited for only by the ``drain()`` at the end."""
     owed: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     """Event driven: each account's reserved bets (coup id, bet id) whose payout or refund the session
     has not seen yet."""
@@ -167,21 +167,21 @@ class Session:
         """Publish what was written, then let the table's next events come: event driven, only publish
         (the session then waits for what it needs); else the bus's ``advance(envelopes)`` where it has
         one (it publishes them and runs the stages a table waits for; observers may lag), else
-        ``publish()`` and ``settle()``."""
+        ``publish()`` and ``drain()``."""
         if self.event_driven:
             self.flush()
             return
         advance = None if self.lockstep else getattr(self.bus, "advance", None)
         if advance is None:
-            self.settle()
+            self.drain()
             return
         out, self.outbox = self.outbox, []
         advance(out)
 
-    def settle(self) -> None:
+    def drain(self) -> None:
         """Publish what was written and let every processor run until nothing is left to do."""
         self.flush()
-        self.bus.settle()
+        self.bus.drain()
 
     # -- event driven: waiting for records -----------------------------------------------------
     def _wait(self, topic: str, key: str, match: Callable[[Envelope], bool]) -> Envelope:
@@ -232,7 +232,7 @@ class Session:
                     progress()
         for play in plays:
             play.close_shoe()
-        self.settle()
+        self.drain()
 
 
 def _answers(bet_id: str) -> Callable[[Envelope], bool]:

@@ -16,7 +16,7 @@ from services.core.processor import Processor, ProcessorState, initial_state, st
 
 
 class MemoryBus:
-    """``processors`` over one list: :meth:`settle` steps each, in the order given, through every record
+    """``processors`` over one list: :meth:`drain` steps each, in the order given, through every record
     it has not seen yet, until none has anything left to read."""
 
     def __init__(self, processors: Iterable[Processor[Any]]) -> None:
@@ -31,7 +31,7 @@ class MemoryBus:
         """Append outside records."""
         self.log.extend(envelopes)
 
-    def settle(self) -> None:
+    def drain(self) -> None:
         """Run every processor until none has anything left to read."""
         moved = True
         while moved:
@@ -51,12 +51,12 @@ class MemoryBus:
         return [e for e in self.log[start:] if e.topic == topic and e.key == key]
 
     event_driven = False
-    """The simulator settles this bus between its steps: waiting on it runs the pipeline first."""
+    """The simulator drains this bus between its steps: waiting on it runs the pipeline first."""
 
     def wait(self, topic: str, key: str, match: Callable[[Envelope], bool]) -> Envelope:
         """The first record on ``topic`` under ``key`` that ``match`` accepts, once the processors have
         run until idle (:class:`LookupError` if there is none then: nothing would write it)."""
-        self.settle()
+        self.drain()
         for env in self.log:
             if env.topic == topic and env.key == key and match(env):
                 return env

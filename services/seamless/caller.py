@@ -5,7 +5,7 @@ those calls concurrently (one per wallet at a time by construction: the adapter 
 call of a wallet only once the previous answer is folded in), and appends each answer with the new
 offset in one SQLite transaction: a crash before it repeats the calls (the operator de-duplicates by
 transaction id), never records an answer twice. :class:`SeamlessBus` is the simulator's bus with the
-caller in the loop: ``settle`` runs the processors and the calls until no call is outstanding.
+caller in the loop: ``drain`` runs the processors and the calls until no call is outstanding.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class EmbeddedCaller:
 
 
 class SeamlessBus(EmbeddedBus):
-    """The embedded bus with the seamless caller: ``settle`` runs until every call has its answer."""
+    """The embedded bus with the seamless caller: ``drain`` runs until every call has its answer."""
 
     def __init__(
         self,
@@ -94,12 +94,12 @@ class SeamlessBus(EmbeddedBus):
     """The operator answers calls in its own order: the simulator waits for each bet (see Session)."""
 
     def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
-        """Publish, then :meth:`settle`: the calls the stages ask for are what a table waits for."""
+        """Publish, then :meth:`drain`: the calls the stages ask for are what a table waits for."""
         if envelopes:
             self.publish(list(envelopes))
-        self.settle()
+        self.drain()
 
-    def settle(self) -> None:
+    def drain(self) -> None:
         """Run the processors, make the calls they asked for, and again, until nothing moves."""
         while True:
             run_until_idle(self.runners)

@@ -40,9 +40,9 @@ class Injecting:
             self.armed = False
             self.bus.publish(self.forgeries)
 
-    def settle(self) -> None:
-        """The wrapped bus's settle."""
-        self.bus.settle()
+    def drain(self) -> None:
+        """The wrapped bus's drain."""
+        self.bus.drain()
 
     def read(self, topic: str, key: str) -> list[Envelope]:
         """The wrapped bus's read."""
@@ -62,7 +62,7 @@ def play(bus: Bus, ring: Keyring, forgeries: list[Envelope]) -> None:
     table.coup()
     table.coup()
     table.close_shoe()
-    session.settle()
+    session.drain()
 
 
 def _outsider(type_: str, topic: str, key: str, payload: dict[str, Any], event_id: str) -> Envelope:

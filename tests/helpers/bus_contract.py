@@ -50,24 +50,24 @@ def causes(records: list[Envelope]) -> list[str | None]:
 
 
 class BusContract:
-    """publish / settle / read / wait, as the simulator relies on them."""
+    """publish / drain / read / wait, as the simulator relies on them."""
 
     def test_read_returns_each_record_of_a_key_once_in_the_order_published(self, bus: Any) -> None:
         a, b = account(), account()
         bus.publish([deposit(a, 1), deposit(b, 1), deposit(a, 2)])
         bus.publish([deposit(b, 2), deposit(a, 3)])
-        bus.settle()
+        bus.drain()
         assert ids(bus.read(topics.WALLET_REQUESTS, a)) == ids([deposit(a, n) for n in (1, 2, 3)])
         assert ids(bus.read(topics.WALLET_REQUESTS, b)) == ids([deposit(b, n) for n in (1, 2)])
         assert bus.read(topics.WALLET_REQUESTS, a) == []
         bus.publish([deposit(a, 4)])
-        bus.settle()
+        bus.drain()
         assert ids(bus.read(topics.WALLET_REQUESTS, a)) == [deposit(a, 4).event_id]
 
-    def test_settle_returns_once_the_processors_answered_every_request(self, bus: Any) -> None:
+    def test_drain_returns_once_the_processors_answered_every_request(self, bus: Any) -> None:
         a = account()
         bus.publish([deposit(a, 1), deposit(a, 2)])
-        bus.settle()
+        bus.drain()
         answers = bus.read(topics.WALLET_EVENTS, a)
         assert [e.type for e in answers] == ["FundsDeposited", "FundsDeposited"]
         assert causes(answers) == ids([deposit(a, 1), deposit(a, 2)])
@@ -76,9 +76,9 @@ class BusContract:
     def test_a_request_published_twice_is_answered_once(self, bus: Any) -> None:
         a = account()
         bus.publish([deposit(a, 1)])
-        bus.settle()
+        bus.drain()
         bus.publish([deposit(a, 1)])
-        bus.settle()
+        bus.drain()
         assert causes(bus.read(topics.WALLET_EVENTS, a)) == [deposit(a, 1).event_id]
 
     def test_wait_returns_the_first_record_of_a_key_that_matches_once_written(self, bus: Any) -> None:
@@ -93,7 +93,7 @@ class BusContract:
         a = account()
         bus.publish([deposit(a, 1)])
         answer = bus.wait(topics.WALLET_EVENTS, a, lambda e: e.type == "FundsDeposited")
-        bus.settle()
+        bus.drain()
         assert ids(bus.read(topics.WALLET_EVENTS, a)) == [answer.event_id]
         assert bus.wait(topics.WALLET_EVENTS, a, lambda e: e.type == "FundsDeposited") == answer
 
@@ -106,7 +106,7 @@ class AdvanceContract:
         bus.advance([deposit(a, 1)])
         assert causes(bus.read(topics.WALLET_EVENTS, a)) == [deposit(a, 1).event_id]
         bus.advance()
-        bus.settle()
+        bus.drain()
         assert bus.read(topics.WALLET_EVENTS, a) == []
 
 
@@ -123,7 +123,7 @@ class RawContract:
         a = account()
         self.write_raw(bus, topics.WALLET_REQUESTS, a, junk.encode())
         bus.publish([deposit(a, 1)])
-        bus.settle()
+        bus.drain()
         dead = bus.read(topics.DEADLETTER, topics.WALLET_REQUESTS)
         assert {d.payload["original"] for d in dead} == {junk}
         assert {d.payload["reason"] for d in dead} == {"undecodable"}
@@ -142,10 +142,10 @@ class DurableContract:
     def test_a_reopened_bus_answers_every_request_exactly_once(self, bus: Any) -> None:
         a = account()
         bus.publish([deposit(a, 1)])
-        bus.settle()
+        bus.drain()
         with self.reopened(bus) as again:
             again.publish([deposit(a, 2)])
-            again.settle()
+            again.drain()
             answers = again.read(topics.WALLET_EVENTS, a)
         assert causes(answers) == ids([deposit(a, 1), deposit(a, 2)])
         assert [e.payload["balance_after_minor"] for e in answers] == [1_000, 3_000]

@@ -62,12 +62,12 @@ def _play(db: Path, seed: int, poison: list[Envelope]) -> None:
     bus = EmbeddedBus(db)
     try:
         bus.publish(poison)
-        bus.settle()
+        bus.drain()
     finally:
         bus.close()
     bus = EmbeddedBus(db)  # a restart after the poison: the issue's pipeline stopped again here
     try:
-        bus.settle()
+        bus.drain()
         Session(bus, seed=seed).run(list(DEFAULT_TABLES[:1]), 4)
     finally:
         bus.close()
@@ -123,7 +123,7 @@ def test_the_issue_poison_pill_becomes_a_dead_letter_or_a_refusal(
                        {"table_id": "T-good", "variant": variant, "currency": "EUR"},
                        event_id=name_id("good"), occurred_at=AT, producer="operator")  # fmt: skip
         bus.publish([authenticate(good, OPERATOR)])
-        bus.settle()
+        bus.drain()
         events = bus.read(topics.TABLE_EVENTS, "P00-poison")
         letters = bus.read(topics.DEADLETTER, topics.TABLE_INBOX)
         dead = [json.loads(d.payload["original"])["event_id"] for d in letters]

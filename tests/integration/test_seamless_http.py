@@ -57,7 +57,7 @@ def play(
         try:
             Session(bus, seed=seed, keyring=composition.keyring, deposits=False).run(demo_tables(2), coups)
             faults.clear()
-            bus.settle()
+            bus.drain()
         finally:
             bus.close()
         export(wallet.ledger, tmp_path / "operator.json")

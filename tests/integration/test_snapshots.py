@@ -63,9 +63,9 @@ def test_a_restart_from_json_snapshots_writes_the_uninterrupted_log(tmp_path: Pa
                 def publish(self, envelopes: list[Any]) -> None:
                     log.append(envelopes)
 
-                def settle(self) -> None:
+                def drain(self) -> None:
                     nonlocal runners
-                    if restart:  # every settle starts from the snapshots, as after a crash
+                    if restart:  # every drain starts from the snapshots, as after a crash
                         runners = fresh()
                         assert all(r.restored_from for r in runners if r.committed > 200)
                     run_until_idle(runners)

@@ -141,7 +141,7 @@ def test_malformed_records_on_every_input_topic_are_dead_lettered_and_play_goes_
     ]
     with KafkaBus(settings, workers=workers) as bus:
         bus.publish_raw(garbage)
-        bus.settle()
+        bus.drain()
         Session(bus, seed=SEED).run(list(TABLES[:1]), 2)
         records = bus.consume_all()
         raw_dead = [r.value for r in asyncio.run(aconsume_raw(settings, [topics.DEADLETTER]))]

@@ -80,11 +80,11 @@ def test_seamless_session_through_sigkills_of_the_caller_and_settlement(
 
         try:
             with KafkaBus(settings, workers=workers) as bus:
-                bus.inputs["seamless"] = (topics.WALLET_EVENTS,)  # settle waits for the caller's commits too
+                bus.inputs["seamless"] = (topics.WALLET_EVENTS,)  # drain waits for the caller's commits too
                 session = Session(bus, seed=9, deposits=False)
                 session.run(list(TABLES), 4, progress=after_coup)
                 faults.clear()
-                bus.settle()
+                bus.drain()
                 records = bus.consume_all()
         finally:
             caller.send_signal(signal.SIGTERM)

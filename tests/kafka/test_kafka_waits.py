@@ -59,7 +59,7 @@ def test_the_event_driven_kafka_session_writes_the_embedded_log_late_bets_includ
         session = Session(bus, seed=SEED)
         assert session.event_driven
         session.run(demo_tables(2), COUPS)
-        assert bus.settles == 1  # once, at the end: no step waited for every group
+        assert bus.drains == 1  # once, at the end: no step waited for every group
         records = bus.consume_all()
     embedded = embedded_session(tmp_path / "e.db")
     late = [e.payload["reason"] for e in records if e.type == "BetRefused"]

@@ -93,9 +93,9 @@ def test_redelivering_every_record_changes_nothing(played: MemBus) -> None:
     once, twice = MemBus(), MemBus()
     for env in inputs:
         once.publish([env])
-        once.settle()
+        once.drain()
         twice.publish([env, env])
-        twice.settle()
+        twice.drain()
     # twice's log holds each input twice; drop the repeats and compare outputs
     seen: set[str] = set()
     dedup = [e for e in twice.log if not (e.event_id in seen or seen.add(e.event_id))]  # type: ignore[func-returns-value]
@@ -204,13 +204,13 @@ def test_a_stake_off_the_tables_unit_is_refused_and_refunded() -> None:
         session.wallet("Deposit", account, {"amount_minor": 100_000, "currency": CURRENCY})
     play.open()
     session.command("OpenBetting", "T-banque", {})
-    session.settle()
+    session.drain()
     coup_id = play._opened_coup()
     for account, spot, stake in ((banker, "bank", 20_000), (punter, "right", 1_050)):
         bet = {"bet_id": f"{spot}-bet", "table_id": "T-banque", "coup_id": coup_id, "spot": spot,
                "stake_minor": stake, "currency": CURRENCY}  # fmt: skip
         session.wallet("PlaceBet", account, bet)
-        session.settle()
+        session.drain()
     assert [(e.payload["bet_id"], e.payload["reason"]) for e in bus.of_type("BetRefused")] == [
         ("right-bet", "bad_amount")
     ]

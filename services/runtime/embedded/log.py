@@ -721,7 +721,7 @@ LAGGING = frozenset({"audit"})
 class EmbeddedBus:
     """The simulator's bus over the embedded log: dealer, settlement (payout, wallet), audit, monitor.
 
-    :meth:`settle` runs every runner until idle. :meth:`advance` is what the simulator calls between
+    :meth:`drain` runs every runner until idle. :meth:`advance` is what the simulator calls between
     the steps of a coup: the stages a table waits for and the monitor run until idle, while audit
     (:data:`LAGGING`) catches up only once ``lag_records`` records have piled up, in large batches.
 
@@ -754,7 +754,7 @@ class EmbeddedBus:
         """Append outside records (requests, commands)."""
         self.log.append(envelopes)
 
-    def settle(self) -> None:
+    def drain(self) -> None:
         """Run every processor until nothing is left to do."""
         run_until_idle(self.runners)
 
@@ -788,7 +788,7 @@ class EmbeddedBus:
     def wait(self, topic: str, key: str, match: Callable[[Envelope], bool]) -> Envelope:
         """The first record on ``topic`` under ``key`` that ``match`` accepts, once every processor has
         run until idle (:class:`LookupError` if there is none then: nothing would write it)."""
-        self.settle()
+        self.drain()
         after = 0
         while rows := self.log.read_key(topic, key, after):
             for *_, raw in rows:

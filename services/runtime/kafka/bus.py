@@ -8,7 +8,7 @@ The very processors of the embedded demo run as separate faust workers, one proc
   acknowledgements: the next call of the bus (another ``publish`` included) awaits them first, so a
   publish still reaches the log before anything published after it, and a failed send still raises
   (at that next call). ``wait`` does not await them: it runs the event loop that sends them.
-* ``settle`` returns once every service has processed everything reachable. It polls, in this order,
+* ``drain`` returns once every service has processed everything reachable. It polls, in this order,
   (1) the committed offsets of every service's consumer group on each of its input partitions, then
   (2) the *real* end offset of every input partition, and stops when every committed offset equals its
   end on two polls in a row with the same ends. Why that suffices: a worker sends a record's outputs
@@ -26,7 +26,7 @@ The very processors of the embedded demo run as separate faust workers, one proc
   topics waited on from their start and keeps what it read by key, so a record read once is found
   by every later wait without a fetch. This is what the simulator's event-driven session
   (``event_driven``) waits with: each bet for its own outcome, each table for its own next event,
-  instead of ``advance``/``settle`` polling every consumer group's committed offsets.
+  instead of ``advance``/``drain`` polling every consumer group's committed offsets.
 
 The bus runs its own event loop and is synchronous, like the simulator; it must not be called from
 inside a running event loop.
@@ -73,15 +73,15 @@ QUICK_GROUP_TIMEOUTS: dict[str, Any] = {
     "fetch_max_wait_ms": 50,
 }
 """Group timeouts for a demo or test on one machine: a first join waits the rebalance timeout, and
-``settle`` waits for committed offsets, so a short commit interval is what keeps a session brisk.
+``drain`` waits for committed offsets, so a short commit interval is what keeps a session brisk.
 The short fetch wait is for Tansu, which does not answer a pending fetch when records arrive (each hop
 of the pipeline then waited out faust's 1.5 s fetch wait: 0.75 s on average)."""
 
 OBSERVERS = frozenset({"audit", "monitor"})
 """Services whose outputs no table event or wallet credit waits for (:meth:`KafkaBus.advance`)."""
 
-SETTLE_TIMEOUT_S = 120.0
-"""Longest wait for the workers to settle (covers a first group join and a restarted worker)."""
+DRAIN_TIMEOUT_S = 120.0
+"""Longest wait for the workers to drain (covers a first group join and a restarted worker)."""
 
 POLL_S = 0.02
 
@@ -90,8 +90,8 @@ WAIT_FETCH_MS = 10
 bounds how long a record already on the log can go unseen."""
 
 
-class SettleTimeout(TimeoutError):
-    """The workers did not settle in time; the message names the groups and partitions behind."""
+class DrainTimeout(TimeoutError):
+    """The workers did not drain in time; the message names the groups and partitions behind."""
 
 
 class WorkerDied(RuntimeError):
@@ -229,7 +229,7 @@ async def real_ends(consumer: AIOKafkaConsumer, tps: Sequence[TopicPartition]) -
                 ends[tp] = max(ends[tp], msgs[-1].offset + 1)
                 waiting.discard(tp)
         if time.monotonic() > deadline:
-            raise SettleTimeout(f"no record at the listed end of {sorted(map(str, waiting))}")
+            raise DrainTimeout(f"no record at the listed end of {sorted(map(str, waiting))}")
     return ends
 
 
@@ -245,13 +245,13 @@ class KafkaBus:
         services: Iterable[str] = SERVICES,
         *,
         workers: Workers | None = None,
-        settle_timeout_s: float = SETTLE_TIMEOUT_S,
+        drain_timeout_s: float = DRAIN_TIMEOUT_S,
     ) -> None:
         self.settings = settings
         self.inputs = service_inputs(services)
         self.workers = workers
-        self.settle_timeout_s = settle_timeout_s
-        self.settles = 0
+        self.drain_timeout_s = drain_timeout_s
+        self.drains = 0
         self._loop = asyncio.new_event_loop()
         self._producer: AIOKafkaProducer | None = None
         self._admin: AIOKafkaAdminClient | None = None
@@ -356,19 +356,19 @@ class KafkaBus:
 
         self._run(send())
 
-    def settle(self) -> None:
+    def drain(self) -> None:
         """Wait until every service has committed every record of its inputs (see the module)."""
-        self._run(self._settle())
-        self.settles += 1
+        self._run(self._until_idle())
+        self.drains += 1
 
     def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
         """Publish ``envelopes``, then wait only for the services a table waits for (all but
         :data:`OBSERVERS`, which no table event or wallet credit waits for). The observers keep
-        running and catch up on their own; ``settle`` waits for them too. (The simulator's step
+        running and catch up on their own; ``drain`` waits for them too. (The simulator's step
         before it waited for its own records with :meth:`wait`; still polls every group but two.)"""
         if envelopes:
             self.publish(list(envelopes))
-        self._run(self._settle(observers=False))
+        self._run(self._until_idle(observers=False))
 
     def read(self, topic: str, key: str) -> list[Envelope]:
         """The records on ``topic`` under ``key`` not yet returned by an earlier call, in order."""
@@ -379,11 +379,11 @@ class KafkaBus:
         self, topic: str, key: str, match: Callable[[Envelope], bool], timeout_s: float | None = None
     ) -> Envelope:
         """The first record on ``topic`` under ``key`` (in offset order) that ``match`` accepts, once it
-        is on the log (see the module); :class:`SettleTimeout` after ``timeout_s`` (default the settle
+        is on the log (see the module); :class:`DrainTimeout` after ``timeout_s`` (default the drain
         timeout). Returns a record found by an earlier wait too: waiting consumes nothing, and
         :meth:`read` is not affected."""
         return self._run(
-            self._wait(topic, key, match, self.settle_timeout_s if timeout_s is None else timeout_s)
+            self._wait(topic, key, match, self.drain_timeout_s if timeout_s is None else timeout_s)
         )
 
     # -- internals --------------------------------------------------------------------------------
@@ -425,9 +425,9 @@ class KafkaBus:
         ]
         return ends, behind
 
-    async def _settle(self, observers: bool = True) -> None:
+    async def _until_idle(self, observers: bool = True) -> None:
         await self._drain()
-        deadline = time.monotonic() + self.settle_timeout_s
+        deadline = time.monotonic() + self.drain_timeout_s
         previous: dict[TopicPartition, int] | None = None
         while True:
             ends, behind = await self._lagging(observers)
@@ -437,7 +437,7 @@ class KafkaBus:
             if self.workers is not None:
                 self.workers.check()
             if time.monotonic() > deadline:
-                raise SettleTimeout(f"workers still behind after {self.settle_timeout_s} s: {behind[:12]}")
+                raise DrainTimeout(f"workers still behind after {self.drain_timeout_s} s: {behind[:12]}")
             await asyncio.sleep(POLL_S)
 
     async def _advance(self, logical: str) -> None:
@@ -486,7 +486,7 @@ class KafkaBus:
                 return found
             now = time.monotonic()
             if now > deadline:
-                raise SettleTimeout(f"no record on {topic} under {key} came in {timeout_s} s")
+                raise DrainTimeout(f"no record on {topic} under {key} came in {timeout_s} s")
             if self.workers is not None and now - checked > 1.0:
                 self.workers.check()
                 checked = now
