@@ -32,11 +32,17 @@ from services.core.contract import (
     PAYLOADS,
     SCHEMA_VERSIONS,
     AnomalyDetected,
+    AuditCheckpoint,
+    AuditFinding,
     BetAccepted,
     CardDealt,
     CoupResolved,
     DecisionMade,
+    FundsDeposited,
+    FundsWithdrawn,
+    OperatorBalanceSynced,
     Payload,
+    PayoutApplied,
     PayoutIssued,
     Posting,
     ShoeClosed,
@@ -193,6 +199,12 @@ class AuditState:
     """Whether the last record handled broke the event contract (an ``invalid_payload`` finding)."""
 
 
+FINDING, CHECKPOINT = AuditFinding.__name__, AuditCheckpoint.__name__
+"""Audit's two output types. Drafted from dicts, not through ``to_draft``: a finding must be written
+whatever a tampered record put in its key and values (the model's bounds could refuse them), and a
+checkpoint is signed as written (the model's dump would add its unset signature fields as nulls)."""
+
+
 def finding(
     reason: FindingReason,
     key: str,
@@ -207,7 +219,7 @@ def finding(
         "reason": reason.value, "severity": Severity.CRITICAL.value, "table_id": key,
         "subject": dict(subject), "expected": expected, "recorded": recorded, "detail": detail,
     }  # fmt: skip
-    return Draft("AuditFinding", topics.AUDIT_FINDINGS, key, payload)
+    return Draft(FINDING, topics.AUDIT_FINDINGS, key, payload)
 
 
 class Audit(Processor[AuditState]):
@@ -375,7 +387,7 @@ def _swapped(
 
 
 def _signed(draft: Draft, key: SigningKey) -> Draft:
-    if draft.type != "AuditCheckpoint":
+    if draft.type != CHECKPOINT:
         return draft
     return Draft(draft.type, draft.topic, draft.key, sign(draft.payload, key), draft.chained)
 
@@ -740,7 +752,7 @@ def checkpoint(state: AuditState, table: str) -> Draft:
         "findings": state.findings_by_key.get(table, 0),
         "alerts": {"count": alerts, "head": alerts_head or None},
     }  # fmt: skip
-    return Draft("AuditCheckpoint", topics.AUDIT_FINDINGS, table, payload)
+    return Draft(CHECKPOINT, topics.AUDIT_FINDINGS, table, payload)
 
 
 def table_digest(hashes: Mapping[int, str]) -> str:
@@ -777,23 +789,27 @@ def open_items(state: AuditState) -> list[dict[str, Any]]:
 Handler = Callable[[AuditState, Envelope, Any], list[Draft]]
 """A handler of one event type: the state, the record and its typed payload (:func:`read_recorded`)."""
 
-_HANDLERS: Mapping[str, Handler] = {
-    "TableOpened": on_table_opened,
-    "ShoeOpened": on_shoe_opened,
-    "BetAccepted": on_bet_accepted,
-    "CardDealt": on_card_dealt,
-    "DecisionMade": on_decision_made,
-    "CoupResolved": on_coup_resolved,
-    "ShoeClosed": on_shoe_closed,
-    "PayoutIssued": on_payout_issued,
-    "FundsDeposited": on_wallet_event,
-    "FundsWithdrawn": on_wallet_event,
-    "StakeReserved": on_wallet_event,
-    "PayoutApplied": on_wallet_event,
-    "StakeRefunded": on_wallet_event,
-    "OperatorBalanceSynced": on_wallet_event,  # seamless wallet: the operator's balance, posted
-    "AnomalyDetected": on_alert,
+_ON: Mapping[type[Payload], Handler] = {
+    TableOpened: on_table_opened,
+    ShoeOpened: on_shoe_opened,
+    BetAccepted: on_bet_accepted,
+    CardDealt: on_card_dealt,
+    DecisionMade: on_decision_made,
+    CoupResolved: on_coup_resolved,
+    ShoeClosed: on_shoe_closed,
+    PayoutIssued: on_payout_issued,
+    FundsDeposited: on_wallet_event,
+    FundsWithdrawn: on_wallet_event,
+    StakeReserved: on_wallet_event,
+    PayoutApplied: on_wallet_event,
+    StakeRefunded: on_wallet_event,
+    OperatorBalanceSynced: on_wallet_event,  # seamless wallet: the operator's balance, posted
+    AnomalyDetected: on_alert,
 }
+"""Audit's handler of each payload model it reads."""
+
+_HANDLERS: Mapping[str, Handler] = {model.__name__: handler for model, handler in _ON.items()}
+"""The same, by event type (a type is its model's name)."""
 
 
 class Reader(NamedTuple):
