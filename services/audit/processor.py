@@ -78,21 +78,12 @@ PAYOUT_FIELDS = (
 )
 
 
-class Paid(NamedTuple):
-    """A recorded ``PayoutIssued``: what it settles (a :class:`~services.core.ledger.Payout`, the shape the
-    rules' own payouts have), its coup and the id of the record that carried it."""
-
-    payout: Payout
-    coup_id: str
-    event_id: str
-
-
-def paid(p: PayoutIssued, event_id: str) -> Paid:
-    """The :class:`Paid` a ``PayoutIssued`` records."""
+def payout_of(p: PayoutIssued) -> Payout:
+    """What a ``PayoutIssued`` settles, as a :class:`~services.core.ledger.Payout` (the shape the rules' own
+    payouts have: the two compare field by field)."""
     rows = tuple([(r.account, r.amount_minor) for r in p.postings])
-    payout = Payout(p.bet_id, p.account_id, p.spot, p.stake_minor, p.result, p.win_minor, p.commission_minor,
-                    p.credit_minor, rows)  # fmt: skip
-    return Paid(payout, p.coup_id, event_id)
+    return Payout(p.bet_id, p.account_id, p.spot, p.stake_minor, p.result, p.win_minor, p.commission_minor,
+                  p.credit_minor, rows)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -106,7 +97,9 @@ class CoupTrail(CoupRecord):
     """The hands as ``CoupResolved`` recorded them, verbatim (the round hash and the outcome check cover
     what was written, keys a tolerant read drops included)."""
     expected: dict[str, Payout] = field(default_factory=dict)
-    recorded: dict[str, Paid] = field(default_factory=dict)
+    recorded: dict[str, Payout] = field(default_factory=dict)
+    paid_by: dict[str, str] = field(default_factory=dict)
+    """The id of the record of each recorded payout, by bet id."""
     escrow_out: int = 0
     done: bool = False
 
@@ -400,7 +393,7 @@ def _finding_key(rec: Envelope) -> str:
 def _trail(state: AuditState, table_id: str, coup_id: str) -> CoupTrail:
     trail = state.coups.get(coup_id)
     if trail is None:
-        trail = state.coups[coup_id] = CoupTrail(table_id)
+        trail = state.coups[coup_id] = CoupTrail(table_id, coup_id)
     return trail
 
 
@@ -491,14 +484,15 @@ def on_payout_issued(state: AuditState, rec: Envelope, p: PayoutIssued) -> list[
     trail = state.coups.get(coup_id)
     first = state.settled.get(bet_id)
     if first is None and trail is not None and bet_id in trail.recorded:
-        first = trail.recorded[bet_id].event_id
+        first = trail.paid_by[bet_id]
     if first is not None:
         why = f"the bet was already settled by {first}: a bet is settled exactly once"
         both = {"event_id": rec.event_id, "bet_id": bet_id, "coup_id": coup_id,
                 "event_ids": [first, rec.event_id]}  # fmt: skip
         return [*out, finding(FindingReason.DUPLICATE_PAYOUT, table or rec.key, both, 1, 2, detail=why)]
     trail = _trail(state, table, coup_id)
-    trail.recorded[bet_id] = paid(p, rec.event_id)
+    trail.recorded[bet_id] = payout_of(p)
+    trail.paid_by[bet_id] = rec.event_id
     escrow = table_accounts(table).escrow
     trail.escrow_out += sum([r.amount_minor for r in p.postings if r.account == escrow])
     if trail.outcome is not None:
@@ -507,12 +501,12 @@ def on_payout_issued(state: AuditState, rec: Envelope, p: PayoutIssued) -> list[
     return out
 
 
-def _check_commission_postings(state: AuditState, table: str, got: Paid) -> list[Draft]:
+def _check_commission_postings(state: AuditState, trail: CoupTrail, p: Payout) -> list[Draft]:
     """Paired invariant (independent of any model): the postings to the table's commission account
     equal the ``commission_minor`` the payout reports — or nothing, where the recorded paytable sends
     the spot's commission elsewhere (``commission_to: bank`` in a player-banked game). Checked once the
     payout meets its resolved coup (so the table's paytable is known, whatever the arrival order)."""
-    p = got.payout
+    table = trail.table_id
     account = table_accounts(table).commission
     posted = sum([m for a, m in p.postings if a == account])
     entry = state.paytables.get(table, {}).get(p.spot, {})
@@ -520,7 +514,7 @@ def _check_commission_postings(state: AuditState, table: str, got: Paid) -> list
     reported = p.commission_minor if to_commission else 0
     if posted == reported:
         return []
-    subject = {"event_id": got.event_id, "bet_id": p.bet_id, "coup_id": got.coup_id, "account": account}
+    subject = {**_payout_subject(trail, p.bet_id), "account": account}
     why = f"{posted} posted to {account} but {reported} reported as commission"
     return [finding(FindingReason.COMMISSION_POSTING_MISMATCH, table, subject, reported, posted, detail=why)]
 
@@ -531,13 +525,12 @@ def _settled(p: Payout) -> tuple[str, int, int, int, int, str, str]:
 
 
 def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Draft]:
-    recorded = trail.recorded[bet_id]
-    got = recorded.payout
+    got = trail.recorded[bet_id]
     want = trail.expected.get(bet_id)
-    paired = _check_commission_postings(state, trail.table_id, recorded)
+    paired = _check_commission_postings(state, trail, got)
     if want is None:
         why = "a payout for a bet that is not among the coup's accepted bets"
-        unexpected = finding(FindingReason.PAYOUT_UNEXPECTED, trail.table_id, _payout_subject(recorded),
+        unexpected = finding(FindingReason.PAYOUT_UNEXPECTED, trail.table_id, _payout_subject(trail, bet_id),
                              None, got.credit_minor, detail=why)  # fmt: skip
         return [*paired, unexpected]
     out = paired
@@ -545,7 +538,7 @@ def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Dr
     rows = got.postings
     if wanted == settled and same_postings(want.postings, rows):
         return out
-    subject = _payout_subject(recorded)
+    subject = _payout_subject(trail, bet_id)
     diff = {f: (w, g) for f, w, g in zip(PAYOUT_FIELDS, wanted, settled, strict=True) if w != g}
     if diff:
         only_commission = "commission_minor" in diff and set(diff) <= {"commission_minor", "credit_minor"}
@@ -562,8 +555,8 @@ def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Dr
     return out
 
 
-def _payout_subject(recorded: Paid) -> dict[str, Any]:
-    return {"event_id": recorded.event_id, "bet_id": recorded.payout.bet_id, "coup_id": recorded.coup_id}
+def _payout_subject(trail: CoupTrail, bet_id: str) -> dict[str, Any]:
+    return {"event_id": trail.paid_by[bet_id], "bet_id": bet_id, "coup_id": trail.coup_id}
 
 
 def _posting_rows(rows: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
@@ -680,7 +673,7 @@ def round_record(trail: CoupTrail, coup_id: str) -> dict[str, Any]:
         "cards": [[h, c, pos] for h, c, pos in trail.cards], "coup_id": coup_id, "coup_number": trail.number,
         "decisions": [[h, c] for h, c, _ in trail.decisions], "hands": trail.hands,
         "outcome": trail.outcome,
-        "payouts": [_payout_record(trail.recorded[b].payout) for b in sorted(trail.recorded)],
+        "payouts": [_payout_record(trail.recorded[b]) for b in sorted(trail.recorded)],
         "shoe_id": trail.shoe_id, "table_id": trail.table_id,
     }  # fmt: skip
 
@@ -707,7 +700,7 @@ def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[D
     digest.add(trail.number, round_hash(trail, coup_id))
     for bet_id in trail.bets:
         state.bet_coup.pop(bet_id, None)
-        state.settled[bet_id] = trail.recorded[bet_id].event_id
+        state.settled[bet_id] = trail.paid_by[bet_id]
         state.settled_order.append(bet_id)
     while len(state.settled_order) > SETTLED_WINDOW:
         state.settled.pop(state.settled_order.popleft(), None)
@@ -730,7 +723,7 @@ def _check_escrow(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Dra
     held = sum(state.reserved.pop(b) for b in trail.bets)
     if held + trail.escrow_out == 0:
         return []
-    ids = sorted(r.event_id for r in trail.recorded.values())
+    ids = sorted(trail.paid_by.values())
     why = f"stakes put {held} into escrow, payouts took {-trail.escrow_out} out"
     return [finding(FindingReason.ESCROW_NOT_ZERO, trail.table_id, {"coup_id": coup_id, "event_ids": ids}, 0,
                     held + trail.escrow_out, detail=why)]  # fmt: skip

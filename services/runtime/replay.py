@@ -971,7 +971,7 @@ class RoundCollector:
     was written, a bet's currency and stake reservation, a decision's cell."""
 
     coup_id: str
-    coup: CoupRecord = field(default_factory=lambda: CoupRecord(""))
+    coup: CoupRecord = field(init=False)
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     round: dict[str, Any] = field(default_factory=dict)
     bet_notes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -984,6 +984,9 @@ class RoundCollector:
     payouts: dict[str, dict[str, Any]] = field(default_factory=dict)
     findings: list[dict[str, Any]] = field(default_factory=list)
     event_ids: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.coup = CoupRecord("", self.coup_id)
 
     @property
     def found(self) -> bool:

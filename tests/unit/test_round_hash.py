@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.audit.processor import CoupTrail, Paid, round_hash, round_record
+from services.audit.processor import CoupTrail, round_hash, round_record
 from services.core.envelope import canonical, sha256_hex
 from services.core.ledger import Payout
 
@@ -27,7 +27,7 @@ class Hand(enum.StrEnum):
 def _trail(hands: Any, outcome: Any, extra: Any) -> CoupTrail:
     """A completed coup's trail: ``hands`` as recorded (verbatim, any JSON), the outcome and one payout
     field of any JSON (the round record reads what was recorded)."""
-    trail = CoupTrail("T01", shoe_id="T01-S1", number=3)
+    trail = CoupTrail("T01", "T01/T01-S1/3", shoe_id="T01-S1", number=3)
     trail.card("player", "9S", 0)
     trail.card("banker", "4H", 1)
     trail.decision("player", "stand", "dealer")
@@ -36,7 +36,7 @@ def _trail(hands: Any, outcome: Any, extra: Any) -> CoupTrail:
     trail.hands, trail.outcome = hands, outcome
     for bet_id, wager in trail.bets.items():
         payout = Payout(bet_id, wager.account_id, wager.spot, wager.stake_minor, extra, 0, 0, 0, ())
-        trail.recorded[bet_id] = Paid(payout, "T01/T01-S1/3", f"e-{bet_id}")
+        trail.recorded[bet_id], trail.paid_by[bet_id] = payout, f"e-{bet_id}"
     return trail
 
 

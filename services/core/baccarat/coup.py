@@ -153,12 +153,13 @@ def result_of(resolved: CoupResolved, hand_order: Sequence[str]) -> CoupResult:
 class CoupRecord:
     """One coup as its recorded events tell it, nothing re-derived: the bets accepted (by bet id, in
     the order accepted), each card with the hand and shoe position its record gives, each decision with
-    who made it, and the shoe and number. Mutable, for speed (audit's stated exception,
+    who made it, and its id, shoe and number. Mutable, for speed (audit's stated exception,
     docs/architecture.md): :meth:`bet`, :meth:`card` and :meth:`decision` are its only writers. The
     values are taken as given: audit folds typed payloads, replay's ``--coup`` view the raw ones (it
     shows what was written, valid or not)."""
 
     table_id: str
+    coup_id: str = ""
     shoe_id: str = ""
     number: int = 0
     bets: dict[str, Wager] = field(default_factory=dict)
