@@ -97,15 +97,8 @@ class EzBaccarat(BankedTwoHandGame):
         super().validate(config)
         validate_commission_free(self.id, config)
 
-    def grade_main(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
-        """Player 1:1; banker 1:1 but a push when it wins with a three-card 7; tie ``tie_pays``:1."""
-        outcome = result.outcome
-        if spot == "tie":
-            return Grade("win", (config.tie_pays, 1)) if outcome == "tie" else LOSE
-        if outcome == "tie":
-            return PUSH
-        if outcome != spot:
-            return LOSE
+    def grade_win(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
+        """Player 1:1; banker 1:1 but a push when it wins with a three-card 7."""
         if spot == "banker" and three_card_win(result, "banker", 7):
             return PUSH
         return Grade("win", (1, 1))

@@ -27,7 +27,7 @@ from services.core.baccarat.variants.punto_banco import (
     SideBetPaytable,
 )
 from services.core.errors import DomainError, Reason
-from services.core.ledger import LOSE, PUSH, Grade
+from services.core.ledger import LOSE, Grade
 
 BANKER_SIX_PAYS: Final = (1, 2)
 """A banker win on 6 pays half the stake."""
@@ -92,15 +92,8 @@ class Super6(BankedTwoHandGame):
         if super_6_pays(config) <= 0:
             raise DomainError(Reason.BAD_CONFIG, f"super_6_pays must be positive, not {super_6_pays(config)}")
 
-    def grade_main(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
-        """Player 1:1; banker 1:1, or 1:2 when it wins on 6; tie ``tie_pays``:1; pushes on a tie."""
-        outcome = result.outcome
-        if spot == "tie":
-            return Grade("win", (config.tie_pays, 1)) if outcome == "tie" else LOSE
-        if outcome == "tie":
-            return PUSH
-        if outcome != spot:
-            return LOSE
+    def grade_win(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
+        """Player 1:1; banker 1:1, or 1:2 when it wins on 6."""
         if spot == "banker" and banker_wins_on_six(result):
             return Grade("win", BANKER_SIX_PAYS)
         return Grade("win", (1, 1))
