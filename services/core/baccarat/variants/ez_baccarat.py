@@ -76,16 +76,9 @@ def validate_commission_free(variant_id: str, config: TableConfig) -> None:
         )
 
 
-class EzBaccarat(BankedTwoHandGame):
-    """EZ Baccarat (see the module docstring)."""
-
-    id = "ez_baccarat"
-    rules_version = "ez_baccarat/1"
-    source = "beyond the seeds: EZ Baccarat rule card (Dragon 7 push, Dragon 7 40:1, Panda 8 25:1)"
-    default_decks = 8
-    side_bets_available: ClassVar[Mapping[str, SideBetGrader]] = SIDE_BETS
-    side_bet_paytable: ClassVar[Mapping[str, SideBetPaytable]] = SIDE_BET_PAYTABLE
-    side_bets_default: ClassVar[tuple[str, ...] | None] = ("dragon_7", "panda_8")
+class CommissionFreeGame(BankedTwoHandGame):
+    """A house-banked two-hand game without commission (EZ Baccarat, Super 6): configured with none,
+    refusing a table configured with one."""
 
     def make_config(self, **overrides: Any) -> TableConfig:
         """The default configuration, commission-free."""
@@ -96,6 +89,18 @@ class EzBaccarat(BankedTwoHandGame):
         """The decks, the side bets, and no commission."""
         super().validate(config)
         validate_commission_free(self.id, config)
+
+
+class EzBaccarat(CommissionFreeGame):
+    """EZ Baccarat (see the module docstring)."""
+
+    id = "ez_baccarat"
+    rules_version = "ez_baccarat/1"
+    source = "beyond the seeds: EZ Baccarat rule card (Dragon 7 push, Dragon 7 40:1, Panda 8 25:1)"
+    default_decks = 8
+    side_bets_available: ClassVar[Mapping[str, SideBetGrader]] = SIDE_BETS
+    side_bet_paytable: ClassVar[Mapping[str, SideBetPaytable]] = SIDE_BET_PAYTABLE
+    side_bets_default: ClassVar[tuple[str, ...] | None] = ("dragon_7", "panda_8")
 
     def grade_win(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
         """Player 1:1; banker 1:1 but a push when it wins with a three-card 7."""

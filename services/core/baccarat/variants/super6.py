@@ -18,11 +18,10 @@ from typing import Any, ClassVar, Final
 
 from services.core.baccarat.engine import CoupResult, TableConfig
 from services.core.baccarat.settings import Setting
-from services.core.baccarat.variants.ez_baccarat import validate_commission_free
+from services.core.baccarat.variants.ez_baccarat import CommissionFreeGame
 from services.core.baccarat.variants.punto_banco import (
     COMMON_SIDE_BET_PAYTABLE,
     COMMON_SIDE_BETS,
-    BankedTwoHandGame,
     SideBetGrader,
     SideBetPaytable,
 )
@@ -60,7 +59,7 @@ SIDE_BET_PAYTABLE: Final[Mapping[str, SideBetPaytable]] = {
 """Paytable entries of :data:`SIDE_BETS` (Super 6 at the table's pay)."""
 
 
-class Super6(BankedTwoHandGame):
+class Super6(CommissionFreeGame):
     """Super 6 (see the module docstring)."""
 
     id = "super6"
@@ -80,15 +79,9 @@ class Super6(BankedTwoHandGame):
             ),
         )
 
-    def make_config(self, **overrides: Any) -> TableConfig:
-        """The default configuration, commission-free."""
-        overrides.setdefault("commission_bps", 0)
-        return super().make_config(**overrides)
-
     def validate(self, config: TableConfig) -> None:
         """The decks, the side bets, no commission and a positive Super 6 pay."""
         super().validate(config)
-        validate_commission_free(self.id, config)
         if super_6_pays(config) <= 0:
             raise DomainError(Reason.BAD_CONFIG, f"super_6_pays must be positive, not {super_6_pays(config)}")
 
