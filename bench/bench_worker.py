@@ -27,7 +27,7 @@ overhead per record is (a) or (b) minus (d). Ratios to (c) are raw/worker: 1.0 w
 cheap per record as moving the record through Kafka and doing nothing with it.
 
 Run: ``.venv/bin/python -m bench worker`` (``BENCH_WORKER_COUPS`` sizes the load; 120 coups give
-about 3,000 records). The machine is shared: read CPU µs/record before records/s, and give ``uptime``.
+about 3,000 records; ``BENCH_WORKER_PROFILE=DIR`` runs each worker under cProfile into ``DIR``). The machine is shared: read CPU µs/record before records/s, and give ``uptime``.
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ IDLE_S = 2.0
 READY_TIMEOUT_S = 90.0
 DONE_TIMEOUT_S = 600.0
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+PROFILE_DIR = os.environ.get("BENCH_WORKER_PROFILE", "")
+"""When set, each worker process runs under cProfile and writes ``<dir>/<name>.prof`` when it stops
+(the figures are then the profiler's, not the worker's: for finding where the time goes only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +143,9 @@ def run_worker_process(
     """Start ``argv`` as a worker of ``settings`` with its web server on, wait until ``/readyz`` says
     it has joined, measure its idle CPU, send ``records`` and wait until they are all committed."""
     port = free_port()
+    if PROFILE_DIR:
+        slug = "".join(c if c.isalnum() else "-" for c in name).strip("-")
+        argv = [argv[0], "-m", "cProfile", "-o", str(Path(PROFILE_DIR) / f"{slug}.prof"), *argv[1:]]
     settings = settings.model_copy(update={"web_enabled": True, "web_port": port, "web_bind": "127.0.0.1"})
     env = {**os.environ, **worker_env(settings), "CASINO_DATA_DIR": str(logs / f"faust-{name}")}
     log_path = logs / f"{name}.log"
