@@ -17,7 +17,8 @@ notices, in the order the session wrote them) are handled four ways, each on its
 (c) **raw aiokafka**: produce the same records to a fresh topic and consume them back, no processing
     (the bench process's CPU);
 (d) **processing alone**: :meth:`~services.runtime.kafka.worker.Pipe.apply` (decode + ``step``) over the
-    same records in order, no Kafka (the bench process's CPU).
+    same records in order, no Kafka (the bench process's CPU); (e) the same plus the worker's JSON log
+    line per record, written to a file (the line's price).
 
 For (a) and (b) the clock runs from the first input sent (the worker has joined its group and idled:
 ``/readyz`` answered 200) until the group's committed offsets reach the input topics' ends; CPU is the
@@ -55,7 +56,7 @@ from services.runtime.compose import Composition
 from services.runtime.kafka import metrics
 from services.runtime.kafka.bus import group_id, quick_settings, worker_env
 from services.runtime.kafka.topic_io import aproduce_raw, new_consumer, partitions_of
-from services.runtime.logging import configure
+from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
 from tests.helpers.broker import free_port, tansu
 from tests.helpers.membus import MemBus
@@ -214,21 +215,29 @@ async def _raw(settings: Settings, records: list[tuple[str, bytes, bytes]]) -> F
         await consumer.stop()
 
 
-def processing_alone(settings: Settings, records: list[tuple[str, bytes, bytes]]) -> Figure:
-    """(d): decode and ``step`` every record in order, as the worker's pipe does, without Kafka."""
-    from services.runtime.kafka.worker import Pipe  # noqa: PLC0415
+def processing_alone(
+    settings: Settings, records: list[tuple[str, bytes, bytes]], log: Path | None = None
+) -> Figure:
+    """(d): decode and ``step`` every record in order, as the worker's pipe does, without Kafka; with
+    ``log``, also write the worker's per-record JSON line (:meth:`Shell.log_record`) to that file."""
+    from services.runtime.kafka.worker import Pipe, Shell  # noqa: PLC0415
 
     (processor,) = Composition.from_settings(settings).service(SERVICE)
     pipe = Pipe(processor, settings)
-    cpu_from, started = time.process_time(), time.perf_counter()
-    for offset, (logical, _, value) in enumerate(records):
-        pipe.apply(logical, 0, offset, value)  # the partition and offset only name a dead letter
-    return Figure(
-        "(d) decode + step, no Kafka",
-        len(records),
-        time.perf_counter() - started,
-        time.process_time() - cpu_from,
-    )
+    with open(os.devnull if log is None else log, "w", encoding="utf-8") as out:
+        configure(level="INFO" if log else "WARNING", fmt="json", stream=out)
+        logger = get_logger("casino_ledger.kafka")
+        cpu_from, started = time.process_time(), time.perf_counter()
+        for offset, (logical, _, value) in enumerate(records):
+            outputs = pipe.apply(logical, 0, offset, value)  # partition and offset only name a dead letter
+            if log is not None:
+                Shell.log_record(
+                    pipe, logical, 0, offset, outputs=len(outputs), sent=len(outputs), log=logger
+                )
+        cpu, wall = time.process_time() - cpu_from, time.perf_counter() - started
+    configure(level="WARNING")
+    name = "(d) decode + step, no Kafka" if log is None else "(e) decode + step + log line"
+    return Figure(name, len(records), wall, cpu)
 
 
 # -- (b): the plain aiokafka loop inside a faust app (runs in the subprocess) ---------------------------
@@ -347,6 +356,7 @@ def main() -> dict[str, float]:
         logs = Path(tmp)
         raw = asyncio.run(_raw(_settings(broker), records))
         step = processing_alone(_settings(broker), records)
+        logged = processing_alone(_settings(broker), records, logs / "records.log")
         agent = [py, "-m", "services.runtime.kafka.worker", SERVICE]
         loop = [py, "-m", "bench.bench_worker", "loop"]
         quiet = {"log_level": "WARNING"}
@@ -368,9 +378,9 @@ def main() -> dict[str, float]:
         print(_line(f, raw, step))
     print(_line(raw, raw, None))
     print(_line(step, raw, None))
-    return {f"{f.name} cpu_us": f.cpu_us for f in [*figures, raw, step]} | {
-        f"{f.name} per_s": f.per_s for f in [*figures, raw, step]
-    }
+    print(_line(logged, raw, None))
+    every = [*figures, raw, step, logged]
+    return {f"{f.name} cpu_us": f.cpu_us for f in every} | {f"{f.name} per_s": f.per_s for f in every}
 
 
 if __name__ == "__main__":
