@@ -5,15 +5,15 @@ broker, the same input records (the ``casino.table.inbox`` records of a seeded s
 house-banked tables, :data:`COUPS` coups each: the dealer's operator commands and settlement's bet
 notices, in the order the session wrote them) are handled four ways, each on its own fresh topics:
 
-(a) **faust agent**: ``python -m services.runtime.kafka.worker dealer`` itself, in a subprocess (the
-    worker's own code path: ``take_events`` batches, decode, ``step``, sends through faust's producer,
-    acks awaited once per batch, faust commits); once with the default log level (one JSON log line per
-    record) and once at ``WARNING`` (none), to price that line;
-(b) **aiokafka loop in a faust app**: ``python -m bench.bench_worker loop`` in a subprocess: a faust app
-    whose one ``app.task`` owns an ``AIOKafkaConsumer`` in the service's consumer group and an
-    ``AIOKafkaProducer``, and hands each ``getmany`` batch to the very same
-    :meth:`~services.runtime.kafka.worker.Shell.on_batch` (same output index, decode, ``step``, log line,
-    metrics, acks awaited per batch), then commits the batch's offsets;
+(a) **faust agent**: ``python -m bench.bench_worker agent`` in a subprocess: the worker as it was until
+    issue #16, each processor a faust agent (``take_events`` batches handed to
+    :meth:`~services.runtime.kafka.worker.Shell.on_batch`, sends through faust's producer, faust acking a
+    batch once its acks are in and committing every ``CASINO_COMMIT_INTERVAL_S``); once with the default
+    log level (one JSON log line per record) and once at ``WARNING`` (none);
+(b) **the worker**: ``python -m services.runtime.kafka.worker dealer`` itself, in a subprocess: a faust
+    app whose one task owns an ``AIOKafkaConsumer`` in the service's consumer group and an
+    ``AIOKafkaProducer``, and hands each ``getmany`` batch to the very same ``Shell.on_batch`` (same
+    output index, decode, ``step``, log line, metrics, acks awaited per batch), then commits it;
 (c) **raw aiokafka**: produce the same records to a fresh topic and consume them back, no processing
     (the bench process's CPU);
 (d) **processing alone**: :meth:`~services.runtime.kafka.worker.Pipe.apply` (decode + ``step``) over the
@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
-from aiokafka.abc import ConsumerRebalanceListener  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
 
 from services.app.simulator import DEFAULT_TABLES, Session
@@ -240,34 +239,41 @@ def processing_alone(
     return Figure(name, len(records), wall, cpu)
 
 
-# -- (b): the plain aiokafka loop inside a faust app (runs in the subprocess) ---------------------------
+# -- (a): the faust agent the worker was until issue #16 (runs in the subprocess) ---------------------
 
 
-class _Out:
-    """A faust-topic look-alike for :meth:`Shell.send`: ``send(key=, value=)`` through aiokafka."""
+class _FaustSends:
+    """What :meth:`Shell.send` needs of a producer (``send(topic, value, key=)``), through faust's."""
 
-    def __init__(self, producer: AIOKafkaProducer, physical: str) -> None:
-        self.producer = producer
-        self.physical = physical
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.topics: dict[str, Any] = {}
 
-    async def send(self, *, key: bytes, value: bytes) -> Any:
-        return await self.producer.send(self.physical, value, key=key)
-
-
-class _Assigned(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, shell: Any) -> None:
-        self.shell = shell
-
-    async def on_partitions_revoked(self, revoked: Any) -> None:
-        return None
-
-    async def on_partitions_assigned(self, assigned: Any) -> None:
-        self.shell.index.stale = True
-        self.shell.assigned = True
+    async def send(self, physical: str, value: bytes, *, key: bytes) -> Any:
+        if physical not in self.topics:
+            self.topics[physical] = self.app.topic(physical, key_serializer="raw", value_serializer="raw")
+        return await self.topics[physical].send(key=key, value=value)
 
 
-def loop_main() -> None:
-    """``python -m bench.bench_worker loop``: the dealer as a plain aiokafka loop in a faust app task."""
+def _faust_fetch_wait(ms: int) -> None:
+    """Make faust's worker consumers wait at most ``ms`` per fetch (faust 0.15 hard-codes 1,500 ms)."""
+    from faust.transport.drivers import aiokafka as driver  # noqa: PLC0415
+
+    thread = driver.AIOKafkaConsumerThread
+    original = thread._create_worker_consumer
+
+    def create(self: Any, transport: Any) -> Any:
+        consumer = original(self, transport)
+        consumer._fetch_max_wait_ms = ms
+        return consumer
+
+    thread._create_worker_consumer = create  # type: ignore[method-assign]
+
+
+def agent_main() -> None:
+    """``python -m bench.bench_worker agent``: the dealer as the faust agent the worker was before issue
+    #16: ``take_events`` batches handed to :meth:`Shell.on_batch`, sends through faust's producer, faust
+    acking each batch once its acks are in and committing every ``CASINO_COMMIT_INTERVAL_S``."""
     import faust  # noqa: PLC0415
 
     from services.runtime.kafka import worker  # noqa: PLC0415
@@ -278,62 +284,64 @@ def loop_main() -> None:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     loop.run_until_complete(worker.ensure_topics(settings, worker.service_topics(processors)))
+    if settings.fetch_max_wait_ms is not None:
+        _faust_fetch_wait(settings.fetch_max_wait_ms)
     app = faust.App(
-        f"{settings.topic_prefix}casino-{SERVICE}-faust",
+        group_id(settings, SERVICE),
         broker=[f"kafka://{s}" for s in settings.bootstrap_list],
+        topic_partitions=settings.partitions,
+        consumer_auto_offset_reset="earliest",
+        broker_rebalance_timeout=settings.rebalance_timeout_s,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=settings.heartbeat_interval_s,
+        broker_commit_interval=settings.commit_interval_s,
         **metrics.web_settings(settings),
         store="memory://",
         datadir=str(settings.data_dir),
         autodiscover=False,
     )
     shell = worker.Shell(app, settings, processors, service=SERVICE)
+    shell.producer = _FaustSends(app)
+    shell.consumer = _FaustAssignment(app)
     metrics.serve(app, shell)
-    pipes = {settings.topic(t): pipe for pipe in shell.pipes for t in pipe.processor.inputs}
 
-    async def consume() -> None:
-        auth = settings.aiokafka_auth()
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.bootstrap_list,
-            group_id=worker_group(settings),
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=settings.fetch_max_wait_ms or 500,
-            max_poll_records=settings.batch_max,
-            session_timeout_ms=int(settings.session_timeout_s * 1000),
-            heartbeat_interval_ms=int(settings.heartbeat_interval_s * 1000),
-            rebalance_timeout_ms=int(settings.rebalance_timeout_s * 1000),
-            **auth,
-        )
-        producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_list, acks="all", **auth)
-        consumer.subscribe(list(pipes), listener=_Assigned(shell))
-        await producer.start()
-        await consumer.start()
-        shell._topics = {t: _Out(producer, settings.topic(t)) for t in shell.index.logical_topics}
-        try:
-            while True:
-                batch = await consumer.getmany(timeout_ms=1000, max_records=settings.batch_max)
-                for tp, msgs in batch.items():
-                    await shell.on_batch(
-                        pipes[tp.topic], [(m.topic, m.partition, m.offset, m.value) for m in msgs]
-                    )
-                if batch:
-                    await consumer.commit({tp: msgs[-1].offset + 1 for tp, msgs in batch.items()})
-        finally:
-            await consumer.stop()
-            await producer.stop()
-            await shell.close()
+    async def on_assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+        shell.index.stale = True
+        shell.assigned = True
 
-    app.task(consume)
-    worker_ = faust.Worker(
+    app.on_partitions_assigned.connect(on_assigned)
+    (pipe,) = shell.pipes
+    channel = app.topic(
+        *(settings.topic(t) for t in pipe.processor.inputs),
+        key_serializer="raw",
+        value_serializer="raw",
+        partitions=settings.partitions,
+    )
+
+    async def process(stream: Any) -> None:
+        async for events in stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000):
+            records = [(m.topic, m.partition, m.offset, m.value) for m in (e.message for e in events)]
+            await shell.on_batch(pipe, records)
+
+    app.agent(channel, name=f"{SERVICE}.0.{pipe.processor.name}", concurrency=1)(process)
+    runner = faust.Worker(
         app, loop=loop, loglevel="WARNING", quiet=True, redirect_stdouts=False, override_logging=False
     )
-    worker_.spinner = None
-    worker_.execute_from_commandline()
+    runner.spinner = None
+    runner.execute_from_commandline()
 
 
-def worker_group(settings: Settings) -> str:
-    """The loop's consumer group: the service's own (what :func:`_committed_all` watches)."""
-    return group_id(settings, SERVICE)
+class _FaustAssignment:
+    """What readiness reads of the shell's consumer (``assignment``, ``highwater``), from faust's."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def assignment(self) -> Any:
+        return self.app.consumer.assignment()
+
+    def highwater(self, tp: Any) -> Any:
+        return self.app.consumer.highwater(tp)
 
 
 def _line(f: Figure, raw: Figure, step: Figure | None) -> str:
@@ -357,14 +365,16 @@ def main() -> dict[str, float]:
         raw = asyncio.run(_raw(_settings(broker), records))
         step = processing_alone(_settings(broker), records)
         logged = processing_alone(_settings(broker), records, logs / "records.log")
-        agent = [py, "-m", "services.runtime.kafka.worker", SERVICE]
-        loop = [py, "-m", "bench.bench_worker", "loop"]
+        agent = [py, "-m", "bench.bench_worker", "agent"]
+        loop = [py, "-m", "services.runtime.kafka.worker", SERVICE]
         quiet = {"log_level": "WARNING"}
         figures.append(
-            run_worker_process("(a) faust agent (take_events)", agent, _settings(broker), records, logs)
+            run_worker_process("(a) faust agent, take_events", agent, _settings(broker), records, logs)
         )
         figures.append(
-            run_worker_process("(b) aiokafka loop in faust app", loop, _settings(broker), records, logs)
+            run_worker_process(
+                "(b) worker: aiokafka loop (faust app)", loop, _settings(broker), records, logs
+            )
         )
         quiet_settings = _settings(broker).model_copy(update=quiet)
         figures.append(
@@ -372,7 +382,7 @@ def main() -> dict[str, float]:
         )
         quiet_settings = _settings(broker).model_copy(update=quiet)
         figures.append(
-            run_worker_process("(b) aiokafka loop, log WARNING", loop, quiet_settings, records, logs)
+            run_worker_process("(b) worker loop, log WARNING", loop, quiet_settings, records, logs)
         )
     for f in figures:
         print(_line(f, raw, step))
@@ -384,7 +394,7 @@ def main() -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["loop"]:
-        loop_main()
+    if sys.argv[1:] == ["agent"]:
+        agent_main()
     else:
         main()

@@ -1,13 +1,17 @@
-"""The Kafka runtime: any core :class:`~services.core.processor.Processor` as a faust worker.
+"""The Kafka runtime: any core :class:`~services.core.processor.Processor` as a worker in a faust app.
 
 One service per process (``casino-ledger worker NAME`` or ``python -m services.runtime.kafka.worker NAME``);
-the service's processors come from :data:`PROCESSORS`. Each processor gets one faust agent on its input
-topic(s); for each record the agent decodes the bytes (:mod:`services.runtime.intake`; undecodable
-bytes become a ``casino.deadletter`` record with the reason and the original), runs the pure
-:func:`services.core.processor.step` and produces the outputs keyed by ``Envelope.key``. Records come
-in batches (``take_events``: at most ``CASINO_BATCH_MAX``), and every send of a batch is awaited before
-faust acknowledges the batch, so an offset is never committed ahead of its outputs. Each record handled
-writes one JSON log line naming its topic, partition, offset, type, table and coup.
+the service's processors come from :data:`PROCESSORS`. The faust app gives the process its lifecycle,
+signals and web server (``/metrics``, ``/healthz``, ``/readyz``); one app task, :meth:`Shell.run`, owns an
+``AIOKafkaConsumer`` in the service's consumer group (``{prefix}casino-{service}``) on every input
+topic and an ``AIOKafkaProducer`` (faust's own consumer and producer are not started: measured below).
+For each record the worker decodes the bytes (:mod:`services.runtime.intake`; undecodable bytes become a
+``casino.deadletter`` record with the reason and the original), runs the pure
+:func:`services.core.processor.step` of the processor of that topic and produces the outputs keyed by
+``Envelope.key``. Records come in batches (``getmany``: at most ``CASINO_BATCH_MAX``), every send of a
+batch is awaited, and only then are the batch's offsets committed, so an offset is never committed
+ahead of its outputs. Each record handled writes one JSON log line naming its topic, partition, offset,
+type, table and coup.
 
 **State and restarts, without transactions.** Kafka delivers at least once and the test broker has no
 transactions, so correctness rests on determinism and event ids (docs/architecture.md, "Principles"):
@@ -27,9 +31,10 @@ transactions, so correctness rests on determinism and event ids (docs/architectu
 * *Re-deliveries.* After a crash the group re-delivers from the last committed offset. ``step`` is
   deterministic with derived ids, so those records re-derive byte-identical outputs, the ones already on
   the topic are in the index and skipped, the rest are sent: no loss, no duplicate, same order per key.
-* *Fail fast.* Any error while handling a record ends the process (exit status 70) instead of letting
-  faust restart the agent with an in-memory state that may be ahead of what was sent; the restart path
-  is the tested path.
+* *Fail fast.* Any error while handling a record ends the process (exit status 70) instead of carrying
+  on with an in-memory state that may be ahead of what was sent; the restart path is the tested path.
+  A commit refused because a rebalance took the partitions is not an error: their next owner re-reads
+  those records and finds their outputs in its index.
 
 Cost: a worker start (and a rebalance that moves a partition) re-reads that partition's history and the
 service's output topics from the beginning; memory holds the state, the applied ids and the output ids
@@ -39,30 +44,33 @@ a record reads must belong to its partition's keys (true of the reference proces
 or account); a multi-input processor (audit) re-applies its inputs partition by partition, so only its
 verdicts, not the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker
 (alive but out of the group) can still write a duplicate, which every consumer drops by ``event_id``.
-With ``processing_guarantee=exactly_once`` faust wraps the sends in transactions on brokers that have
-them; correctness does not depend on it.
+The worker sends without transactions (the test broker has none); correctness does not depend on them.
 
-**Faust agent or a plain aiokafka loop (measured, issue #16).** ``python -m bench worker`` handles the
-same 2,903 ``casino.table.inbox`` records (a seeded session, 120 coups x 3 tables) with the dealer on one
-Tansu broker, each way in its own worker process, and takes the process's CPU time less its idle rate
-(2 cores shared with other sessions, load 7-9 during the run; CPU per record is the figure to read)::
+**Faust agent or a plain aiokafka loop (measured, issue #16).** Until this change each processor was a
+faust agent (``stream.take_events``, sends through faust's producer, faust acking and committing).
+``python -m bench worker`` handles the same 2,903 ``casino.table.inbox`` records (a seeded session,
+120 coups x 3 tables) with the dealer on one Tansu broker, each way in its own worker process, and takes
+the process's CPU time less its idle rate (2 cores shared with other sessions, load 7-9 during the run;
+CPU per record is the figure to read)::
 
     way (dealer, 2,903 records)                          records/s   CPU us/record   raw/way by CPU
-    (a) faust agent, take_events (this module), INFO        197          1,443           0.023
+    (a) faust agent, take_events (before), INFO             197          1,443           0.023
     (b) aiokafka loop in a faust app task, INFO             371            735           0.045
     (a) faust agent, LOG_LEVEL=WARNING                      313            914           0.036
     (b) aiokafka loop, LOG_LEVEL=WARNING                  1,306            381           0.086
     (c) raw aiokafka produce -> consume, no work         14,289             33           1
     (d) decode + step alone, no Kafka                     3,168            200           0.165
 
-Both (a) and (b) run the same :meth:`Shell.on_batch` (output index, decode, ``step``, the record's log
-line, metrics, acks awaited once per batch); (b) only swaps faust's stream, events, acking and producer
-for an ``AIOKafkaConsumer`` (the service's group, ``getmany``, offsets committed after the batch's acks)
-and an ``AIOKafkaProducer``. Faust's per-event machinery costs about 530 us of CPU per record (a - b at
-WARNING; a profile shows three times the event-loop iterations, tasks and futures per record, and twice
-the produce requests); the per-record JSON log line about 350-530 us more in either. Even a worker with
-no framework cost at all is bounded by (d): the dealer's decode + ``step`` alone is 6 times raw
-aiokafka, so the issue's goal of 0.3 of raw per record cannot be met by the worker loop alone.
+Both (a) and (b) ran the same :meth:`Shell.on_batch` (output index, decode, ``step``, the record's log
+line, metrics, acks awaited once per batch); (b) only swapped faust's stream, events, acking and producer
+for an ``AIOKafkaConsumer`` (``getmany``, offsets committed after the batch's acks) and an
+``AIOKafkaProducer``. Faust's per-event machinery cost about 530 us of CPU per record (a - b at WARNING;
+a profile shows three times the event-loop iterations, tasks and futures per record, and twice the
+produce requests), so the worker is now (b). The per-record JSON log line costs 90-115 us in-process
+(bench's (e) - (d)). Even a worker with no framework cost at all is bounded by (d): the dealer's decode
++ ``step`` alone is 6 times raw aiokafka, so the issue's goal of 0.3 of raw per record cannot be met
+by the worker loop alone. ``processing_guarantee=exactly_once`` no longer has an effect (faust's
+transactions needed its producer; correctness never depended on them, see above).
 
 Plain aiokafka helpers (:func:`produce`, :func:`consume_all`, :func:`iter_raw` and their async forms)
 serve the CLI, the replay and the tests; they live in :mod:`services.runtime.kafka.topic_io` (a reader of
@@ -89,9 +97,11 @@ from typing import Any, NoReturn
 
 import faust
 import yaml  # type: ignore[import-untyped]
-from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
+from aiokafka.abc import ConsumerRebalanceListener  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
-from aiokafka.errors import KafkaError  # type: ignore[import-untyped]
+from aiokafka.errors import CommitFailedError, KafkaError  # type: ignore[import-untyped]
+from faust.app.base import BootStrategy
 
 from services.core import topics
 from services.core.envelope import Envelope
@@ -105,6 +115,12 @@ from services.runtime.kafka.topic_io import _settings_for, new_consumer, partiti
 from services.runtime.keyring import KeyringError
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
+
+FETCH_WAIT_MS = 1500
+"""The consumer's fetch wait where ``CASINO_FETCH_MAX_WAIT_MS`` sets none (faust's, which it replaced).
+
+A broker answers a pending fetch as soon as records arrive, so the wait costs nothing there; Tansu
+answers only when the wait is over, so the demo and tests set a short one."""
 
 EXIT_CRASH = 70
 """Exit status of a worker that stopped on an error while handling a record (EX_SOFTWARE)."""
@@ -312,7 +328,13 @@ class Shell:
         own = {g.own.key_id: g.own for g in guards} if guards else None
         self.index = OutputIndex(frozenset(p.name for p in processors), tuple(outputs), own)
         self._reader: AIOKafkaConsumer | None = None
-        self._topics: dict[str, Any] = {}
+        self.consumer: AIOKafkaConsumer | None = None  # the group's consumer (:meth:`run`)
+        self.producer: AIOKafkaProducer | None = None
+        self.committed: dict[TopicPartition, int] = {}  # the offsets this worker has committed
+        self.routes: dict[str, list[Pipe]] = {}
+        for pipe in self.pipes:
+            for logical in pipe.processor.inputs:
+                self.routes.setdefault(settings.topic(logical), []).append(pipe)
         self._one_at_a_time = asyncio.Lock()
         self.handled = 0
         self.assigned = False  # the group has assigned partitions (readiness)
@@ -333,21 +355,15 @@ class Shell:
             await self._reader.stop()
             self._reader = None
 
-    def out_topic(self, logical: str) -> Any:
-        """The faust topic object of a logical output topic (raw bytes in and out)."""
-        if logical not in self._topics:
-            self._topics[logical] = self.app.topic(
-                self.settings.topic(logical), key_serializer="raw", value_serializer="raw"
-            )
-        return self._topics[logical]
-
     async def send(self, envelopes: Sequence[Envelope]) -> list[tuple[str, Any]]:
         """Send the envelopes not yet in the output index, in order; returns the pending acknowledgements."""
         pending = []
         for env in envelopes:
             if env.event_id in self.index.ids:
                 continue
-            sent = await self.out_topic(env.topic).send(key=intake.encode_key(env), value=intake.encode(env))
+            assert self.producer is not None, "the worker's producer starts with run()"
+            physical = self.settings.topic(env.topic)
+            sent = await self.producer.send(physical, intake.encode(env), key=intake.encode_key(env))
             pending.append((env.event_id, sent))
             self.tally.output(env)
         return pending
@@ -365,13 +381,13 @@ class Shell:
 
     async def on_batch(self, pipe: Pipe, records: Sequence[tuple[str, int, int, bytes | None]]) -> None:
         """Handle delivered ``(physical topic, partition, offset, value)`` records in order, then wait
-        for the acknowledgement of every output they caused; only then may faust acknowledge (and
-        later commit) them, so an offset is never committed ahead of its outputs. Waiting once per
-        batch instead of once per record is what lets a worker keep up with a busy table.
+        for the acknowledgement of every output they caused; only then does :meth:`run` commit them,
+        so an offset is never committed ahead of its outputs. Waiting once per batch instead of once
+        per record is what lets a worker keep up with a busy table.
 
-        The pipes' agents run concurrently but share the reader, the output index and the sends, so a
-        worker handles one batch at a time (two first records at once raced to start the reader, and
-        one of them used it unstarted: a crash with no broker known).
+        The pipes share the reader, the output index and the sends, so a worker handles one batch at a
+        time (when each pipe was a faust agent, two first records at once raced to start the reader,
+        and one of them used it unstarted: a crash with no broker known).
         """
         async with self._one_at_a_time:
             started = time.perf_counter()
@@ -381,6 +397,61 @@ class Shell:
                 pending += await self._on_record(pipe, physical, partition, offset, value)
             await self.confirm(pending)
             self.metrics.flush(self.tally, pipe.processor.name, len(records), time.perf_counter() - started)
+
+    async def run(self) -> None:
+        """The worker's loop: the service's consumer group, a batch at a time (``getmany``), each
+        batch's outputs acknowledged before its offsets are committed; ends the process on an error."""
+        settings, auth = self.settings, self.settings.aiokafka_auth()
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.bootstrap_list,
+            group_id=self.app.conf.id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=settings.fetch_max_wait_ms or FETCH_WAIT_MS,
+            max_poll_records=settings.batch_max,
+            session_timeout_ms=int(settings.session_timeout_s * 1000),
+            heartbeat_interval_ms=int(settings.heartbeat_interval_s * 1000),
+            rebalance_timeout_ms=int(settings.rebalance_timeout_s * 1000),
+            **auth,
+        )
+        self.producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_list, acks="all", **auth)
+        self.consumer.subscribe(sorted(self.routes), listener=_Rebalance(self))
+        await self.producer.start()
+        await self.consumer.start()
+        try:
+            while True:
+                batch = await self.consumer.getmany(timeout_ms=1000, max_records=settings.batch_max)
+                if batch:
+                    await self._handle(batch)
+        finally:
+            await self.consumer.stop()
+            await self.producer.stop()
+            await self.close()
+
+    async def _handle(self, batch: Mapping[TopicPartition, Sequence[Any]]) -> None:
+        """Handle one ``getmany`` batch and commit it; fail fast (see the module docstring)."""
+        assert self.consumer is not None
+        records: list[tuple[str, int, int, bytes | None]] = []
+        try:
+            for tp, msgs in batch.items():
+                records = [(m.topic, m.partition, m.offset, m.value) for m in msgs]
+                for pipe in self.routes.get(tp.topic, []):
+                    await self.on_batch(pipe, records)
+        except Exception as exc:
+            first, last = (records[0], records[-1]) if records else (("", 0, 0, None),) * 2
+            _log().critical(
+                "record_failed", topic=first[0], first=first[1:3], last=last[1:3],
+                records=len(records), error=repr(exc), exc_info=True,
+            )  # fmt: skip
+            sys.stderr.flush()
+            os._exit(EXIT_CRASH)
+        offsets = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs}
+        try:
+            await self.consumer.commit(offsets)
+        except CommitFailedError as exc:  # a rebalance took the partitions: their next owner re-reads
+            _log().warning("commit_failed", error=repr(exc))  # them, and finds the outputs in its index
+            return
+        self.committed.update(offsets)
 
     async def _on_record(
         self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
@@ -438,37 +509,31 @@ class Shell:
         )
 
 
-def _set_fetch_wait(ms: int) -> None:
-    """Make faust's worker consumers wait at most ``ms`` per fetch (faust 0.15 hard-codes 1 500 ms).
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    """After every assignment: marks the output index stale (another worker may have written outputs for
+    these partitions), notes the group's committed offsets and the worker assigned (readiness)."""
 
-    A broker answers a pending fetch as soon as records arrive, so the wait costs nothing there; Tansu
-    answers only when the wait is over, so every hop of the pipeline waited it out. The consumer reads
-    the value when it starts, after faust has built it, so setting it on the built consumer suffices.
-    """
-    from faust.transport.drivers import aiokafka as driver  # noqa: PLC0415
+    def __init__(self, shell: Shell) -> None:
+        self.shell = shell
 
-    thread = driver.AIOKafkaConsumerThread
-    original = getattr(thread, "_casino_create_worker_consumer", thread._create_worker_consumer)
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        return None
 
-    def create(self: Any, transport: Any) -> Any:
-        consumer = original(self, transport)
-        consumer._fetch_max_wait_ms = ms
-        return consumer
-
-    thread._casino_create_worker_consumer = original  # type: ignore[attr-defined]
-    thread._create_worker_consumer = create  # type: ignore[method-assign]
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self.shell.index.stale = True
+        consumer = self.shell.consumer
+        if consumer is not None:  # readiness: an assigned partition is handled up to the group's offset
+            for tp in assigned:
+                done = await consumer.committed(tp) or 0
+                self.shell.committed[tp] = max(self.shell.committed.get(tp, 0), done)
+        self.shell.assigned = True
 
 
-def _credentials(settings: Settings) -> Any:
-    context = settings.ssl_context()
-    if settings.security_protocol.startswith("SASL"):
-        return faust.SASLCredentials(
-            username=settings.sasl_username,
-            password=settings.sasl_password.get_secret_value(),
-            ssl_context=context,
-            mechanism=settings.sasl_mechanism,
-        )
-    return faust.SSLCredentials(context) if context is not None else None
+class _NoKafkaBoot(BootStrategy):
+    """Faust without its consumer and producer: the app keeps its web server, signals and lifecycle,
+    and :meth:`Shell.run`, an app task, owns the Kafka clients (see the module docstring)."""
+
+    enable_kafka = False
 
 
 def _as_processors(made: Processor[Any] | Sequence[Processor[Any]]) -> list[Processor[Any]]:
@@ -478,26 +543,16 @@ def _as_processors(made: Processor[Any] | Sequence[Processor[Any]]) -> list[Proc
 def build_app(
     processor: Processor[Any] | Sequence[Processor[Any]], settings: Settings, *, service: str | None = None
 ) -> faust.App:
-    """A faust app (consumer group ``{prefix}casino-{service}``) with one agent per processor.
+    """A faust app (id and consumer group ``{prefix}casino-{service}``) whose one task, :meth:`Shell.run`,
+    consumes every processor's inputs; faust's own Kafka clients are not started.
 
     The shell is ``app.casino_shell`` (tests and tools read its pipes' state).
     """
     processors = _as_processors(processor)
     name = service or processors[0].name
-    if settings.fetch_max_wait_ms is not None:
-        _set_fetch_wait(settings.fetch_max_wait_ms)
-    app = faust.App(
+    app = _App(
         f"{settings.topic_prefix}casino-{name}",
         broker=[f"kafka://{s}" for s in settings.bootstrap_list],
-        broker_credentials=_credentials(settings),
-        processing_guarantee=settings.processing_guarantee,
-        topic_partitions=settings.partitions,
-        topic_replication_factor=settings.replication_factor,
-        consumer_auto_offset_reset="earliest",
-        broker_rebalance_timeout=settings.rebalance_timeout_s,
-        broker_session_timeout=settings.session_timeout_s,
-        broker_heartbeat_interval=settings.heartbeat_interval_s,
-        broker_commit_interval=settings.commit_interval_s,
         **metrics.web_settings(settings),
         store="memory://",
         datadir=str(settings.data_dir),
@@ -507,42 +562,14 @@ def build_app(
     app.casino_shell = shell  # type: ignore[attr-defined]
     metrics.serve(app, shell)  # /metrics, /healthz, /readyz where CASINO_WEB_* say
 
-    async def on_assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
-        shell.index.stale = True  # another worker may have written outputs for these partitions
-        shell.assigned = True
-
-    app.on_partitions_assigned.connect(on_assigned)
-    for pipe in shell.pipes:
-        _add_agent(app, shell, pipe, name)
-
+    app.task(shell.run)
     return app
 
 
-def _add_agent(app: faust.App, shell: Shell, pipe: Pipe, service: str) -> None:
-    settings = shell.settings
-    channel = app.topic(
-        *(settings.topic(t) for t in pipe.processor.inputs),
-        key_serializer="raw",
-        value_serializer="raw",
-        partitions=settings.partitions,
-    )
+class _App(faust.App):
+    """A faust app that starts neither faust's consumer nor its producer (:class:`_NoKafkaBoot`)."""
 
-    async def process(stream: Any) -> None:
-        # take_events acknowledges a batch only once this loop's body is done with it
-        async for events in stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000):
-            records = [(m.topic, m.partition, m.offset, m.value) for m in (e.message for e in events)]
-            try:
-                await shell.on_batch(pipe, records)
-            except Exception as exc:  # fail fast; see the module docstring
-                _log().critical(
-                    "record_failed", topic=records[0][0], first=records[0][1:3], last=records[-1][1:3],
-                    records=len(records), error=repr(exc), exc_info=True,
-                )  # fmt: skip
-                sys.stderr.flush()
-                os._exit(EXIT_CRASH)
-
-    index = shell.pipes.index(pipe)
-    app.agent(channel, name=f"{service}.{index}.{pipe.processor.name}", concurrency=1)(process)
+    BootStrategy = _NoKafkaBoot
 
 
 def _import_factory(spec: str) -> ServiceFactory:
