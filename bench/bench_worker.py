@@ -347,7 +347,7 @@ class _FaustAssignment:
 def _line(f: Figure, raw: Figure, step: Figure | None) -> str:
     over = f" (framework {f.cpu_us - step.cpu_us:,.0f} us)" if step is not None and f is not step else ""
     return (
-        f"{f.name:<33} {f.per_s:>9,.0f} records/s {f.cpu_us:>8,.0f} CPU us/record{over}; "
+        f"{f.name:<37} {f.per_s:>9,.0f} records/s {f.cpu_us:>8,.0f} CPU us/record{over}; "
         f"vs raw: {f.per_s / raw.per_s:.3f} by wall, {raw.cpu_us / f.cpu_us:.3f} by CPU"
     )
 

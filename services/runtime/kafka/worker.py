@@ -46,31 +46,32 @@ verdicts, not the interleaving of its outputs, are guaranteed equal after a rest
 (alive but out of the group) can still write a duplicate, which every consumer drops by ``event_id``.
 The worker sends without transactions (the test broker has none); correctness does not depend on them.
 
-**Faust agent or a plain aiokafka loop (measured, issue #16).** Until this change each processor was a
+**Faust agent or a plain aiokafka loop (measured, issue #16).** Until issue #16 each processor was a
 faust agent (``stream.take_events``, sends through faust's producer, faust acking and committing).
-``python -m bench worker`` handles the same 2,903 ``casino.table.inbox`` records (a seeded session,
-120 coups x 3 tables) with the dealer on one Tansu broker, each way in its own worker process, and takes
-the process's CPU time less its idle rate (2 cores shared with other sessions, load 7-9 during the run;
-CPU per record is the figure to read)::
+``.venv/bin/python -m bench worker`` handles the same 2,903 ``casino.table.inbox`` records (a seeded
+session, 120 coups x 3 tables) with the dealer on one Tansu broker, each way in its own worker process,
+and takes the process's CPU time less its idle rate. Two runs on 2 cores shared with other sessions
+(load 8.7-10.1; CPU per record is the figure to read, records/s moves with the load)::
 
-    way (dealer, 2,903 records)                          records/s   CPU us/record   raw/way by CPU
-    (a) faust agent, take_events (before), INFO             197          1,443           0.023
-    (b) aiokafka loop in a faust app task, INFO             371            735           0.045
-    (a) faust agent, LOG_LEVEL=WARNING                      313            914           0.036
-    (b) aiokafka loop, LOG_LEVEL=WARNING                  1,306            381           0.086
-    (c) raw aiokafka produce -> consume, no work         14,289             33           1
-    (d) decode + step alone, no Kafka                     3,168            200           0.165
+    way (dealer, 2,903 records)                     records/s    CPU us/record   raw/way by CPU
+    (a) faust agent, take_events (before)             289 / 226     929 / 1,305    0.035 / 0.030
+    (b) this worker: aiokafka loop in a faust app     690 / 894     488 /   500    0.067 / 0.079
+    (a) faust agent, LOG_LEVEL=WARNING                260 / 283   1,141 / 1,119    0.029 / 0.035
+    (b) this worker, LOG_LEVEL=WARNING                752 / 914     424 /   430    0.077 / 0.091
+    (c) raw aiokafka produce -> consume, no work   10,749 / 10,659    33 /    39    1
+    (d) decode + step alone, no Kafka               2,069 / 3,443   182 /   164    0.179 / 0.239
+    (e) (d) + the per-record JSON log line          1,356 / 2,028   296 /   249    0.110 / 0.158
 
-Both (a) and (b) ran the same :meth:`Shell.on_batch` (output index, decode, ``step``, the record's log
-line, metrics, acks awaited once per batch); (b) only swapped faust's stream, events, acking and producer
-for an ``AIOKafkaConsumer`` (``getmany``, offsets committed after the batch's acks) and an
-``AIOKafkaProducer``. Faust's per-event machinery cost about 530 us of CPU per record (a - b at WARNING;
-a profile shows three times the event-loop iterations, tasks and futures per record, and twice the
-produce requests), so the worker is now (b). The per-record JSON log line costs 90-115 us in-process
-(bench's (e) - (d)). Even a worker with no framework cost at all is bounded by (d): the dealer's decode
-+ ``step`` alone is 6 times raw aiokafka, so the issue's goal of 0.3 of raw per record cannot be met
-by the worker loop alone. ``processing_guarantee=exactly_once`` no longer has an effect (faust's
-transactions needed its producer; correctness never depended on them, see above).
+Both ways run the same :meth:`Shell.on_batch` (output index, decode, ``step``, the record's log line,
+metrics, acks awaited once per batch); (b) only swaps faust's stream, events, acking and producer for an
+``AIOKafkaConsumer`` (``getmany``, offsets committed after the batch's acks) and an ``AIOKafkaProducer``.
+Faust's per-event machinery cost 440-800 us of CPU per record, about 2.5 times the dealer's own work
+(a profile shows three times the event-loop iterations, tasks and futures per record, and twice the
+produce requests), hence (b). The per-record JSON log line costs 85-115 us ((e) - (d)). The issue's goal
+of 0.3 of raw aiokafka per record is out of reach for any worker loop here: the dealer's decode + ``step``
+alone, with no Kafka at all, is 0.18-0.24 of raw. ``processing_guarantee=exactly_once`` no longer has an
+effect (faust's transactions needed its producer; correctness never depended on them, see above), and
+offsets are committed after every batch (``commit_interval_s`` is no longer read by the worker).
 
 Plain aiokafka helpers (:func:`produce`, :func:`consume_all`, :func:`iter_raw` and their async forms)
 serve the CLI, the replay and the tests; they live in :mod:`services.runtime.kafka.topic_io` (a reader of
