@@ -421,13 +421,31 @@ class Shell:
         await self.consumer.start()
         try:
             while True:
-                batch = await self.consumer.getmany(timeout_ms=1000, max_records=settings.batch_max)
+                batch = await self._batch()
                 if batch:
                     await self._handle(batch)
         finally:
             await self.consumer.stop()
             await self.producer.stop()
             await self.close()
+
+    async def _batch(self) -> dict[TopicPartition, list[Any]]:
+        """The records of the next fetch, at most ``batch_max``; when it brings fewer, one more fetch
+        waiting at most ``batch_wait_ms`` tops the batch up (as faust's ``take_events`` did)."""
+        assert self.consumer is not None
+        most = self.settings.batch_max
+        batch = {
+            tp: list(msgs)
+            for tp, msgs in (await self.consumer.getmany(timeout_ms=1000, max_records=most)).items()
+        }
+        count = sum(map(len, batch.values()))
+        if batch and count < most:
+            more = await self.consumer.getmany(
+                timeout_ms=self.settings.batch_wait_ms, max_records=most - count
+            )
+            for tp, msgs in more.items():
+                batch.setdefault(tp, []).extend(msgs)
+        return batch
 
     async def _handle(self, batch: Mapping[TopicPartition, Sequence[Any]]) -> None:
         """Handle one ``getmany`` batch and commit it; fail fast (see the module docstring)."""
