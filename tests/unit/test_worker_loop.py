@@ -133,3 +133,23 @@ def test_readiness_reads_the_shell_consumer_and_the_committed_offsets() -> None:
     assert not status.ready(2) and status.ready(3)
     shell.consumer = None
     assert shell_status(shell).assigned is False
+
+
+async def test_an_error_outside_a_batch_ends_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loop that fails (here: its consumer cannot start) exits with EXIT_CRASH instead of leaving a
+    live worker that consumes nothing."""
+    from services.runtime.kafka import worker  # noqa: PLC0415
+
+    shell = _shell(FakeConsumer([]))
+
+    async def broken() -> None:
+        raise OSError("no broker")
+
+    def exit_(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(shell, "consume", broken)
+    monkeypatch.setattr(worker.os, "_exit", exit_)
+    with pytest.raises(SystemExit) as ended:
+        await shell.run()
+    assert ended.value.code == worker.EXIT_CRASH

@@ -400,8 +400,19 @@ class Shell:
             self.metrics.flush(self.tally, pipe.processor.name, len(records), time.perf_counter() - started)
 
     async def run(self) -> None:
-        """The worker's loop: the service's consumer group, a batch at a time (``getmany``), each
-        batch's outputs acknowledged before its offsets are committed; ends the process on an error."""
+        """The worker's loop (:meth:`consume`), ending the process on any error it does not handle (a
+        Kafka client that cannot start, a fetch that fails): an app task that died quietly would leave
+        a live process that consumes nothing."""
+        try:
+            await self.consume()
+        except Exception as exc:
+            _log().critical("worker_failed", error=repr(exc), exc_info=True)
+            sys.stderr.flush()
+            os._exit(EXIT_CRASH)
+
+    async def consume(self) -> None:
+        """The service's consumer group, a batch at a time (``getmany``), each batch's outputs
+        acknowledged before its offsets are committed."""
         settings, auth = self.settings, self.settings.aiokafka_auth()
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.bootstrap_list,
