@@ -67,9 +67,12 @@ metrics, acks awaited once per batch); (b) only swaps faust's stream, events, ac
 ``AIOKafkaConsumer`` (``getmany``, offsets committed after the batch's acks) and an ``AIOKafkaProducer``.
 Faust's per-event machinery cost 440-800 us of CPU per record, about 2.5 times the dealer's own work
 (a profile shows three times the event-loop iterations, tasks and futures per record, and twice the
-produce requests), hence (b). The per-record JSON log line costs 85-115 us ((e) - (d)). The issue's goal
-of 0.3 of raw aiokafka per record is out of reach for any worker loop here: the dealer's decode + ``step``
-alone, with no Kafka at all, is 0.18-0.24 of raw. ``processing_guarantee=exactly_once`` no longer has an
+produce requests), hence (b). On a whole session the switch shows too: ``BENCH_SESSION_LOCKSTEP=0
+.venv/bin/python -m bench session`` (3 tables x 10 coups, event driven, four workers, load 10-11) took
+21.6 and 20.1 s with the agents, 13.4 and 14.6 s with this loop (embedded 0.8-1.0 s; the same
+digest). The per-record JSON log line costs 85-115 us ((e) - (d)). The issue's goal of 0.3 of raw
+aiokafka per record is out of reach for any worker loop here: the dealer's decode + ``step`` alone, with
+no Kafka at all, is 0.18-0.24 of raw. ``processing_guarantee=exactly_once`` no longer has an
 effect (faust's transactions needed its producer; correctness never depended on them, see above), and
 offsets are committed after every batch (``commit_interval_s`` is no longer read by the worker).
 
