@@ -55,7 +55,7 @@ from services.core.contract import (
 )
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError
-from services.core.ledger import Payout, Wager, table_accounts
+from services.core.ledger import Payout, Wager, table_accounts  # Wager: a CoupTrail field type (snapshots)
 from services.core.processor import Processor, describe
 from services.core.reasons import FindingReason, Severity
 from services.core.shoe import commitment, shuffle

@@ -203,3 +203,26 @@ def test_deeply_nested_json_is_refused_not_crashed() -> None:
     blob = b"[" * 100_000 + b"]" * 100_000
     with pytest.raises(snapshot.SnapshotError):
         snapshot.loads(blob, snapshot.state_type(default_pipeline()[0][1]))
+
+
+def test_audit_state_with_a_coup_in_play_round_trips() -> None:
+    """Audit's trail of an open coup (the core coup record's bets, cards and decisions, a payout kept
+    as the Payout it settles, a shoe in play) is data the snapshot codec writes and reads back exactly:
+    its inherited fields' types resolve too."""
+    from services.audit.processor import Audit, CoupTrail, ShoeTrail  # noqa: PLC0415
+    from services.core.ledger import Payout  # noqa: PLC0415
+
+    audit = Audit(signing=None)
+    state = audit.initial()
+    trail = state.coups["T1/S1/1"] = CoupTrail("T1", "T1/S1/1", shoe_id="S1", number=1)
+    trail.bet("b1", "player:1", "player", 500)
+    trail.card("player", "9S", 4)
+    trail.decision("player", "stand", "dealer")
+    rows = (("table:T1:escrow", -500), ("player:1", 1000), ("table:T1:house", -500))
+    trail.recorded["b1"] = Payout("b1", "player:1", "player", 500, "win", 500, 0, 1000, rows)
+    trail.paid_by["b1"] = "e-9"
+    trail.hands = {"player": {"cards": ["9S"], "total": 9}}
+    state.shoes["S1"] = ShoeTrail("ab" * 32, [(4, "9S", "e-1", "T1/S1/1")])
+    tp = snapshot.state_type(audit)
+    back = snapshot.loads(snapshot.dumps(state, tp), tp)
+    assert back == state and back.coups["T1/S1/1"].recorded["b1"].postings[1] == ("player:1", 1000)
