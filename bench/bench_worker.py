@@ -3,7 +3,7 @@
 Issue #16 asks for the Kafka worker's framework cost to be measured, not guessed. On one fresh Tansu
 broker, the same input records (the ``casino.table.inbox`` records of a seeded session of the
 house-banked tables, :data:`COUPS` coups each: the dealer's operator commands and settlement's bet
-notices, in the order the session wrote them) are handled four ways, each on its own fresh topics:
+notices, in the order the session wrote them) are handled these ways, (a) and (b) each on its own fresh topics:
 
 (a) **faust agent**: ``python -m bench.bench_worker agent`` in a subprocess: the worker as it was until
     issue #16, each processor a faust agent (``take_events`` batches handed to
@@ -28,7 +28,9 @@ overhead per record is (a) or (b) minus (d). Ratios to (c) are raw/worker: 1.0 w
 cheap per record as moving the record through Kafka and doing nothing with it.
 
 Run: ``.venv/bin/python -m bench worker`` (``BENCH_WORKER_COUPS`` sizes the load; 120 coups give
-about 3,000 records; ``BENCH_WORKER_PROFILE=DIR`` runs each worker under cProfile into ``DIR``). The machine is shared: read CPU µs/record before records/s, and give ``uptime``.
+about 3,000 records; ``BENCH_WORKER_PROFILE=DIR`` runs each worker under cProfile into ``DIR``). The
+machine is shared: read CPU µs/record before records/s, and give ``uptime``. Figures: the docstring of
+:mod:`services.runtime.kafka.worker`.
 """
 
 from __future__ import annotations
