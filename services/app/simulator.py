@@ -152,7 +152,7 @@ class Session:
         if play is not None and play.in_play is not None and self.event_driven:
             # the coup may resolve: every payout due to its bettors elsewhere goes first (settle_due)
             for account in [a for a, bets in self.owed.items() if any(c == play.coup_id for _, c, _ in bets)]:
-                self.settle_due(account)
+                self.settle_due(account, besides=table_id)
         who = Principal.SHOE if type_ == "CardRead" else Principal.OPERATOR
         env = request(type_, topics.TABLE_INBOX, table_id, {"table_id": table_id, **payload},
                       event_id=self._id(), occurred_at=self._now(), producer=who.value)  # fmt: skip
@@ -205,20 +205,22 @@ class Session:
         if self.event_driven:
             self.owed.setdefault(account, []).append((table_id, coup_id, bet_id))
 
-    def settle_due(self, account: str) -> None:
+    def settle_due(self, account: str, besides: str | None = None) -> None:
         """Event driven: wait until every wallet event for ``account`` that the records written so far
         cause is on the log: the payout of a bet whose coup they resolved, the refund of a bet the
         dealer refused. Called before any record that may write to the account's wallet (its own
         requests, and a command that may resolve a coup it bet in), it makes the account's wallet
         chain the one the lockstep session writes (where everything written is processed before the
         next record), whatever the timing: an earlier bet whose coup is still open stays owed, and its
-        payout comes after, as in lockstep."""
+        payout comes after, as in lockstep. ``besides``: a table whose bets are left out (before its own
+        resolving command: settlement reads a table's events in order, so a refund its dealer caused
+        reaches the wallet before the payouts of the coup, without a wait)."""
         if not self.event_driven or not self.owed.get(account):
             return
         self.flush()  # what is waited for may hang on a record written in this very turn
         left = []
         for table_id, coup_id, bet_id in self.owed.pop(account, []):
-            due = self._due(account, table_id, coup_id, bet_id)
+            due = None if table_id == besides else self._due(account, table_id, coup_id, bet_id)
             if due is None:
                 left.append((table_id, coup_id, bet_id))
             elif due:
@@ -327,6 +329,12 @@ RESOLVING = frozenset({"DealCoup", "Decision", "CardRead"})
 
 TERMINAL = frozenset({"DecisionRequested", "CoupResolved", "CommandRefused"})
 """The last event of the dealer's answer to a resolving command."""
+
+OPENED = frozenset({"BettingOpened"})
+"""The dealer's event a table waits for after ``OpenBetting``."""
+
+DECIDED = frozenset({"DecisionRequested", "CoupResolved"})
+"""The dealer's events a table waits for while a coup is dealt: a decision is due, or the coup is over."""
 
 
 def _answers(bet_id: str) -> Callable[[Envelope], bool]:
@@ -510,29 +518,41 @@ class TablePlay:
         s.outbox.append(bet)
         yield from self._placed(account, str(bet.payload["bet_id"]))
 
-    def _next(self) -> Turn:
-        """The table's next dealer event, strictly in stream order (None when none has come yet); the
-        table's turn ends here (:meth:`Session.play`).
+    def _answer(self, kinds: frozenset[str]) -> Turn:
+        """The table's turn ends until the dealer's next event of one of ``kinds`` is written, the one
+        the table acts on next (:meth:`Session.play`); the events up to it are then read with
+        :meth:`_next`. One wait per answer, not per event: a turn that waits for nothing new would
+        still cost the other tables a round."""
+        after = self.last_seq
+        yield Wait(
+            topics.TABLE_EVENTS,
+            self.spec.table_id,
+            lambda e: e.type in kinds and (e.seq if e.seq is not None else -1) > after,
+        )
+
+    def _next(self) -> Envelope | None:
+        """The table's next dealer event, strictly in stream order (None when none has come yet).
 
         Consuming one event at a time, whatever chunks the bus returns them in, is what makes a
         session resumable: restarted from scratch after a crash, it re-publishes its commands (the
         log ignores identical records) and walks the same stream to the same place.
         """
         s = self.session
-        env = yield Wait(topics.TABLE_EVENTS, self.spec.table_id, _chained_after(self.last_seq))
-        if s.event_driven:  # the next event in the table's chain, once written
-            assert env is not None
+        env: Envelope | None
+        if s.event_driven:  # the next event in the table's chain (read already: see _answer)
+            env = s._wait(topics.TABLE_EVENTS, self.spec.table_id, _chained_after(self.last_seq))
             self.last_seq = env.seq if env.seq is not None else self.last_seq
         else:
             if not self.pending:
                 self.pending.extend(s.bus.read(topics.TABLE_EVENTS, self.spec.table_id))
             env = self.pending.popleft() if self.pending else None
-        if env is not None and (env.type in ("DecisionRequested", "CoupResolved")):
+        if env is not None and env.type in DECIDED:
             self.resolving = None
         return env
 
     def _opened_coup(self) -> Turn:
-        while (env := (yield from self._next())) is not None:
+        yield from self._answer(OPENED)
+        while (env := self._next()) is not None:
             if env.type == "BettingOpened":
                 event = payload_as(env, BettingOpened)
                 self.in_play = coup_opened(event, env.occurred_at)
@@ -589,24 +609,29 @@ class TablePlay:
         name = getattr(self.variant, "default_strategy", None) or next(iter(strategies), None)
         coup = self.in_play
         assert coup is not None, "the coup's betting opened first"
-        while (env := (yield from self._next())) is not None:
-            event = read_payload(env)
-            if event is None:
-                continue
-            coup = self.in_play = evolve(coup, event, self.config)
-            if isinstance(event, DecisionRequested):
-                if name is None:
-                    raise RuntimeError(f"{self.spec.variant} asks for decisions but has no strategy")
-                asked = Decide(event.hand, tuple(event.options), event.cell)
-                choice = strategies[name](coup.state or start(self.config), asked)
-                s.command("Decision", self.spec.table_id, {
-                    "coup_id": self.coup_id, "hand": asked.hand, "choice": choice,
-                    "decided_by": f"strategy:{name}",
-                })  # fmt: skip
-            elif isinstance(event, CoupResolved):
-                self.stop_reached = event.stop_card_reached
-                self.in_play = None
-                s.resolved.add(self.coup_id)
-                s.stats["coups"] = s.stats.get("coups", 0) + 1
-                return
+        while True:
+            yield from self._answer(DECIDED)
+            while (env := self._next()) is not None:
+                event = read_payload(env)
+                if event is None:
+                    continue
+                coup = self.in_play = evolve(coup, event, self.config)
+                if isinstance(event, DecisionRequested):
+                    if name is None:
+                        raise RuntimeError(f"{self.spec.variant} asks for decisions but has no strategy")
+                    asked = Decide(event.hand, tuple(event.options), event.cell)
+                    choice = strategies[name](coup.state or start(self.config), asked)
+                    s.command("Decision", self.spec.table_id, {
+                        "coup_id": self.coup_id, "hand": asked.hand, "choice": choice,
+                        "decided_by": f"strategy:{name}",
+                    })  # fmt: skip
+                    break
+                if isinstance(event, CoupResolved):
+                    self.stop_reached = event.stop_card_reached
+                    self.in_play = None
+                    s.resolved.add(self.coup_id)
+                    s.stats["coups"] = s.stats.get("coups", 0) + 1
+                    return
+            else:
+                break
         raise RuntimeError(f"{self.spec.table_id}: coup {self.coup_id} stalled")
