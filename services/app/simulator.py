@@ -130,6 +130,8 @@ class Session:
     (rejected by the wallet, or paid or refunded): see :meth:`settle_due`."""
     plays: dict[str, TablePlay] = field(default_factory=dict)
     """The tables in play by id (event driven: :meth:`settle_due` asks where a table's coup stands)."""
+    side_bets: list[Envelope] = field(default_factory=list)
+    """Bets the adversaries wrote themselves, not yet taken by their table (:meth:`side_bet`)."""
     resolved: set[str] = field(default_factory=set)
     """Event driven: the coups known to be resolved (their payouts are on their way)."""
 
@@ -199,6 +201,17 @@ class Session:
     def _wait(self, topic: str, key: str, match: Callable[[Envelope], bool]) -> Envelope:
         found: Envelope = self.bus.wait(topic, key, match)  # type: ignore[attr-defined]
         return found
+
+    def side_bet(self, bet: Envelope) -> None:
+        """Write a bet an adversary made itself (:func:`services.app.adversaries._bet`): the table
+        waits for it as for its own (:meth:`TablePlay.coup`)."""
+        self.outbox.append(bet)
+        self.side_bets.append(bet)
+
+    def take_side_bets(self) -> list[Envelope]:
+        """The adversaries' bets written since the last call."""
+        out, self.side_bets = self.side_bets, []
+        return out
 
     def owe(self, account: str, table_id: str, coup_id: str, bet_id: str) -> None:
         """Event driven: a bet was written (see :meth:`settle_due`)."""
@@ -458,8 +471,10 @@ class TablePlay:
         self.resolving = None
         self.coup_id = yield from self._opened_coup()
         bets = self.bets()
-        for adversary in s.adversaries:  # hook: cheaters add or change bets
+        for adversary in s.adversaries:  # hook: cheaters add or change bets (or write their own)
             bets = adversary.bets(self, bets)
+        for env in s.take_side_bets():  # in turn too
+            yield from self._placed(env.key, str(env.payload["bet_id"]))
         for account, spot, stake in bets:
             yield from self._bet(account, spot, stake)
         s.command("CloseBetting", t, {})
@@ -474,9 +489,11 @@ class TablePlay:
             late = (account, s.outbox.pop())  # held back until the deal is on the log (below)
         for adversary in s.adversaries:  # hook: late bets
             adversary.closed(self)
+        held = s.take_side_bets()  # held back too
+        s.outbox = [e for e in s.outbox if not any(e is h for h in held)]
         s.command("DealCoup", t, {})
-        if late is not None:
-            yield from self._late(*late)
+        for account, bet in ([late] if late is not None else []) + [(e.key, e) for e in held]:
+            yield from self._late(account, bet)
         for adversary in s.adversaries:  # hook: a smart shoe reads its cards
             adversary.dealt(self)
         yield from self._play_out()

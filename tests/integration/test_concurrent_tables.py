@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.app.simulator import Session, demo_tables
+import pytest
+
+from services.app.adversaries import ADVERSARIES
+from services.app.simulator import Session, TableSpec, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
@@ -81,3 +84,19 @@ def _by_stream(records: list[Envelope]) -> dict[tuple[str, str], list[Envelope]]
     for env in records:
         out.setdefault((env.topic, env.key), []).append(env)
     return out
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIES))
+def test_with_every_adversary_two_timings_write_the_in_memory_log(name: str) -> None:
+    """The adversaries' own bets (a bot's, a past poster's) wait in turn like the players'; a cheater
+    betting at two tables at once (hedger, structurer, bot) keeps its wallet chain: the same streams
+    whatever the timing, and those of the in-memory bus."""
+    adversary = ADVERSARIES[name]
+    tables = [TableSpec(f"A{i + 1:02d}-{v.replace('_', '-')}", v) for i, v in enumerate(adversary.variants)]
+    tables += [TableSpec("B01-punto-banco", "punto_banco"), TableSpec("B02-super6", "super6")]
+    mem = MemBus()
+    Session(mem, seed=5, adversaries=[adversary(5)]).run(tables, 6)
+    for timing in (1, 2):
+        bus = ShuffledBus(timing)
+        Session(bus, seed=5, adversaries=[adversary(5)]).run(tables, 6)
+        assert streams(bus.log) == streams(mem.log)
