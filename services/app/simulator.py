@@ -9,6 +9,12 @@ from ``seed``: its ids, its clock (one simulated second per command), its player
 the shoe id). The same seed and the same keyring therefore write the same log, byte for byte. Each
 record is authenticated as the outside principal that would write it (:attr:`Session.keyring`):
 deposits as the cashier, bets as a terminal, table commands as the operator.
+
+The tables play concurrently (:meth:`Session.play`): each table's coup is a generator that yields a
+:class:`Wait` wherever it needs a record, and the session runs them in a fixed round robin. The order
+of the writes (and so the ids, the clock and the draws) depends on that schedule only, never on how
+soon a record comes: the embedded, in-memory and Kafka buses, lockstep or not, write the same log
+(``tests/integration/test_concurrent_tables.py`` plays it on a bus of random timings).
 """
 
 from __future__ import annotations
@@ -48,8 +54,7 @@ class Bus(Protocol):
     def read(self, topic: str, key: str) -> list[Envelope]:
         """The records on ``topic`` under ``key`` not yet returned by an earlier call."""
 
-    # Optional: ``ordered`` (True when records published in one call reach every consumer in the order
-    # published, whatever their keys: one log), ``advance(envelopes)`` (see Session.advance), and
+    # Optional: ``advance(envelopes)`` (see Session.advance), and
     # ``event_driven`` with ``wait(topic, key, match)`` (the first record on ``topic`` under ``key``
     # that ``match`` accepts, once written: see Session.event_driven).
 
@@ -118,13 +123,14 @@ class Session:
     (``advance``/``drain``) between its steps: on a bus that says it is ``event_driven`` (Kafka, where
     polling every consumer group after every step is what costs), unless :attr:`lockstep`.
 
-    What it waits for keeps every stream's order as the lockstep session writes it: a table's next
-    event before it acts on it; a bet's outcome (``StakeReserved`` or ``BetRejected``) and, if
-    reserved, its ``BetPlaced`` on the table's inbox before the next record to that table (the bets
-    reach the dealer in the order placed); and before an account bets again, the wallet events that
-    settle its earlier bets (payout or refund: the wallet applies them before the new stake, as in
-    lockstep), and before a shoe closes, every bet's (see :meth:`TablePlay.close_shoe`). Observers
-    (audit, monitor) are waited for only by the ``drain()`` at the end."""
+    What it waits for keeps every stream's order as the lockstep session writes it (there, everything
+    written is processed before the next record): a table's next answer from the dealer before it acts
+    on it; a bet's outcome (``StakeReserved`` or ``BetRejected``) and, if reserved, its ``BetPlaced``
+    on the table's inbox before the next record to that table (the bets reach the dealer in the order
+    placed); before any record that may write to an account's wallet, the wallet events for it that
+    the records already written cause (:meth:`settle_due`); and before a shoe closes, every bet's at
+    the table (see :meth:`TablePlay.close_shoe`). Observers (audit, monitor) are waited for only by
+    the ``drain()`` at the end."""
     owed: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
     """Event driven: each account's bets (table id, coup id, bet id) written and not known to be closed
     (rejected by the wallet, or paid or refunded): see :meth:`settle_due`."""
