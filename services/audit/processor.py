@@ -18,24 +18,31 @@ Completed game rounds are hashed (:func:`round_record`) into per-table digests t
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
 from pydantic import ValidationError
 
 from services.core import topics
-from services.core.baccarat import TableConfig, Wager, get_variant, resolve
+from services.core.baccarat import TableConfig, get_variant
+from services.core.baccarat.coup import CoupRecord
 from services.core.cards import shoe_cards
 from services.core.contract import (
     PAYLOADS,
     SCHEMA_VERSIONS,
     AnomalyDetected,
+    AuditCheckpoint,
+    AuditFinding,
     BetAccepted,
     CardDealt,
     CoupResolved,
     DecisionMade,
+    FundsDeposited,
+    FundsWithdrawn,
+    OperatorBalanceSynced,
     Payload,
+    PayoutApplied,
     PayoutIssued,
     Posting,
     ShoeClosed,
@@ -48,7 +55,7 @@ from services.core.contract import (
 )
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError
-from services.core.ledger import table_accounts
+from services.core.ledger import Payout, Wager, table_accounts
 from services.core.processor import Processor, describe
 from services.core.reasons import FindingReason, Severity
 from services.core.shoe import commitment, shuffle
@@ -71,21 +78,37 @@ PAYOUT_FIELDS = (
 )
 
 
-@dataclass(slots=True)
-class CoupTrail:
-    """What audit has seen of one coup so far."""
+def payout_of(p: PayoutIssued) -> Payout:
+    """What a ``PayoutIssued`` settles, as a :class:`~services.core.ledger.Payout` (the shape the rules' own
+    payouts have: the two compare field by field)."""
+    rows = tuple([(r.account, r.amount_minor) for r in p.postings])
+    return Payout(p.bet_id, p.account_id, p.spot, p.stake_minor, p.result, p.win_minor, p.commission_minor,
+                  p.credit_minor, rows)  # fmt: skip
 
-    table_id: str
-    shoe_id: str = ""
-    number: int = 0
-    cards: list[tuple[str, str, int]] = field(default_factory=list)
-    decisions: list[tuple[str, str, str]] = field(default_factory=list)
-    bets: dict[str, Wager] = field(default_factory=dict)
-    resolved: dict[str, Any] | None = None
-    expected: dict[str, dict[str, Any]] = field(default_factory=dict)
-    recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+@dataclass(slots=True)
+class CoupTrail(CoupRecord):
+    """What audit has seen of one coup so far: the coup as recorded (:class:`CoupRecord`: bets, cards,
+    decisions), its ``CoupResolved``, the payouts the rules call for and those recorded."""
+
+    outcome: str | None = None
+    """The outcome ``CoupResolved`` recorded; ``None`` until it is seen."""
+    hands: Any = None
+    """The hands as ``CoupResolved`` recorded them, verbatim (the round hash and the outcome check cover
+    what was written, keys a tolerant read drops included)."""
+    expected: dict[str, Payout] = field(default_factory=dict)
+    recorded: dict[str, Payout] = field(default_factory=dict)
+    paid_by: dict[str, str] = field(default_factory=dict)
+    """The id of the record of each recorded payout, by bet id."""
     escrow_out: int = 0
     done: bool = False
+
+
+class ShoeTrail(NamedTuple):
+    """An RNG shoe in play: its commitment, and each card dealt from it (position, card, event, coup)."""
+
+    commitment: str | None
+    dealt: list[tuple[int, str, str, str]]
 
 
 class Jump(NamedTuple):
@@ -150,7 +173,7 @@ class AuditState:
     configs: dict[str, TableConfig] = field(default_factory=dict)
     coups: dict[str, CoupTrail] = field(default_factory=dict)
     bet_coup: dict[str, str] = field(default_factory=dict)
-    shoes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    shoes: dict[str, ShoeTrail] = field(default_factory=dict)
     balances: dict[str, int] = field(default_factory=dict)
     digests: dict[str, TableDigest] = field(default_factory=dict)
     rounds_done: dict[str, int] = field(default_factory=dict)
@@ -169,6 +192,12 @@ class AuditState:
     """Whether the last record handled broke the event contract (an ``invalid_payload`` finding)."""
 
 
+FINDING, CHECKPOINT = AuditFinding.__name__, AuditCheckpoint.__name__
+"""Audit's two output types. Drafted from dicts, not through ``to_draft``: a finding must be written
+whatever a tampered record put in its key and values (the model's bounds could refuse them), and a
+checkpoint is signed as written (the model's dump would add its unset signature fields as nulls)."""
+
+
 def finding(
     reason: FindingReason,
     key: str,
@@ -183,7 +212,7 @@ def finding(
         "reason": reason.value, "severity": Severity.CRITICAL.value, "table_id": key,
         "subject": dict(subject), "expected": expected, "recorded": recorded, "detail": detail,
     }  # fmt: skip
-    return Draft("AuditFinding", topics.AUDIT_FINDINGS, key, payload)
+    return Draft(FINDING, topics.AUDIT_FINDINGS, key, payload)
 
 
 class Audit(Processor[AuditState]):
@@ -351,39 +380,40 @@ def _swapped(
 
 
 def _signed(draft: Draft, key: SigningKey) -> Draft:
-    if draft.type != "AuditCheckpoint":
+    if draft.type != CHECKPOINT:
         return draft
     return Draft(draft.type, draft.topic, draft.key, sign(draft.payload, key), draft.chained)
 
 
 def _finding_key(rec: Envelope) -> str:
+    # the raw payload: a finding's key is needed before (and whether or not) the payload validates
     return str(rec.payload.get("table_id") or rec.key)
 
 
 def _trail(state: AuditState, table_id: str, coup_id: str) -> CoupTrail:
     trail = state.coups.get(coup_id)
     if trail is None:
-        trail = state.coups[coup_id] = CoupTrail(table_id)
+        trail = state.coups[coup_id] = CoupTrail(table_id, coup_id)
     return trail
 
 
 def on_table_opened(state: AuditState, rec: Envelope, opened: TableOpened) -> list[Draft]:
-    """Remember the table's configuration and its recorded paytable (as recorded: a variant's own
+    """Remember the table's configuration and its recorded paytable (the raw one: a variant's own
     paytable keys, such as ``commission_to``, are not in the tolerant model)."""
-    state.configs[rec.key] = TableConfig.from_dict(rec.payload["config"])
+    state.configs[rec.key] = TableConfig.from_dict(opened.config.model_dump(mode="json"))
     state.paytables[rec.key] = dict(rec.payload.get("paytable") or {})
     return []
 
 
 def on_shoe_opened(state: AuditState, rec: Envelope, p: ShoeOpened) -> list[Draft]:
     """Remember the shoe's commitment."""
-    state.shoes[p.shoe_id] = {"table_id": rec.key, "commitment": p.commitment, "dealt": []}
+    state.shoes[p.shoe_id] = ShoeTrail(p.commitment, [])
     return []
 
 
 def on_bet_accepted(state: AuditState, rec: Envelope, p: BetAccepted) -> list[Draft]:
     """Remember the bet in its coup."""
-    _trail(state, rec.key, p.coup_id).bets[p.bet_id] = Wager(p.bet_id, p.account_id, p.spot, p.stake_minor)
+    _trail(state, rec.key, p.coup_id).bet(p.bet_id, p.account_id, p.spot, p.stake_minor)
     state.bet_coup[p.bet_id] = p.coup_id
     return []
 
@@ -391,27 +421,27 @@ def on_bet_accepted(state: AuditState, rec: Envelope, p: BetAccepted) -> list[Dr
 def on_card_dealt(state: AuditState, rec: Envelope, p: CardDealt) -> list[Draft]:
     """Remember the card, its hand and shoe position."""
     trail = _trail(state, rec.key, p.coup_id)
-    trail.cards.append((p.hand, p.card, p.shoe_position))
+    trail.card(p.hand, p.card, p.shoe_position)
     trail.shoe_id = p.shoe_id
     shoe = state.shoes.get(p.shoe_id)
     if shoe is not None:
-        shoe["dealt"].append((p.shoe_position, p.card, rec.event_id, p.coup_id))
+        shoe.dealt.append((p.shoe_position, p.card, rec.event_id, p.coup_id))
     return []
 
 
 def on_decision_made(state: AuditState, rec: Envelope, p: DecisionMade) -> list[Draft]:
     """Remember the decision and who made it."""
-    _trail(state, rec.key, p.coup_id).decisions.append((p.hand, p.choice, p.decided_by))
+    _trail(state, rec.key, p.coup_id).decision(p.hand, p.choice, p.decided_by)
     return []
 
 
-def on_coup_resolved(state: AuditState, rec: Envelope, typed: CoupResolved) -> list[Draft]:
-    """Re-run the engine from the recorded cards and decisions; compute the expected payouts. The hands,
-    outcome and natural are compared as recorded (``p``), and the round record keeps them so."""
-    p = rec.payload
-    coup_id = typed.coup_id
+def on_coup_resolved(state: AuditState, rec: Envelope, p: CoupResolved) -> list[Draft]:
+    """Re-run the engine from the recorded cards and decisions; compute the expected payouts. The hands
+    are compared as recorded (the raw payload's), and the round record keeps them so."""
+    coup_id = p.coup_id
     trail = _trail(state, rec.key, coup_id)
-    trail.resolved, trail.shoe_id, trail.number = dict(p), typed.shoe_id, typed.coup_number
+    trail.outcome, trail.shoe_id, trail.number = p.outcome, p.shoe_id, p.coup_number
+    trail.hands = rec.payload.get("hands")
     config = state.configs.get(rec.key)
     subject = {"event_id": rec.event_id, "coup_id": coup_id}
     if config is None:
@@ -419,53 +449,27 @@ def on_coup_resolved(state: AuditState, rec: Envelope, typed: CoupResolved) -> l
         return [finding(FindingReason.UNKNOWN_TABLE, rec.key, subject, detail=why)]
     variant = get_variant(config.variant)
     try:
-        result = resolve(config, [c for _, c, _ in trail.cards], [(h, c) for h, c, _ in trail.decisions])
+        result = trail.replayed(config)
     except DomainError as err:
-        return [
-            finding(
-                FindingReason.CARD_MISMATCH, rec.key, subject, None, [c for _, c, _ in trail.cards],
-                detail=str(err),
-            )
-        ]
+        return [finding(FindingReason.CARD_MISMATCH, rec.key, subject, None, trail.dealt(), detail=str(err))]
     out: list[Draft] = []
     recomputed = result.to_dict()
-    for name in ("hands", "outcome", "natural"):
-        if recomputed[name] != p.get(name):
-            out.append(
-                finding(
-                    FindingReason.OUTCOME_MISMATCH, rec.key, {**subject, "field": name}, recomputed[name],
-                    p.get(name),
-                )
-            )
+    for name, recorded in (("hands", trail.hands), ("outcome", p.outcome), ("natural", p.natural)):
+        if recomputed[name] != recorded:
+            where = {**subject, "field": name}
+            out.append(finding(FindingReason.OUTCOME_MISMATCH, rec.key, where, recomputed[name], recorded))
     dealt_to = {h.name: list(h.cards) for h in result.hands}
-    recorded_to: dict[str, list[str]] = {}
-    for hand, card, _ in trail.cards:
-        recorded_to.setdefault(hand, []).append(card)
+    recorded_to = trail.dealt_to()
     if {k: v for k, v in dealt_to.items() if v} != recorded_to:
+        why = "cards dealt to the wrong hand"
+        out.append(finding(FindingReason.CARD_MISMATCH, rec.key, subject, dealt_to, recorded_to, detail=why))
+    if sorted(p.bet_ids) != sorted(trail.bets):
         out.append(
-            finding(
-                FindingReason.CARD_MISMATCH,
-                rec.key,
-                subject,
-                dealt_to,
-                recorded_to,
-                detail="cards dealt to the wrong hand",
-            )
+            finding(FindingReason.BET_SET_MISMATCH, rec.key, subject, sorted(trail.bets), sorted(p.bet_ids))
         )
-    if sorted(typed.bet_ids) != sorted(trail.bets):
-        out.append(
-            finding(
-                FindingReason.BET_SET_MISMATCH, rec.key, subject, sorted(trail.bets), sorted(typed.bet_ids)
-            )
-        )
-    wagers = [trail.bets[b] for b in typed.bet_ids if b in trail.bets]
+    wagers: list[Wager] = [trail.bets[b] for b in p.bet_ids if b in trail.bets]
     for po in variant.settle(result, wagers, config, table_accounts(rec.key)):
-        trail.expected[po.bet_id] = {
-            "bet_id": po.bet_id, "account_id": po.account_id, "spot": po.spot, "stake_minor": po.stake_minor,
-            "result": po.result, "win_minor": po.win_minor, "commission_minor": po.commission_minor,
-            "credit_minor": po.credit_minor,
-            "postings": [{"account": a, "amount_minor": m} for a, m in po.postings],
-        }  # fmt: skip
+        trail.expected[po.bet_id] = po
     for bet_id in list(trail.recorded):
         out.extend(_compare_payout(state, trail, bet_id))
     out.extend(_maybe_complete(state, coup_id, trail))
@@ -474,62 +478,68 @@ def on_coup_resolved(state: AuditState, rec: Envelope, typed: CoupResolved) -> l
 
 def on_payout_issued(state: AuditState, rec: Envelope, p: PayoutIssued) -> list[Draft]:
     """Join the payout with its coup; compare once both sides are known. Checked on its own first: its
-    postings balance, and what it posts to the commission account is the commission it reports. The
-    payout is kept as recorded (the round record and the comparison read it so)."""
+    postings balance, and what it posts to the commission account is the commission it reports."""
     bet_id, table, coup_id = p.bet_id, p.table_id, p.coup_id
     out = _check_postings(rec, p.postings)
     trail = state.coups.get(coup_id)
     first = state.settled.get(bet_id)
     if first is None and trail is not None and bet_id in trail.recorded:
-        first = str(trail.recorded[bet_id]["_event_id"])
+        first = trail.paid_by[bet_id]
     if first is not None:
         why = f"the bet was already settled by {first}: a bet is settled exactly once"
         both = {"event_id": rec.event_id, "bet_id": bet_id, "coup_id": coup_id,
                 "event_ids": [first, rec.event_id]}  # fmt: skip
         return [*out, finding(FindingReason.DUPLICATE_PAYOUT, table or rec.key, both, 1, 2, detail=why)]
     trail = _trail(state, table, coup_id)
-    trail.recorded[bet_id] = {**rec.payload, "_event_id": rec.event_id}
+    trail.recorded[bet_id] = payout_of(p)
+    trail.paid_by[bet_id] = rec.event_id
     escrow = table_accounts(table).escrow
     trail.escrow_out += sum([r.amount_minor for r in p.postings if r.account == escrow])
-    if trail.resolved is not None:
+    if trail.outcome is not None:
         out.extend(_compare_payout(state, trail, bet_id))
         out.extend(_maybe_complete(state, coup_id, trail))
     return out
 
 
-def _check_commission_postings(state: AuditState, table: str, p: Mapping[str, Any]) -> list[Draft]:
+def _check_commission_postings(state: AuditState, trail: CoupTrail, p: Payout) -> list[Draft]:
     """Paired invariant (independent of any model): the postings to the table's commission account
     equal the ``commission_minor`` the payout reports — or nothing, where the recorded paytable sends
     the spot's commission elsewhere (``commission_to: bank`` in a player-banked game). Checked once the
     payout meets its resolved coup (so the table's paytable is known, whatever the arrival order)."""
+    table = trail.table_id
     account = table_accounts(table).commission
-    posted = sum(int(r["amount_minor"]) for r in p.get("postings") or [] if r["account"] == account)
-    entry = state.paytables.get(table, {}).get(str(p.get("spot")), {})
+    posted = sum([m for a, m in p.postings if a == account])
+    entry = state.paytables.get(table, {}).get(p.spot, {})
     to_commission = entry.get("commission_to", "commission") == "commission"
-    reported = p.get("commission_minor") if to_commission else 0
+    reported = p.commission_minor if to_commission else 0
     if posted == reported:
         return []
-    subject = {"event_id": p["_event_id"], "bet_id": p.get("bet_id"), "coup_id": p.get("coup_id"),
-               "account": account}  # fmt: skip
+    subject = {**_payout_subject(trail, p.bet_id), "account": account}
     why = f"{posted} posted to {account} but {reported} reported as commission"
     return [finding(FindingReason.COMMISSION_POSTING_MISMATCH, table, subject, reported, posted, detail=why)]
+
+
+def _settled(p: Payout) -> tuple[str, int, int, int, int, str, str]:
+    """What a payout settles, in :data:`PAYOUT_FIELDS` order."""
+    return (p.result, p.win_minor, p.commission_minor, p.credit_minor, p.stake_minor, p.account_id, p.spot)
 
 
 def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Draft]:
     got = trail.recorded[bet_id]
     want = trail.expected.get(bet_id)
-    paired = _check_commission_postings(state, trail.table_id, got)
+    paired = _check_commission_postings(state, trail, got)
     if want is None:
         why = "a payout for a bet that is not among the coup's accepted bets"
-        credit = got.get("credit_minor")
-        unexpected = finding(FindingReason.PAYOUT_UNEXPECTED, trail.table_id, _payout_subject(got, bet_id),
-                             None, credit, detail=why)  # fmt: skip
+        unexpected = finding(FindingReason.PAYOUT_UNEXPECTED, trail.table_id, _payout_subject(trail, bet_id),
+                             None, got.credit_minor, detail=why)  # fmt: skip
         return [*paired, unexpected]
     out = paired
-    diff = {f: (want[f], got.get(f)) for f in PAYOUT_FIELDS if want[f] != got.get(f)}
-    if not diff and same_postings(want["postings"], got.get("postings") or []):
+    wanted, settled = _settled(want), _settled(got)
+    rows = got.postings
+    if wanted == settled and same_postings(want.postings, rows):
         return out
-    subject = _payout_subject(got, bet_id)
+    subject = _payout_subject(trail, bet_id)
+    diff = {f: (w, g) for f, w, g in zip(PAYOUT_FIELDS, wanted, settled, strict=True) if w != g}
     if diff:
         only_commission = "commission_minor" in diff and set(diff) <= {"commission_minor", "credit_minor"}
         reason = FindingReason.COMMISSION_MISMATCH if only_commission else FindingReason.PAYOUT_MISMATCH
@@ -538,26 +548,25 @@ def _compare_payout(state: AuditState, trail: CoupTrail, bet_id: str) -> list[Dr
                            {f: g for f, (_, g) in diff.items()}, detail=why))  # fmt: skip
     else:
         why = "the money moves between other accounts than the rules call for"
-        wanted, posted = want["postings"], got.get("postings")
+        wanted_rows, posted = _posting_rows(want.postings), _posting_rows(rows)
         out.append(
-            finding(FindingReason.POSTINGS_MISMATCH, trail.table_id, subject, wanted, posted, detail=why)
+            finding(FindingReason.POSTINGS_MISMATCH, trail.table_id, subject, wanted_rows, posted, detail=why)
         )
     return out
 
 
-def _payout_subject(got: Mapping[str, Any], bet_id: str) -> dict[str, Any]:
-    return {"event_id": got["_event_id"], "bet_id": bet_id, "coup_id": got.get("coup_id")}
+def _payout_subject(trail: CoupTrail, bet_id: str) -> dict[str, Any]:
+    return {"event_id": trail.paid_by[bet_id], "bet_id": bet_id, "coup_id": trail.coup_id}
 
 
-def _row(r: Mapping[str, Any]) -> tuple[str, int]:
-    return (str(r["account"]), int(r["amount_minor"]))
+def _posting_rows(rows: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"account": a, "amount_minor": m} for a, m in rows]
 
 
-def same_postings(want: list[dict[str, Any]], got: list[Any]) -> bool:
-    """Whether two lists of posting rows move the same amounts between the same accounts, in any order
-    (as ``(account, amount)`` pairs). Equal lists, the usual case, need no sorting: rows that are equal
-    dicts give equal pairs."""
-    return want == got or sorted(map(_row, want)) == sorted(map(_row, got))
+def same_postings(want: Sequence[tuple[str, int]], got: Sequence[tuple[str, int]]) -> bool:
+    """Whether two payouts' postings, as ``(account, amount)`` rows, move the same amounts between the
+    same accounts, in any order (equal rows, the usual case, need no sorting)."""
+    return want == got or sorted(want) == sorted(got)
 
 
 def _check_postings(rec: Envelope, rows: tuple[Posting, ...]) -> list[Draft]:
@@ -637,11 +646,11 @@ def _check_shoe(state: AuditState, rec: Envelope, p: ShoeClosed) -> list[Draft]:
     seed = bytes.fromhex(p.seed_hex)
     order = shuffle(seed, shoe_cards(config.decks))
     out = []
-    if commitment(seed, order) != shoe["commitment"]:
+    if commitment(seed, order) != shoe.commitment:
         why = "the revealed seed does not give the committed order"
         out.append(finding(FindingReason.SHOE_COMMITMENT_MISMATCH, rec.key, subject, commitment(seed, order),
-                           shoe["commitment"], detail=why))  # fmt: skip
-    for pos, card, event_id, coup_id in shoe["dealt"]:
+                           shoe.commitment, detail=why))  # fmt: skip
+    for pos, card, event_id, coup_id in shoe.dealt:
         if not 0 <= pos < len(order) or order[pos] != card:
             want = order[pos] if 0 <= pos < len(order) else None
             where = {"event_id": event_id, "coup_id": coup_id, "shoe_id": p.shoe_id, "shoe_position": pos}
@@ -650,19 +659,21 @@ def _check_shoe(state: AuditState, rec: Envelope, p: ShoeClosed) -> list[Draft]:
     return out
 
 
-_PAYOUT_KEYS = tuple(sorted(("bet_id", *PAYOUT_FIELDS)))
+def _payout_record(p: Payout) -> dict[str, Any]:
+    return {"account_id": p.account_id, "bet_id": p.bet_id, "commission_minor": p.commission_minor,
+            "credit_minor": p.credit_minor, "result": p.result, "spot": p.spot, "stake_minor": p.stake_minor,
+            "win_minor": p.win_minor}  # fmt: skip
 
 
 def round_record(trail: CoupTrail, coup_id: str) -> dict[str, Any]:
     """The canonical game-round record of a completed coup (what the digest covers)."""
-    r = trail.resolved or {}
     return {
         "bets": [{"account_id": w.account_id, "bet_id": b, "spot": w.spot, "stake_minor": w.stake_minor}
                  for b, w in sorted(trail.bets.items())],
         "cards": [[h, c, pos] for h, c, pos in trail.cards], "coup_id": coup_id, "coup_number": trail.number,
-        "decisions": [[h, c] for h, c, _ in trail.decisions], "hands": r.get("hands"),
-        "outcome": r.get("outcome"),
-        "payouts": [{f: trail.recorded[b].get(f) for f in _PAYOUT_KEYS} for b in sorted(trail.recorded)],
+        "decisions": [[h, c] for h, c, _ in trail.decisions], "hands": trail.hands,
+        "outcome": trail.outcome,
+        "payouts": [_payout_record(trail.recorded[b]) for b in sorted(trail.recorded)],
         "shoe_id": trail.shoe_id, "table_id": trail.table_id,
     }  # fmt: skip
 
@@ -680,7 +691,7 @@ of them is a ``duplicate_payout``; further back, it is an orphan left open at th
 
 def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
     recorded, bets = trail.recorded, trail.bets
-    if trail.done or trail.resolved is None or len(recorded) != len(bets) or set(recorded) != set(bets):
+    if trail.done or trail.outcome is None or len(recorded) != len(bets) or set(recorded) != set(bets):
         return []  # (the lengths first: a coup of n bets is checked n times, each set costs n)
     trail.done = True
     table = trail.table_id
@@ -689,7 +700,7 @@ def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[D
     digest.add(trail.number, round_hash(trail, coup_id))
     for bet_id in trail.bets:
         state.bet_coup.pop(bet_id, None)
-        state.settled[bet_id] = str(trail.recorded[bet_id]["_event_id"])
+        state.settled[bet_id] = trail.paid_by[bet_id]
         state.settled_order.append(bet_id)
     while len(state.settled_order) > SETTLED_WINDOW:
         state.settled.pop(state.settled_order.popleft(), None)
@@ -712,7 +723,7 @@ def _check_escrow(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Dra
     held = sum(state.reserved.pop(b) for b in trail.bets)
     if held + trail.escrow_out == 0:
         return []
-    ids = sorted(str(r["_event_id"]) for r in trail.recorded.values())
+    ids = sorted(trail.paid_by.values())
     why = f"stakes put {held} into escrow, payouts took {-trail.escrow_out} out"
     return [finding(FindingReason.ESCROW_NOT_ZERO, trail.table_id, {"coup_id": coup_id, "event_ids": ids}, 0,
                     held + trail.escrow_out, detail=why)]  # fmt: skip
@@ -734,7 +745,7 @@ def checkpoint(state: AuditState, table: str) -> Draft:
         "findings": state.findings_by_key.get(table, 0),
         "alerts": {"count": alerts, "head": alerts_head or None},
     }  # fmt: skip
-    return Draft("AuditCheckpoint", topics.AUDIT_FINDINGS, table, payload)
+    return Draft(CHECKPOINT, topics.AUDIT_FINDINGS, table, payload)
 
 
 def table_digest(hashes: Mapping[int, str]) -> str:
@@ -763,7 +774,7 @@ def open_items(state: AuditState) -> list[dict[str, Any]]:
     items = []
     for coup_id, trail in sorted(state.coups.items()):
         missing = sorted(set(trail.bets) - set(trail.recorded))
-        items.append({"coup_id": coup_id, "table_id": trail.table_id, "resolved": trail.resolved is not None,
+        items.append({"coup_id": coup_id, "table_id": trail.table_id, "resolved": trail.outcome is not None,
                       "missing_payouts": missing})  # fmt: skip
     return items
 
@@ -771,23 +782,27 @@ def open_items(state: AuditState) -> list[dict[str, Any]]:
 Handler = Callable[[AuditState, Envelope, Any], list[Draft]]
 """A handler of one event type: the state, the record and its typed payload (:func:`read_recorded`)."""
 
-_HANDLERS: Mapping[str, Handler] = {
-    "TableOpened": on_table_opened,
-    "ShoeOpened": on_shoe_opened,
-    "BetAccepted": on_bet_accepted,
-    "CardDealt": on_card_dealt,
-    "DecisionMade": on_decision_made,
-    "CoupResolved": on_coup_resolved,
-    "ShoeClosed": on_shoe_closed,
-    "PayoutIssued": on_payout_issued,
-    "FundsDeposited": on_wallet_event,
-    "FundsWithdrawn": on_wallet_event,
-    "StakeReserved": on_wallet_event,
-    "PayoutApplied": on_wallet_event,
-    "StakeRefunded": on_wallet_event,
-    "OperatorBalanceSynced": on_wallet_event,  # seamless wallet: the operator's balance, posted
-    "AnomalyDetected": on_alert,
+_ON: Mapping[type[Payload], Handler] = {
+    TableOpened: on_table_opened,
+    ShoeOpened: on_shoe_opened,
+    BetAccepted: on_bet_accepted,
+    CardDealt: on_card_dealt,
+    DecisionMade: on_decision_made,
+    CoupResolved: on_coup_resolved,
+    ShoeClosed: on_shoe_closed,
+    PayoutIssued: on_payout_issued,
+    FundsDeposited: on_wallet_event,
+    FundsWithdrawn: on_wallet_event,
+    StakeReserved: on_wallet_event,
+    PayoutApplied: on_wallet_event,
+    StakeRefunded: on_wallet_event,
+    OperatorBalanceSynced: on_wallet_event,  # seamless wallet: the operator's balance, posted
+    AnomalyDetected: on_alert,
 }
+"""Audit's handler of each payload model it reads."""
+
+_HANDLERS: Mapping[str, Handler] = {model.__name__: handler for model, handler in _ON.items()}
+"""The same, by event type (a type is its model's name)."""
 
 
 class Reader(NamedTuple):

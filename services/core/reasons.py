@@ -209,8 +209,6 @@ class FindingReason(StrEnum):
     """A payout's amounts agree but its postings move money between other accounts."""
     PAYOUT_UNEXPECTED = "payout_unexpected"
     """A payout for a bet that the coup did not settle."""
-    MISSING_PAYOUT = "missing_payout"
-    """A settled bet of a resolved coup has no payout."""
     COMMISSION_POSTING_MISMATCH = "commission_posting_mismatch"
     """What a payout posts to the commission account is not the commission it reports (paired invariant)."""
     ESCROW_NOT_ZERO = "escrow_not_zero"

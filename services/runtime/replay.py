@@ -69,7 +69,8 @@ from pydantic import ValidationError
 
 from services.audit.processor import CHECKPOINT_EVERY, Audit, AuditState, digest_of, open_items
 from services.core import topics
-from services.core.baccarat import TableConfig, resolve
+from services.core.baccarat import TableConfig
+from services.core.baccarat.coup import CoupRecord
 from services.core.baccarat.variants.french_club import COVER_SPOT
 from services.core.envelope import Draft, Envelope, hash_of_bytes
 from services.core.errors import DomainError
@@ -962,24 +963,35 @@ def replay(
 
 @dataclass(slots=True)
 class RoundCollector:
-    """Everything about one coup, gathered while the replay streams (``--coup ID``)."""
+    """Everything about one coup, gathered while the replay streams (``--coup ID``).
+
+    The coup itself (bets accepted, cards, decisions) is folded into a
+    :class:`~services.core.baccarat.coup.CoupRecord`, as audit folds it, but from the raw payloads: the
+    view shows what was written, valid or not. Beside it, what each record adds for the reader: when it
+    was written, a bet's currency and stake reservation, a decision's cell."""
 
     coup_id: str
-    table: dict[str, Any] | None = None
+    coup: CoupRecord = field(init=False)
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     round: dict[str, Any] = field(default_factory=dict)
-    bets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bet_notes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per bet id: when it was accepted and in what currency, its stake reservation."""
+    card_notes: list[dict[str, Any]] = field(default_factory=list)
+    """Per card of :attr:`coup`, in order: its record's id and time."""
+    decision_notes: list[dict[str, Any]] = field(default_factory=list)
+    """Per decision of :attr:`coup`, in order: the cell of the rules that left it free, its record."""
     refused: list[dict[str, Any]] = field(default_factory=list)
-    cards: list[dict[str, Any]] = field(default_factory=list)
-    decisions: list[dict[str, Any]] = field(default_factory=list)
     payouts: dict[str, dict[str, Any]] = field(default_factory=dict)
     findings: list[dict[str, Any]] = field(default_factory=list)
     event_ids: set[str] = field(default_factory=set)
 
+    def __post_init__(self) -> None:
+        self.coup = CoupRecord("", self.coup_id)
+
     @property
     def found(self) -> bool:
         """Whether the log holds the coup at all."""
-        return bool(self.round or self.cards or self.bets)
+        return bool(self.round or self.coup.cards or self.coup.bets or self.bet_notes)
 
     def observe(self, env: Envelope) -> None:
         """Keep what concerns the coup."""
@@ -988,7 +1000,7 @@ class RoundCollector:
             self.tables[env.key] = dict(p)
             return
         bet_id = str(p.get("bet_id", ""))
-        if p.get("coup_id") != self.coup_id and bet_id not in self.bets:
+        if p.get("coup_id") != self.coup_id and bet_id not in self.bet_notes:
             return
         self.event_ids.add(env.event_id)
         at = {"event_id": env.event_id, "occurred_at": env.occurred_at}
@@ -1001,7 +1013,7 @@ class RoundCollector:
         subject = item.get("subject") or {}
         ids = {subject.get("coup_id"), subject.get("bet_id"), subject.get("event_id"),
                *(subject.get("event_ids") or [])}  # fmt: skip
-        if self.coup_id in ids or ids & set(self.bets) or ids & self.event_ids:
+        if self.coup_id in ids or ids & set(self.bet_notes) or ids & self.event_ids:
             self.findings.append(dict(item))
 
     def to_dict(self) -> dict[str, Any]:
@@ -1009,14 +1021,22 @@ class RoundCollector:
         r = self.round
         table = self.tables.get(str(r.get("table_id") or ""), {})
         payouts = [self.payouts[b] for b in sorted(self.payouts)]
-        stake = sum(int(b["stake_minor"]) for b in self.bets.values())
+        bets = [{"bet_id": b, "account_id": w.account_id, "spot": w.spot, "stake_minor": w.stake_minor,
+                 **self.bet_notes[b]} for b, w in sorted(self.coup.bets.items())]  # fmt: skip
+        refused = [{**self.bet_notes.get(str(x["bet_id"]), {}), **x} for x in self.refused]
+        stake = sum(int(w.stake_minor) for w in self.coup.bets.values())
         credit = sum(int(po.get("credit_minor", 0)) for po in payouts)
         totals = {
-            "bets": len(self.bets), "stake_minor": stake, "credit_minor": credit,
+            "bets": len(bets), "stake_minor": stake, "credit_minor": credit,
             "win_minor": sum(int(po.get("win_minor", 0)) for po in payouts),
             "commission_minor": sum(int(po.get("commission_minor", 0)) for po in payouts),
             "house_result_minor": stake - credit,
         }  # fmt: skip
+        notes = zip(self.coup.cards, self.card_notes, strict=True)
+        cards = [{"n": n, "hand": h, "card": c, "shoe_position": pos, **note}
+                 for n, ((h, c, pos), note) in enumerate(notes, 1)]  # fmt: skip
+        made = zip(self.coup.decisions, self.decision_notes, strict=True)
+        decisions = [{"hand": h, "choice": c, "decided_by": by, **note} for (h, c, by), note in made]
         out = {
             "coup_id": self.coup_id, "table_id": r.get("table_id"), "shoe_id": r.get("shoe_id"),
             "coup_number": r.get("coup_number"), "variant": r.get("variant") or table.get("variant"),
@@ -1024,8 +1044,8 @@ class RoundCollector:
             "started_at": r.get("started_at"), "ended_at": r.get("ended_at"),
             "betting_opened": r.get("betting_opened"), "betting_closed": r.get("betting_closed"),
             "resolved": r.get("resolved"), "paytable": table.get("paytable"),
-            "bets": [self.bets[b] for b in sorted(self.bets)], "refused_bets": self.refused,
-            "cards": self.cards, "decisions": self.decisions, "hands": r.get("hands"),
+            "bets": bets, "refused_bets": refused,
+            "cards": cards, "decisions": decisions, "hands": r.get("hands"),
             "outcome": r.get("outcome"), "natural": r.get("natural"), "recomputed": self._recomputed(table),
             "payouts": payouts, "totals": totals, "verdict": "findings" if self.findings else "clean",
             "findings": self.findings,
@@ -1036,12 +1056,16 @@ class RoundCollector:
         if "config" not in table:
             return None
         try:
-            result = resolve(TableConfig.from_dict(table["config"]), [c["card"] for c in self.cards],
-                             [(d["hand"], d["choice"]) for d in self.decisions])  # fmt: skip
+            result = self.coup.replayed(TableConfig.from_dict(table["config"]))
         except DomainError as exc:
             return {"error": str(exc)}
         d = result.to_dict()
         return {"hands": d["hands"], "outcome": d["outcome"], "natural": d["natural"]}
+
+
+def _raw(p: Mapping[str, Any], *names: str) -> list[Any]:
+    """The fields ``names`` of a raw payload as written (``None`` where missing)."""
+    return [p.get(n) for n in names]
 
 
 def _c_opened(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
@@ -1050,11 +1074,11 @@ def _c_opened(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
 
 def _c_bet(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
     p = env.payload
-    c.bets[str(p["bet_id"])] = {
-        "bet_id": p["bet_id"], "account_id": p.get("account_id"), "spot": p.get("spot"),
-        "stake_minor": p.get("stake_minor"), "currency": p.get("currency"), "accepted": at,
-        **c.bets.get(str(p["bet_id"]), {}),
-    }  # fmt: skip
+    bet_id = str(p["bet_id"])
+    if bet_id in c.coup.bets:  # the first record of a bet is the one shown
+        return
+    c.coup.bet(bet_id, *_raw(p, "account_id", "spot", "stake_minor"))
+    c.bet_notes[bet_id] = {"currency": p.get("currency"), "accepted": at, **c.bet_notes.get(bet_id, {})}
 
 
 def _c_refused(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
@@ -1064,7 +1088,7 @@ def _c_refused(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
 
 def _c_reserved(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
     p = env.payload
-    bet = c.bets.setdefault(str(p["bet_id"]), {"bet_id": p["bet_id"]})
+    bet = c.bet_notes.setdefault(str(p["bet_id"]), {})
     bet["balance_before_minor"], bet["balance_after_stake_minor"] = (
         p.get("balance_before_minor"),
         p.get("balance_after_minor"),
@@ -1078,14 +1102,14 @@ def _c_closed(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
 
 def _c_card(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
     p = env.payload
-    c.cards.append({"n": len(c.cards) + 1, "hand": p.get("hand"), "card": p.get("card"),
-                    "shoe_position": p.get("shoe_position"), **at})  # fmt: skip
+    c.coup.card(*_raw(p, "hand", "card", "shoe_position"))
+    c.card_notes.append(at)
 
 
 def _c_decision(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
     p = env.payload
-    c.decisions.append({"hand": p.get("hand"), "choice": p.get("choice"), "decided_by": p.get("decided_by"),
-                        "cell": p.get("cell"), **at})  # fmt: skip
+    c.coup.decision(*_raw(p, "hand", "choice", "decided_by"))
+    c.decision_notes.append({"cell": p.get("cell"), **at})
 
 
 def _c_resolved(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:

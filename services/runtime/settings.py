@@ -63,13 +63,13 @@ class Settings(BaseSettings):
         default="", description="empty: JSON unless on a terminal"
     )
     log_level: str = Field(default="", description="empty: $LOG_LEVEL or INFO")
-    rebalance_timeout_s: float = Field(default=60.0, gt=0, description="faust broker_rebalance_timeout")
-    session_timeout_s: float = Field(default=60.0, gt=0, description="faust broker_session_timeout")
-    heartbeat_interval_s: float = Field(default=3.0, gt=0, description="faust broker_heartbeat_interval")
-    commit_interval_s: float = Field(default=2.8, gt=0, description="how often the worker commits offsets")
+    rebalance_timeout_s: float = Field(default=60.0, gt=0, description="the worker's rebalance timeout")
+    session_timeout_s: float = Field(default=60.0, gt=0, description="the worker consumer's session timeout")
+    heartbeat_interval_s: float = Field(default=3.0, gt=0, description="the worker consumer's heartbeat")
+    commit_interval_s: float = Field(default=2.8, gt=0, description="unused: a worker commits per batch")
     fetch_max_wait_ms: int | None = Field(
         default=None, ge=1, le=1500,
-        description="the worker consumer's fetch wait; unset: faust's 1500 (fine where fetches wake)",
+        description="the worker consumer's fetch wait; unset: 1500 (fine where fetches wake)",
     )  # fmt: skip
     amount_max_minor: int = Field(
         default=AMOUNT_MAX_MINOR, ge=1, le=BALANCE_MAX_MINOR,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from services.audit.processor import Audit, read_recorded
+from services.audit.processor import _HANDLERS, _ON, Audit, read_recorded
 from services.core import topics
-from services.core.contract import BetAccepted
+from services.core.contract import PAYLOADS, BetAccepted
 from services.core.envelope import Envelope, request
 
 BET = {"bet_id": "b1", "account_id": "player:1", "table_id": "T1", "coup_id": "T1/S1/1", "spot": "player",
@@ -38,3 +38,11 @@ def test_the_state_says_whether_the_last_record_broke_the_contract() -> None:
     assert state.invalid
     audit.handle(state, _record(BET))
     assert not state.invalid and "b1" in state.coups["T1/S1/1"].bets
+
+
+def test_every_audit_handler_is_registered_under_its_model_type() -> None:
+    """Audit's handlers are keyed by payload model; each model's name is the contract type it reads
+    (a handler under a name the registry does not hold would never run)."""
+    for model, handler in _ON.items():
+        assert PAYLOADS[model.__name__] is model
+        assert _HANDLERS[model.__name__] is handler

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.audit.processor import CoupTrail, round_hash, round_record
-from services.core.baccarat import Wager
 from services.core.envelope import canonical, sha256_hex
+from services.core.ledger import Payout
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
@@ -25,17 +25,18 @@ class Hand(enum.StrEnum):
 
 
 def _trail(hands: Any, outcome: Any, extra: Any) -> CoupTrail:
-    trail = CoupTrail("T01", shoe_id="T01-S1", number=3)
-    trail.cards = [("player", "9S", 0), ("banker", "4H", 1)]
-    trail.decisions = [("player", "stand", "dealer")]
-    trail.bets = {"b2": Wager("b2", "player:2", "banker", 500), "b1": Wager("b1", "player:1", "player", 1000)}
-    trail.resolved = {"outcome": outcome, "hands": hands}
+    """A completed coup's trail: ``hands`` as recorded (verbatim, any JSON), the outcome and one payout
+    field of any JSON (the round record reads what was recorded)."""
+    trail = CoupTrail("T01", "T01/T01-S1/3", shoe_id="T01-S1", number=3)
+    trail.card("player", "9S", 0)
+    trail.card("banker", "4H", 1)
+    trail.decision("player", "stand", "dealer")
+    trail.bet("b2", "player:2", "banker", 500)
+    trail.bet("b1", "player:1", "player", 1000)
+    trail.hands, trail.outcome = hands, outcome
     for bet_id, wager in trail.bets.items():
-        trail.recorded[bet_id] = {
-            "bet_id": bet_id, "account_id": wager.account_id, "spot": wager.spot, "result": extra,
-            "stake_minor": wager.stake_minor, "win_minor": 0, "commission_minor": 0, "credit_minor": 0,
-            "_event_id": f"e-{bet_id}",
-        }  # fmt: skip
+        payout = Payout(bet_id, wager.account_id, wager.spot, wager.stake_minor, extra, 0, 0, 0, ())
+        trail.recorded[bet_id], trail.paid_by[bet_id] = payout, f"e-{bet_id}"
     return trail
 
 

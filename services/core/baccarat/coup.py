@@ -6,7 +6,13 @@ in order and, once dealing began, the engine's :class:`CoupState` (cards per han
 methods are the only transitions: the dealer makes them from the commands it accepts (and writes the
 event of each), the readers of the table stream make the very same ones from those events
 (:func:`coup_opened`, :func:`evolve`): the simulator follows its coups with it, the monitor keeps its
-per-coup watch beside one. Audit's and replay's trails can fold the same events into it too.
+per-coup watch beside one.
+
+The readers that check or show a coup as it was *recorded* (audit, replay's ``--coup`` view) cannot fold
+through the engine as they go: a tampered log may record a card to the wrong hand, or more cards than
+the rules deal, and that is what they must report. They fold the same events into a
+:class:`CoupRecord` instead (the record as written, nothing re-derived) and re-run the engine over it
+once, at the end (:meth:`CoupRecord.replayed`).
 
 The dealer writes a :class:`~services.core.contract.CoupResolved` from a :class:`CoupResult`; every
 reader that needs the result back (settlement's payout stage, the monitor, audit, replay) rebuilds it
@@ -16,7 +22,7 @@ here, once, from the typed payload, never from the raw dict.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from services.core.baccarat.engine import (
@@ -26,6 +32,7 @@ from services.core.baccarat.engine import (
     TableConfig,
     apply_card,
     apply_decision,
+    resolve,
     start,
 )
 from services.core.contract import (
@@ -140,3 +147,50 @@ def result_of(resolved: CoupResolved, hand_order: Sequence[str]) -> CoupResult:
         versus=tuple(resolved.versus.items()),
         events=resolved.events,
     )
+
+
+@dataclass(slots=True)
+class CoupRecord:
+    """One coup as its recorded events tell it, nothing re-derived: the bets accepted (by bet id, in
+    the order accepted), each card with the hand and shoe position its record gives, each decision with
+    who made it, and its id, shoe and number. Mutable, for speed (audit's stated exception,
+    docs/architecture.md): :meth:`bet`, :meth:`card` and :meth:`decision` are its only writers. The
+    values are taken as given: audit folds typed payloads, replay's ``--coup`` view the raw ones (it
+    shows what was written, valid or not)."""
+
+    table_id: str
+    coup_id: str = ""
+    shoe_id: str = ""
+    number: int = 0
+    bets: dict[str, Wager] = field(default_factory=dict)
+    cards: list[tuple[str, str, int]] = field(default_factory=list)
+    decisions: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def bet(self, bet_id: str, account_id: str, spot: str, stake_minor: int) -> Wager:
+        """Bet ``bet_id`` accepted (a later record of the same id replaces it)."""
+        wager = self.bets[bet_id] = Wager(bet_id, account_id, spot, stake_minor)
+        return wager
+
+    def card(self, hand: str, card: str, shoe_position: int) -> None:
+        """``card`` dealt to ``hand`` from ``shoe_position``."""
+        self.cards.append((hand, card, shoe_position))
+
+    def decision(self, hand: str, choice: str, decided_by: str) -> None:
+        """``hand``'s ``choice``, made by ``decided_by``."""
+        self.decisions.append((hand, choice, decided_by))
+
+    def dealt(self) -> list[str]:
+        """The cards in the order dealt."""
+        return [c for _, c, _ in self.cards]
+
+    def dealt_to(self) -> dict[str, list[str]]:
+        """The cards each hand was recorded to receive, in order (hands with none left out)."""
+        out: dict[str, list[str]] = {}
+        for hand, card, _ in self.cards:
+            out.setdefault(hand, []).append(card)
+        return out
+
+    def replayed(self, config: TableConfig) -> CoupResult:
+        """The engine re-run over the recorded cards and decisions (``DomainError`` where the rules
+        cannot deal them so)."""
+        return resolve(config, self.dealt(), [(h, c) for h, c, _ in self.decisions])

@@ -353,10 +353,23 @@ class Variant(ABC):
 # --- the driver: the same four functions for every variant ---------------------------------------
 
 
-def _variant(variant_id: str) -> Variant:
-    from services.core.baccarat.variants import get_variant  # noqa: PLC0415 (registry imports us)
+VARIANTS: dict[str, Variant] = {}
+"""Every registered variant, by id. Filled by :mod:`services.core.baccarat.variants` (imported with the
+package, before anything can reach the driver): the registry depends on the engine, never the reverse."""
 
-    return get_variant(variant_id)
+
+def get_variant(variant_id: str) -> Variant:
+    """The variant called ``variant_id``; ``DomainError(UNKNOWN_VARIANT)`` otherwise."""
+    try:
+        return VARIANTS[variant_id]
+    except KeyError:
+        known = ", ".join(VARIANTS)
+        raise DomainError(
+            Reason.UNKNOWN_VARIANT, f"unknown variant {variant_id!r} (known: {known})"
+        ) from None
+
+
+_variant = get_variant
 
 
 def start(config: TableConfig) -> CoupState:

@@ -313,7 +313,10 @@ class _Scraped:
 
 
 _SCRAPED = (
-    "casino_consumer_lag_records", "casino_assigned_partitions", "casino_ready", "casino_output_index_ids",
+    "casino_consumer_lag_records",
+    "casino_assigned_partitions",
+    "casino_ready",
+    "casino_output_index_ids",
 )
 
 
@@ -328,20 +331,20 @@ def shell_status(shell: Any) -> Status:
     watermark is the one the consumer learnt from its last fetch. Reads only what the consumer already
     holds: no broker call, safe to run on every scrape.
     """
-    if not shell.assigned:
+    consumer = shell.consumer
+    if not shell.assigned or consumer is None:
         return Status(False, {})
-    consumer = shell.app.consumer
     try:
         assignment = list(consumer.assignment())
-    except Exception:  # the consumer thread is not started yet, or is stopping
+    except Exception:  # the consumer is not started yet, or is stopping
         return Status(False, {})
-    committed: Mapping[Any, int | None] = getattr(consumer, "_committed_offset", {})
+    committed: Mapping[Any, int | None] = shell.committed
     inputs = {shell.settings.topic(t): pipe for pipe in shell.pipes for t in pipe.processor.inputs}
     lag: dict[tuple[str, int], int | None] = {}
     for tp in assignment:
         pipe = inputs.get(tp.topic)
         if pipe is None:
-            continue  # faust's own topics (the leader assignor's)
+            continue
         logical = shell.settings.logical(tp.topic)
         try:
             highwater = consumer.highwater(tp)

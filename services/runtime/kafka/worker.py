@@ -1,13 +1,17 @@
-"""The Kafka runtime: any core :class:`~services.core.processor.Processor` as a faust worker.
+"""The Kafka runtime: any core :class:`~services.core.processor.Processor` as a worker in a faust app.
 
 One service per process (``casino-ledger worker NAME`` or ``python -m services.runtime.kafka.worker NAME``);
-the service's processors come from :data:`PROCESSORS`. Each processor gets one faust agent on its input
-topic(s); for each record the agent decodes the bytes (:mod:`services.runtime.intake`; undecodable
-bytes become a ``casino.deadletter`` record with the reason and the original), runs the pure
-:func:`services.core.processor.step` and produces the outputs keyed by ``Envelope.key``. Records come
-in batches (``take_events``: at most ``CASINO_BATCH_MAX``), and every send of a batch is awaited before
-faust acknowledges the batch, so an offset is never committed ahead of its outputs. Each record handled
-writes one JSON log line naming its topic, partition, offset, type, table and coup.
+the service's processors come from :data:`PROCESSORS`. The faust app gives the process its lifecycle,
+signals and web server (``/metrics``, ``/healthz``, ``/readyz``); one app task, :meth:`Shell.run`, owns an
+``AIOKafkaConsumer`` in the service's consumer group (``{prefix}casino-{service}``) on every input
+topic and an ``AIOKafkaProducer`` (faust's own consumer and producer are not started: measured below).
+For each record the worker decodes the bytes (:mod:`services.runtime.intake`; undecodable bytes become a
+``casino.deadletter`` record with the reason and the original), runs the pure
+:func:`services.core.processor.step` of the processor of that topic and produces the outputs keyed by
+``Envelope.key``. Records come in batches (``getmany``: at most ``CASINO_BATCH_MAX``), every send of a
+batch is awaited, and only then are the batch's offsets committed, so an offset is never committed
+ahead of its outputs. Each record handled writes one JSON log line naming its topic, partition, offset,
+type, table and coup.
 
 **State and restarts, without transactions.** Kafka delivers at least once and the test broker has no
 transactions, so correctness rests on determinism and event ids (docs/architecture.md, "Principles"):
@@ -27,9 +31,10 @@ transactions, so correctness rests on determinism and event ids (docs/architectu
 * *Re-deliveries.* After a crash the group re-delivers from the last committed offset. ``step`` is
   deterministic with derived ids, so those records re-derive byte-identical outputs, the ones already on
   the topic are in the index and skipped, the rest are sent: no loss, no duplicate, same order per key.
-* *Fail fast.* Any error while handling a record ends the process (exit status 70) instead of letting
-  faust restart the agent with an in-memory state that may be ahead of what was sent; the restart path
-  is the tested path.
+* *Fail fast.* Any error while handling a record ends the process (exit status 70) instead of carrying
+  on with an in-memory state that may be ahead of what was sent; the restart path is the tested path.
+  A commit refused because a rebalance took the partitions is not an error: their next owner re-reads
+  those records and finds their outputs in its index.
 
 Cost: a worker start (and a rebalance that moves a partition) re-reads that partition's history and the
 service's output topics from the beginning; memory holds the state, the applied ids and the output ids
@@ -39,8 +44,37 @@ a record reads must belong to its partition's keys (true of the reference proces
 or account); a multi-input processor (audit) re-applies its inputs partition by partition, so only its
 verdicts, not the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker
 (alive but out of the group) can still write a duplicate, which every consumer drops by ``event_id``.
-With ``processing_guarantee=exactly_once`` faust wraps the sends in transactions on brokers that have
-them; correctness does not depend on it.
+The worker sends without transactions (the test broker has none); correctness does not depend on them.
+
+**Faust agent or a plain aiokafka loop (measured, issue #16).** Until issue #16 each processor was a
+faust agent (``stream.take_events``, sends through faust's producer, faust acking and committing).
+``.venv/bin/python -m bench worker`` handles the same 2,903 ``casino.table.inbox`` records (a seeded
+session, 120 coups x 3 tables) with the dealer on one Tansu broker, each way in its own worker process,
+and takes the process's CPU time less its idle rate. Two runs on 2 cores shared with other sessions
+(load 8.7-10.1; CPU per record is the figure to read, records/s moves with the load)::
+
+    way (dealer, 2,903 records)                     records/s    CPU us/record   raw/way by CPU
+    (a) faust agent, take_events (before)             289 / 226     929 / 1,305    0.035 / 0.030
+    (b) this worker: aiokafka loop in a faust app     690 / 894     488 /   500    0.067 / 0.079
+    (a) faust agent, LOG_LEVEL=WARNING                260 / 283   1,141 / 1,119    0.029 / 0.035
+    (b) this worker, LOG_LEVEL=WARNING                752 / 914     424 /   430    0.077 / 0.091
+    (c) raw aiokafka produce -> consume, no work   10,749 / 10,659    33 /    39    1
+    (d) decode + step alone, no Kafka               2,069 / 3,443   182 /   164    0.179 / 0.239
+    (e) (d) + the per-record JSON log line          1,356 / 2,028   296 /   249    0.110 / 0.158
+
+Both ways run the same :meth:`Shell.on_batch` (output index, decode, ``step``, the record's log line,
+metrics, acks awaited once per batch); (b) only swaps faust's stream, events, acking and producer for an
+``AIOKafkaConsumer`` (``getmany``, offsets committed after the batch's acks) and an ``AIOKafkaProducer``.
+Faust's per-event machinery cost 440-800 us of CPU per record, about 2.5 times the dealer's own work
+(a profile shows three times the event-loop iterations, tasks and futures per record, and twice the
+produce requests), hence (b). On a whole session the switch shows too: ``BENCH_SESSION_LOCKSTEP=0
+.venv/bin/python -m bench session`` (3 tables x 10 coups, event driven, four workers, load 10-11) took
+21.6 and 20.1 s with the agents, 13.4 and 14.6 s with this loop (embedded 0.8-1.0 s; the same
+digest). The per-record JSON log line costs 85-115 us ((e) - (d)). The issue's goal of 0.3 of raw
+aiokafka per record is out of reach for any worker loop here: the dealer's decode + ``step`` alone, with
+no Kafka at all, is 0.18-0.24 of raw. ``processing_guarantee=exactly_once`` no longer has an
+effect (faust's transactions needed its producer; correctness never depended on them, see above), and
+offsets are committed after every batch (``commit_interval_s`` is no longer read by the worker).
 
 Plain aiokafka helpers (:func:`produce`, :func:`consume_all`, :func:`iter_raw` and their async forms)
 serve the CLI, the replay and the tests; they live in :mod:`services.runtime.kafka.topic_io` (a reader of
@@ -67,9 +101,11 @@ from typing import Any, NoReturn
 
 import faust
 import yaml  # type: ignore[import-untyped]
-from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
+from aiokafka.abc import ConsumerRebalanceListener  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
-from aiokafka.errors import KafkaError  # type: ignore[import-untyped]
+from aiokafka.errors import CommitFailedError, KafkaError  # type: ignore[import-untyped]
+from faust.app.base import BootStrategy
 
 from services.core import topics
 from services.core.envelope import Envelope
@@ -83,6 +119,12 @@ from services.runtime.kafka.topic_io import _settings_for, new_consumer, partiti
 from services.runtime.keyring import KeyringError
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
+
+FETCH_WAIT_MS = 1500
+"""The consumer's fetch wait where ``CASINO_FETCH_MAX_WAIT_MS`` sets none (faust's, which it replaced).
+
+A broker answers a pending fetch as soon as records arrive, so the wait costs nothing there; Tansu
+answers only when the wait is over, so the demo and tests set a short one."""
 
 EXIT_CRASH = 70
 """Exit status of a worker that stopped on an error while handling a record (EX_SOFTWARE)."""
@@ -290,12 +332,19 @@ class Shell:
         own = {g.own.key_id: g.own for g in guards} if guards else None
         self.index = OutputIndex(frozenset(p.name for p in processors), tuple(outputs), own)
         self._reader: AIOKafkaConsumer | None = None
-        self._topics: dict[str, Any] = {}
+        self.consumer: AIOKafkaConsumer | None = None  # the group's consumer (:meth:`run`)
+        self.producer: AIOKafkaProducer | None = None
+        self.committed: dict[TopicPartition, int] = {}  # the offsets this worker has committed
+        self.routes: dict[str, list[Pipe]] = {}
+        for pipe in self.pipes:
+            for logical in pipe.processor.inputs:
+                self.routes.setdefault(settings.topic(logical), []).append(pipe)
         self._one_at_a_time = asyncio.Lock()
         self.handled = 0
         self.assigned = False  # the group has assigned partitions (readiness)
         self.metrics = metrics.WorkerMetrics(service or processors[0].name)
         self.tally = metrics.Tally()  # what the current batch did, flushed into the metrics once per batch
+        self._log: Any = None
 
     async def reader(self) -> AIOKafkaConsumer:
         """The plain consumer (no group) used for catch-up and the output index."""
@@ -310,21 +359,15 @@ class Shell:
             await self._reader.stop()
             self._reader = None
 
-    def out_topic(self, logical: str) -> Any:
-        """The faust topic object of a logical output topic (raw bytes in and out)."""
-        if logical not in self._topics:
-            self._topics[logical] = self.app.topic(
-                self.settings.topic(logical), key_serializer="raw", value_serializer="raw"
-            )
-        return self._topics[logical]
-
     async def send(self, envelopes: Sequence[Envelope]) -> list[tuple[str, Any]]:
         """Send the envelopes not yet in the output index, in order; returns the pending acknowledgements."""
         pending = []
         for env in envelopes:
             if env.event_id in self.index.ids:
                 continue
-            sent = await self.out_topic(env.topic).send(key=intake.encode_key(env), value=intake.encode(env))
+            assert self.producer is not None, "the worker's producer starts with run()"
+            physical = self.settings.topic(env.topic)
+            sent = await self.producer.send(physical, intake.encode(env), key=intake.encode_key(env))
             pending.append((env.event_id, sent))
             self.tally.output(env)
         return pending
@@ -342,21 +385,106 @@ class Shell:
 
     async def on_batch(self, pipe: Pipe, records: Sequence[tuple[str, int, int, bytes | None]]) -> None:
         """Handle delivered ``(physical topic, partition, offset, value)`` records in order, then wait
-        for the acknowledgement of every output they caused; only then may faust acknowledge (and
-        later commit) them, so an offset is never committed ahead of its outputs. Waiting once per
-        batch instead of once per record is what lets a worker keep up with a busy table.
+        for the acknowledgement of every output they caused; only then does :meth:`run` commit them,
+        so an offset is never committed ahead of its outputs. Waiting once per batch instead of once
+        per record is what lets a worker keep up with a busy table.
 
-        The pipes' agents run concurrently but share the reader, the output index and the sends, so a
-        worker handles one batch at a time (two first records at once raced to start the reader, and
-        one of them used it unstarted: a crash with no broker known).
+        The pipes share the reader, the output index and the sends, so a worker handles one batch at a
+        time (when each pipe was a faust agent, two first records at once raced to start the reader,
+        and one of them used it unstarted: a crash with no broker known).
         """
         async with self._one_at_a_time:
             started = time.perf_counter()
+            self._log = _log()  # once per batch, not per record (configure() may still run after import)
             pending: list[tuple[str, Any]] = []
             for physical, partition, offset, value in records:
                 pending += await self._on_record(pipe, physical, partition, offset, value)
             await self.confirm(pending)
             self.metrics.flush(self.tally, pipe.processor.name, len(records), time.perf_counter() - started)
+
+    async def run(self) -> None:
+        """The worker's loop (:meth:`consume`), ending the process on any error it does not handle (a
+        Kafka client that cannot start, a fetch that fails): an app task that died quietly would leave
+        a live process that consumes nothing."""
+        try:
+            await self.consume()
+        except Exception as exc:
+            _log().critical("worker_failed", error=repr(exc), exc_info=True)
+            sys.stderr.flush()
+            os._exit(EXIT_CRASH)
+
+    async def consume(self) -> None:
+        """The service's consumer group, a batch at a time (``getmany``), each batch's outputs
+        acknowledged before its offsets are committed."""
+        settings, auth = self.settings, self.settings.aiokafka_auth()
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.bootstrap_list,
+            group_id=self.app.conf.id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=settings.fetch_max_wait_ms or FETCH_WAIT_MS,
+            max_poll_records=settings.batch_max,
+            session_timeout_ms=int(settings.session_timeout_s * 1000),
+            heartbeat_interval_ms=int(settings.heartbeat_interval_s * 1000),
+            rebalance_timeout_ms=int(settings.rebalance_timeout_s * 1000),
+            **auth,
+        )
+        self.producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_list, acks="all", **auth)
+        self.consumer.subscribe(sorted(self.routes), listener=_Rebalance(self))
+        await self.producer.start()
+        await self.consumer.start()
+        try:
+            while True:
+                batch = await self._batch()
+                if batch:
+                    await self._handle(batch)
+        finally:
+            await self.consumer.stop()
+            await self.producer.stop()
+            await self.close()
+
+    async def _batch(self) -> dict[TopicPartition, list[Any]]:
+        """The records of the next fetch, at most ``batch_max``; when it brings fewer, one more fetch
+        waiting at most ``batch_wait_ms`` tops the batch up (as faust's ``take_events`` did)."""
+        assert self.consumer is not None
+        most = self.settings.batch_max
+        batch = {
+            tp: list(msgs)
+            for tp, msgs in (await self.consumer.getmany(timeout_ms=1000, max_records=most)).items()
+        }
+        count = sum(map(len, batch.values()))
+        if batch and count < most:
+            more = await self.consumer.getmany(
+                timeout_ms=self.settings.batch_wait_ms, max_records=most - count
+            )
+            for tp, msgs in more.items():
+                batch.setdefault(tp, []).extend(msgs)
+        return batch
+
+    async def _handle(self, batch: Mapping[TopicPartition, Sequence[Any]]) -> None:
+        """Handle one ``getmany`` batch and commit it; fail fast (see the module docstring)."""
+        assert self.consumer is not None
+        records: list[tuple[str, int, int, bytes | None]] = []
+        try:
+            for tp, msgs in batch.items():
+                records = [(m.topic, m.partition, m.offset, m.value) for m in msgs]
+                for pipe in self.routes.get(tp.topic, []):
+                    await self.on_batch(pipe, records)
+        except Exception as exc:
+            first, last = (records[0], records[-1]) if records else (("", 0, 0, None),) * 2
+            _log().critical(
+                "record_failed", topic=first[0], first=first[1:3], last=last[1:3],
+                records=len(records), error=repr(exc), exc_info=True,
+            )  # fmt: skip
+            sys.stderr.flush()
+            os._exit(EXIT_CRASH)
+        offsets = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs}
+        try:
+            await self.consumer.commit(offsets)
+        except CommitFailedError as exc:  # a rebalance took the partitions: their next owner re-reads
+            _log().warning("commit_failed", error=repr(exc))  # them, and finds the outputs in its index
+            return
+        self.committed.update(offsets)
 
     async def _on_record(
         self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
@@ -377,10 +505,20 @@ class Shell:
         pipe.next_offset[tp] = offset + 1
         self.handled += 1
         self.tally.input(pipe.processor.name, logical, pipe.last.get("type"))
-        facts = {k: v for k, v in pipe.last.items() if v is not None}
-        _log().info("record", processor=pipe.processor.name, topic=logical, partition=partition,
-                    offset=offset, **facts, outputs=len(outputs), sent=len(pending))  # fmt: skip
+        self.log_record(
+            pipe, logical, partition, offset, outputs=len(outputs), sent=len(pending), log=self._log
+        )
         return pending
+
+    @staticmethod
+    def log_record(
+        pipe: Pipe, logical: str, partition: int, offset: int, *, outputs: int, sent: int, log: Any = None
+    ) -> None:
+        """The one JSON line per record handled: where it came from, what it concerns, what it caused
+        (``log``: a logger looked up once per batch, else looked up here)."""
+        facts = {k: v for k, v in pipe.last.items() if v is not None}
+        (log or _log()).info("record", processor=pipe.processor.name, topic=logical, partition=partition,
+                             offset=offset, **facts, outputs=outputs, sent=sent)  # fmt: skip
 
     async def catch_up(self, pipe: Pipe, physical: str, partition: int, start: int, end: int) -> None:
         """Apply a partition's records [start, end) that another run handled; send only missing outputs."""
@@ -404,37 +542,31 @@ class Shell:
         )
 
 
-def _set_fetch_wait(ms: int) -> None:
-    """Make faust's worker consumers wait at most ``ms`` per fetch (faust 0.15 hard-codes 1 500 ms).
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    """After every assignment: marks the output index stale (another worker may have written outputs for
+    these partitions), notes the group's committed offsets and the worker assigned (readiness)."""
 
-    A broker answers a pending fetch as soon as records arrive, so the wait costs nothing there; Tansu
-    answers only when the wait is over, so every hop of the pipeline waited it out. The consumer reads
-    the value when it starts, after faust has built it, so setting it on the built consumer suffices.
-    """
-    from faust.transport.drivers import aiokafka as driver  # noqa: PLC0415
+    def __init__(self, shell: Shell) -> None:
+        self.shell = shell
 
-    thread = driver.AIOKafkaConsumerThread
-    original = getattr(thread, "_casino_create_worker_consumer", thread._create_worker_consumer)
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        return None
 
-    def create(self: Any, transport: Any) -> Any:
-        consumer = original(self, transport)
-        consumer._fetch_max_wait_ms = ms
-        return consumer
-
-    thread._casino_create_worker_consumer = original  # type: ignore[attr-defined]
-    thread._create_worker_consumer = create  # type: ignore[method-assign]
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self.shell.index.stale = True
+        consumer = self.shell.consumer
+        if consumer is not None:  # readiness: an assigned partition is handled up to the group's offset
+            for tp in assigned:
+                done = await consumer.committed(tp) or 0
+                self.shell.committed[tp] = max(self.shell.committed.get(tp, 0), done)
+        self.shell.assigned = True
 
 
-def _credentials(settings: Settings) -> Any:
-    context = settings.ssl_context()
-    if settings.security_protocol.startswith("SASL"):
-        return faust.SASLCredentials(
-            username=settings.sasl_username,
-            password=settings.sasl_password.get_secret_value(),
-            ssl_context=context,
-            mechanism=settings.sasl_mechanism,
-        )
-    return faust.SSLCredentials(context) if context is not None else None
+class _NoKafkaBoot(BootStrategy):
+    """Faust without its consumer and producer: the app keeps its web server, signals and lifecycle,
+    and :meth:`Shell.run`, an app task, owns the Kafka clients (see the module docstring)."""
+
+    enable_kafka = False
 
 
 def _as_processors(made: Processor[Any] | Sequence[Processor[Any]]) -> list[Processor[Any]]:
@@ -444,26 +576,16 @@ def _as_processors(made: Processor[Any] | Sequence[Processor[Any]]) -> list[Proc
 def build_app(
     processor: Processor[Any] | Sequence[Processor[Any]], settings: Settings, *, service: str | None = None
 ) -> faust.App:
-    """A faust app (consumer group ``{prefix}casino-{service}``) with one agent per processor.
+    """A faust app (id and consumer group ``{prefix}casino-{service}``) whose one task, :meth:`Shell.run`,
+    consumes every processor's inputs; faust's own Kafka clients are not started.
 
     The shell is ``app.casino_shell`` (tests and tools read its pipes' state).
     """
     processors = _as_processors(processor)
     name = service or processors[0].name
-    if settings.fetch_max_wait_ms is not None:
-        _set_fetch_wait(settings.fetch_max_wait_ms)
-    app = faust.App(
+    app = _App(
         f"{settings.topic_prefix}casino-{name}",
         broker=[f"kafka://{s}" for s in settings.bootstrap_list],
-        broker_credentials=_credentials(settings),
-        processing_guarantee=settings.processing_guarantee,
-        topic_partitions=settings.partitions,
-        topic_replication_factor=settings.replication_factor,
-        consumer_auto_offset_reset="earliest",
-        broker_rebalance_timeout=settings.rebalance_timeout_s,
-        broker_session_timeout=settings.session_timeout_s,
-        broker_heartbeat_interval=settings.heartbeat_interval_s,
-        broker_commit_interval=settings.commit_interval_s,
         **metrics.web_settings(settings),
         store="memory://",
         datadir=str(settings.data_dir),
@@ -473,42 +595,14 @@ def build_app(
     app.casino_shell = shell  # type: ignore[attr-defined]
     metrics.serve(app, shell)  # /metrics, /healthz, /readyz where CASINO_WEB_* say
 
-    async def on_assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
-        shell.index.stale = True  # another worker may have written outputs for these partitions
-        shell.assigned = True
-
-    app.on_partitions_assigned.connect(on_assigned)
-    for pipe in shell.pipes:
-        _add_agent(app, shell, pipe, name)
-
+    app.task(shell.run)
     return app
 
 
-def _add_agent(app: faust.App, shell: Shell, pipe: Pipe, service: str) -> None:
-    settings = shell.settings
-    channel = app.topic(
-        *(settings.topic(t) for t in pipe.processor.inputs),
-        key_serializer="raw",
-        value_serializer="raw",
-        partitions=settings.partitions,
-    )
+class _App(faust.App):
+    """A faust app that starts neither faust's consumer nor its producer (:class:`_NoKafkaBoot`)."""
 
-    async def process(stream: Any) -> None:
-        # take_events acknowledges a batch only once this loop's body is done with it
-        async for events in stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000):
-            records = [(m.topic, m.partition, m.offset, m.value) for m in (e.message for e in events)]
-            try:
-                await shell.on_batch(pipe, records)
-            except Exception as exc:  # fail fast; see the module docstring
-                _log().critical(
-                    "record_failed", topic=records[0][0], first=records[0][1:3], last=records[-1][1:3],
-                    records=len(records), error=repr(exc), exc_info=True,
-                )  # fmt: skip
-                sys.stderr.flush()
-                os._exit(EXIT_CRASH)
-
-    index = shell.pipes.index(pipe)
-    app.agent(channel, name=f"{service}.{index}.{pipe.processor.name}", concurrency=1)(process)
+    BootStrategy = _NoKafkaBoot
 
 
 def _import_factory(spec: str) -> ServiceFactory:

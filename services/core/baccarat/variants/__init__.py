@@ -8,8 +8,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Final
 
-from services.core.baccarat.engine import Variant
-from services.core.errors import DomainError, Reason
+from services.core.baccarat.engine import VARIANTS, Variant, get_variant
+
+__all__ = ["MODULES", "VARIANTS", "get_variant"]
 
 MODULES: Final = (
     "punto_banco",
@@ -31,16 +32,6 @@ def _load() -> dict[str, Variant]:
     return found
 
 
-VARIANTS: Final[dict[str, Variant]] = _load()
-"""Every registered variant, by id, in the order of :data:`MODULES`."""
-
-
-def get_variant(variant_id: str) -> Variant:
-    """The variant called ``variant_id``; ``DomainError(UNKNOWN_VARIANT)`` otherwise."""
-    try:
-        return VARIANTS[variant_id]
-    except KeyError:
-        known = ", ".join(VARIANTS)
-        raise DomainError(
-            Reason.UNKNOWN_VARIANT, f"unknown variant {variant_id!r} (known: {known})"
-        ) from None
+VARIANTS.update(_load())
+"""(:data:`~services.core.baccarat.engine.VARIANTS`: every registered variant, by id, in the order of
+:data:`MODULES`; :func:`~services.core.baccarat.engine.get_variant` looks one up.)"""

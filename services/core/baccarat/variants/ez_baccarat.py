@@ -76,16 +76,9 @@ def validate_commission_free(variant_id: str, config: TableConfig) -> None:
         )
 
 
-class EzBaccarat(BankedTwoHandGame):
-    """EZ Baccarat (see the module docstring)."""
-
-    id = "ez_baccarat"
-    rules_version = "ez_baccarat/1"
-    source = "beyond the seeds: EZ Baccarat rule card (Dragon 7 push, Dragon 7 40:1, Panda 8 25:1)"
-    default_decks = 8
-    side_bets_available: ClassVar[Mapping[str, SideBetGrader]] = SIDE_BETS
-    side_bet_paytable: ClassVar[Mapping[str, SideBetPaytable]] = SIDE_BET_PAYTABLE
-    side_bets_default: ClassVar[tuple[str, ...] | None] = ("dragon_7", "panda_8")
+class CommissionFreeGame(BankedTwoHandGame):
+    """A house-banked two-hand game without commission (EZ Baccarat, Super 6): configured with none,
+    refusing a table configured with one."""
 
     def make_config(self, **overrides: Any) -> TableConfig:
         """The default configuration, commission-free."""
@@ -97,15 +90,20 @@ class EzBaccarat(BankedTwoHandGame):
         super().validate(config)
         validate_commission_free(self.id, config)
 
-    def grade_main(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
-        """Player 1:1; banker 1:1 but a push when it wins with a three-card 7; tie ``tie_pays``:1."""
-        outcome = result.outcome
-        if spot == "tie":
-            return Grade("win", (config.tie_pays, 1)) if outcome == "tie" else LOSE
-        if outcome == "tie":
-            return PUSH
-        if outcome != spot:
-            return LOSE
+
+class EzBaccarat(CommissionFreeGame):
+    """EZ Baccarat (see the module docstring)."""
+
+    id = "ez_baccarat"
+    rules_version = "ez_baccarat/1"
+    source = "beyond the seeds: EZ Baccarat rule card (Dragon 7 push, Dragon 7 40:1, Panda 8 25:1)"
+    default_decks = 8
+    side_bets_available: ClassVar[Mapping[str, SideBetGrader]] = SIDE_BETS
+    side_bet_paytable: ClassVar[Mapping[str, SideBetPaytable]] = SIDE_BET_PAYTABLE
+    side_bets_default: ClassVar[tuple[str, ...] | None] = ("dragon_7", "panda_8")
+
+    def grade_win(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
+        """Player 1:1; banker 1:1 but a push when it wins with a three-card 7."""
         if spot == "banker" and three_card_win(result, "banker", 7):
             return PUSH
         return Grade("win", (1, 1))

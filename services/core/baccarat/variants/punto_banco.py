@@ -371,8 +371,8 @@ class BankedTwoHandGame(TwoHandGame):
         raise self.unknown_spot(spot)
 
     def grade_main(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
-        """Player 1:1, banker 1:1 less ``commission_bps`` on the win, tie ``tie_pays``:1; player and
-        banker push on a tie."""
+        """Tie ``tie_pays``:1; player and banker push on a tie, lose to the other hand and, when theirs
+        wins, are paid as :meth:`grade_win` says."""
         outcome = result.outcome
         if spot == "tie":
             return Grade("win", (config.tie_pays, 1)) if outcome == "tie" else LOSE
@@ -380,6 +380,10 @@ class BankedTwoHandGame(TwoHandGame):
             return PUSH
         if outcome != spot:
             return LOSE
+        return self.grade_win(result, spot, config)
+
+    def grade_win(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
+        """A player or banker bet whose hand won: 1:1, less ``commission_bps`` on the banker's win."""
         bps = config.commission_bps if spot == "banker" else 0
         return Grade("win", (1, 1), bps)
 

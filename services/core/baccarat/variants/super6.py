@@ -18,16 +18,15 @@ from typing import Any, ClassVar, Final
 
 from services.core.baccarat.engine import CoupResult, TableConfig
 from services.core.baccarat.settings import Setting
-from services.core.baccarat.variants.ez_baccarat import validate_commission_free
+from services.core.baccarat.variants.ez_baccarat import CommissionFreeGame
 from services.core.baccarat.variants.punto_banco import (
     COMMON_SIDE_BET_PAYTABLE,
     COMMON_SIDE_BETS,
-    BankedTwoHandGame,
     SideBetGrader,
     SideBetPaytable,
 )
 from services.core.errors import DomainError, Reason
-from services.core.ledger import LOSE, PUSH, Grade
+from services.core.ledger import LOSE, Grade
 
 BANKER_SIX_PAYS: Final = (1, 2)
 """A banker win on 6 pays half the stake."""
@@ -60,7 +59,7 @@ SIDE_BET_PAYTABLE: Final[Mapping[str, SideBetPaytable]] = {
 """Paytable entries of :data:`SIDE_BETS` (Super 6 at the table's pay)."""
 
 
-class Super6(BankedTwoHandGame):
+class Super6(CommissionFreeGame):
     """Super 6 (see the module docstring)."""
 
     id = "super6"
@@ -80,27 +79,14 @@ class Super6(BankedTwoHandGame):
             ),
         )
 
-    def make_config(self, **overrides: Any) -> TableConfig:
-        """The default configuration, commission-free."""
-        overrides.setdefault("commission_bps", 0)
-        return super().make_config(**overrides)
-
     def validate(self, config: TableConfig) -> None:
         """The decks, the side bets, no commission and a positive Super 6 pay."""
         super().validate(config)
-        validate_commission_free(self.id, config)
         if super_6_pays(config) <= 0:
             raise DomainError(Reason.BAD_CONFIG, f"super_6_pays must be positive, not {super_6_pays(config)}")
 
-    def grade_main(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
-        """Player 1:1; banker 1:1, or 1:2 when it wins on 6; tie ``tie_pays``:1; pushes on a tie."""
-        outcome = result.outcome
-        if spot == "tie":
-            return Grade("win", (config.tie_pays, 1)) if outcome == "tie" else LOSE
-        if outcome == "tie":
-            return PUSH
-        if outcome != spot:
-            return LOSE
+    def grade_win(self, result: CoupResult, spot: str, config: TableConfig) -> Grade:
+        """Player 1:1; banker 1:1, or 1:2 when it wins on 6."""
         if spot == "banker" and banker_wins_on_six(result):
             return Grade("win", BANKER_SIX_PAYS)
         return Grade("win", (1, 1))

@@ -1,0 +1,155 @@
+"""The Kafka worker's loop without a broker: batches, commits after the acks, readiness (issue #16)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from aiokafka import TopicPartition  # type: ignore[import-untyped]
+from aiokafka.errors import CommitFailedError  # type: ignore[import-untyped]
+
+from services.core import topics
+from services.runtime.kafka.metrics import shell_status
+from services.runtime.kafka.worker import Shell
+from services.runtime.settings import Settings
+from tests.kafka.toy import Toy, add
+
+SETTINGS = Settings(batch_max=4, batch_wait_ms=7)
+TP0 = TopicPartition(SETTINGS.topic(topics.WALLET_REQUESTS), 0)
+TP1 = TopicPartition(SETTINGS.topic(topics.WALLET_REQUESTS), 1)
+
+
+def _msg(tp: TopicPartition, offset: int, key: str = "acct-1", n: int = 1) -> Any:
+    return SimpleNamespace(
+        topic=tp.topic, partition=tp.partition, offset=offset, value=add(key, offset, n).to_json()
+    )
+
+
+@dataclass
+class FakeConsumer:
+    """Hands out the prepared fetches in turn and records what was asked and committed."""
+
+    fetches: list[Mapping[TopicPartition, list[Any]]]
+    asked: list[tuple[int, int]] = field(default_factory=list)
+    commits: list[dict[TopicPartition, int]] = field(default_factory=list)
+    refuse_commit: bool = False
+    highwaters: dict[TopicPartition, int] = field(default_factory=dict)
+
+    async def getmany(self, *, timeout_ms: int, max_records: int) -> Mapping[TopicPartition, list[Any]]:
+        self.asked.append((timeout_ms, max_records))
+        return self.fetches.pop(0) if self.fetches else {}
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        if self.refuse_commit:
+            raise CommitFailedError("rebalanced")
+        self.commits.append(offsets)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.highwaters)
+
+    def highwater(self, tp: TopicPartition) -> int:
+        return self.highwaters[tp]
+
+
+class FakeProducer:
+    """Acknowledges every send at once and keeps what was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes]] = []
+
+    async def send(self, topic: str, value: bytes, *, key: bytes) -> asyncio.Future[None]:
+        self.sent.append((topic, key))
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+
+def _shell(consumer: FakeConsumer) -> Shell:
+    shell = Shell(SimpleNamespace(conf=SimpleNamespace(id="g")), SETTINGS, [Toy()], service="toy")  # type: ignore[arg-type]
+    shell.consumer = consumer
+    shell.producer = FakeProducer()
+    shell.index.stale = False  # the output index is read from the broker otherwise
+    return shell
+
+
+async def test_a_short_fetch_is_topped_up_once_within_the_batch_wait() -> None:
+    """A first fetch below ``batch_max`` is followed by one fetch for the rest, waiting ``batch_wait_ms``;
+    the records of a partition stay in offset order."""
+    consumer = FakeConsumer(
+        [{TP0: [_msg(TP0, 0)]}, {TP0: [_msg(TP0, 1)], TP1: [_msg(TP1, 0)]}, {TP1: [_msg(TP1, 1)]}]
+    )
+    batch = await _shell(consumer)._batch()
+    assert {tp: [m.offset for m in msgs] for tp, msgs in batch.items()} == {TP0: [0, 1], TP1: [0]}
+    assert consumer.asked == [(1000, 4), (7, 3)]
+
+
+@pytest.mark.parametrize("first", [{}, {TP0: [_msg(TP0, i) for i in range(4)]}], ids=["empty", "full"])
+async def test_an_empty_or_full_fetch_is_not_topped_up(first: Mapping[TopicPartition, list[Any]]) -> None:
+    """Nothing fetched (idle) or ``batch_max`` fetched: no second fetch."""
+    consumer = FakeConsumer([first, {TP1: [_msg(TP1, 0)]}])
+    batch = await _shell(consumer)._batch()
+    assert sum(map(len, batch.values())) == sum(map(len, first.values()))
+    assert len(consumer.asked) == 1
+
+
+async def test_a_batch_is_committed_after_its_outputs_are_sent() -> None:
+    """Every input is applied and its outputs sent, then the next offset of each partition committed."""
+    consumer = FakeConsumer([])
+    shell = _shell(consumer)
+    await shell._handle({TP0: [_msg(TP0, 0, n=4), _msg(TP0, 1, n=7)], TP1: [_msg(TP1, 0, key="acct-2")]})
+    assert isinstance(shell.producer, FakeProducer)
+    sent_topics = {t for t, _ in shell.producer.sent}
+    assert sent_topics == {SETTINGS.topic(topics.WALLET_EVENTS)}
+    assert len(shell.producer.sent) == 4  # Added x3 and the acct-1 Milestone when its total passed 10
+    assert consumer.commits == [{TP0: 2, TP1: 1}]
+    assert shell.committed == {TP0: 2, TP1: 1}
+    assert len(shell.index.ids) == 4  # every acknowledged output joined the index
+
+
+async def test_a_commit_refused_by_a_rebalance_is_not_a_crash() -> None:
+    """A commit refused because the partitions moved leaves the offsets uncommitted and the worker up."""
+    consumer = FakeConsumer([], refuse_commit=True)
+    shell = _shell(consumer)
+    await shell._handle({TP0: [_msg(TP0, 0)]})
+    assert shell.committed == {}
+    assert shell.handled == 1
+
+
+def test_readiness_reads_the_shell_consumer_and_the_committed_offsets() -> None:
+    """Lag per assigned partition = its high watermark less the larger of the next offset applied and
+    the committed offset; no consumer or no assignment yet: not ready."""
+    consumer = FakeConsumer([], highwaters={TP0: 5, TP1: 3})
+    shell = _shell(consumer)
+    assert shell_status(shell).assigned is False
+    shell.assigned = True
+    shell.committed = {TP1: 3}
+    shell.pipes[0].next_offset[(topics.WALLET_REQUESTS, 0)] = 2
+    status = shell_status(shell)
+    assert dict(status.lag) == {(topics.WALLET_REQUESTS, 0): 3, (topics.WALLET_REQUESTS, 1): 0}
+    assert not status.ready(2) and status.ready(3)
+    shell.consumer = None
+    assert shell_status(shell).assigned is False
+
+
+async def test_an_error_outside_a_batch_ends_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loop that fails (here: its consumer cannot start) exits with EXIT_CRASH instead of leaving a
+    live worker that consumes nothing."""
+    from services.runtime.kafka import worker  # noqa: PLC0415
+
+    shell = _shell(FakeConsumer([]))
+
+    async def broken() -> None:
+        raise OSError("no broker")
+
+    def exit_(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(shell, "consume", broken)
+    monkeypatch.setattr(worker.os, "_exit", exit_)
+    with pytest.raises(SystemExit) as ended:
+        await shell.run()
+    assert ended.value.code == worker.EXIT_CRASH
