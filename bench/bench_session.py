@@ -7,12 +7,14 @@ worker processes (dealer, settlement, audit, monitor) on a local Tansu broker, t
 
 - **lockstep**: after every step the simulator waits until every service has committed everything
   (``drain()``: the bus without ``advance``, as before this benchmark);
-- **event driven** (``Session.event_driven``): each step waits for the records it needs (a bet's
-  outcome, the table's next event, an account's earlier payouts) with ``KafkaBus.wait``; audit and
-  monitor catch up on their own, and the session ends with one ``drain()``.
+- **concurrent** (``Session.event_driven``, ``Session.play``): the tables play in a fixed round robin,
+  each running until it waits for a record (a bet's outcome, the dealer's next answer, an account's
+  payouts already caused) with ``KafkaBus.wait`` while the other tables' requests are in flight;
+  audit and monitor catch up on their own, and the session ends with one ``drain()``.
 
 All three runs must give the same replay digest (the workers run in demo mode, on the demo keyring the
-embedded session uses).
+embedded session uses): the schedule, not the timing, decides the log, so lockstep and concurrent
+write the same one.
 
 Run: ``.venv/bin/python -m bench session`` (``BENCH_SESSION_TABLES``, ``BENCH_SESSION_COUPS`` size it;
 ``BENCH_SESSION_LOCKSTEP=0`` skips the lockstep run, the slow one).
@@ -96,7 +98,7 @@ def on_kafka(broker: str, logs: Path, *, lockstep: bool) -> tuple[float, str]:
 
 
 def main() -> dict[str, float]:
-    """Print the Kafka session's time (lockstep and advance) beside the embedded session's."""
+    """Print the Kafka session's time (lockstep and concurrent) beside the embedded session's."""
     configure(level="WARNING")
     with tempfile.TemporaryDirectory() as tmp, tansu(Path(tmp) / "tansu.log") as broker:
         base_s, digest = embedded(Path(tmp) / "session.db")
@@ -109,8 +111,8 @@ def main() -> dict[str, float]:
             print(f"kafka session, lockstep (drain after every step): {step_s:.1f} s = "
                   f"{step_s / base_s:.1f}x embedded ({_same(digest, step_digest)})")  # fmt: skip
         event_s, event_digest = on_kafka(broker, Path(tmp) / "event", lockstep=False)
-        out["event-driven s"] = event_s
-        print(f"kafka session, event driven (waits for its own records): {event_s:.1f} s = "
+        out["concurrent s"] = event_s
+        print(f"kafka session, concurrent tables (each waits for its own records): {event_s:.1f} s = "
               f"{event_s / base_s:.1f}x embedded ({_same(digest, event_digest)})")  # fmt: skip
     return out
 

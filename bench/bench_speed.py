@@ -95,7 +95,7 @@ def play_coup(session: Session, play: TablePlay, bus: EmbeddedBus) -> dict[str, 
         play.stop_reached = False
     session.command("OpenBetting", t, {})
     session.drain()
-    play.coup_id = play._opened_coup()
+    play.coup_id = session.finish(play._opened_coup())
     for n, account in enumerate(session.accounts()):
         spot = ("player", "banker", "tie")[session.rng.randrange(3) if n % 7 else 2]
         session.wallet("PlaceBet", account, {
@@ -109,7 +109,7 @@ def play_coup(session: Session, play: TablePlay, bus: EmbeddedBus) -> dict[str, 
     session.command("DealCoup", t, {})
     session.flush()
     drain(bus, watch)
-    play._play_out()
+    session.finish(play._play_out())
     started = time.perf_counter()
     bus.drain()  # the observers catch up (not part of the figures; printed beside them)
     observers = time.perf_counter() - started

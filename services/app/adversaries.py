@@ -79,13 +79,16 @@ class Adversary:
 
 
 def _bet(play: TablePlay, account: str, spot: str, stake: int, at: str | None = None) -> None:
-    """A ``PlaceBet`` for the open coup, as a terminal (``at``: its own occurred_at)."""
+    """A ``PlaceBet`` for the open coup, as a terminal (``at``: its own occurred_at). The table then
+    waits for it as for its own bets (:meth:`TablePlay.coup`: in turn; after ``CloseBetting``, once the
+    deal is on the log)."""
     s = play.session
+    s.settle_due(account)  # its earlier bets' payouts first, as the session's own bets (Session.settle_due)
     payload = {"account_id": account, "bet_id": s._id(), "table_id": play.spec.table_id,
                "coup_id": play.coup_id, "spot": spot, "stake_minor": stake, "currency": CURRENCY}  # fmt: skip
     env = request("PlaceBet", topics.WALLET_REQUESTS, account, payload, event_id=s._id(),
                   occurred_at=at or s._now(), producer=Principal.TERMINAL.value)  # fmt: skip
-    s.outbox.append(authenticate(env, s.keyring.key(Principal.TERMINAL)))
+    s.side_bet(authenticate(env, s.keyring.key(Principal.TERMINAL)))
 
 
 def _statistical(play: TablePlay) -> bool:

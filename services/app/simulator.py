@@ -9,6 +9,12 @@ from ``seed``: its ids, its clock (one simulated second per command), its player
 the shoe id). The same seed and the same keyring therefore write the same log, byte for byte. Each
 record is authenticated as the outside principal that would write it (:attr:`Session.keyring`):
 deposits as the cashier, bets as a terminal, table commands as the operator.
+
+The tables play concurrently (:meth:`Session.play`): each table's coup is a generator that yields a
+:class:`Wait` wherever it needs a record, and the session runs them in a fixed round robin. The order
+of the writes (and so the ids, the clock and the draws) depends on that schedule only, never on how
+soon a record comes: the embedded, in-memory and Kafka buses, lockstep or not, write the same log
+(``tests/integration/test_concurrent_tables.py`` plays it on a bus of random timings).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -48,8 +54,7 @@ class Bus(Protocol):
     def read(self, topic: str, key: str) -> list[Envelope]:
         """The records on ``topic`` under ``key`` not yet returned by an earlier call."""
 
-    # Optional: ``ordered`` (True when records published in one call reach every consumer in the order
-    # published, whatever their keys: one log), ``advance(envelopes)`` (see Session.advance), and
+    # Optional: ``advance(envelopes)`` (see Session.advance), and
     # ``event_driven`` with ``wait(topic, key, match)`` (the first record on ``topic`` under ``key``
     # that ``match`` accepts, once written: see Session.event_driven).
 
@@ -118,16 +123,23 @@ class Session:
     (``advance``/``drain``) between its steps: on a bus that says it is ``event_driven`` (Kafka, where
     polling every consumer group after every step is what costs), unless :attr:`lockstep`.
 
-    What it waits for keeps every stream's order as the lockstep session writes it: a table's next
-    event before it acts on it; a bet's outcome (``StakeReserved`` or ``BetRejected``) and, if
-    reserved, its ``BetPlaced`` on the table's inbox before the next record to that table (the bets
-    reach the dealer in the order placed); and before an account bets again, the wallet events that
-    settle its earlier bets (payout or refund: the wallet applies them before the new stake, as in
-    lockstep), and before a shoe closes, every bet's (see :meth:`TablePlay.close_shoe`). Observers
-    (audit, monitor) are waited for only by the ``drain()`` at the end."""
-    owed: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    """Event driven: each account's reserved bets (coup id, bet id) whose payout or refund the session
-    has not seen yet."""
+    What it waits for keeps every stream's order as the lockstep session writes it (there, everything
+    written is processed before the next record): a table's next answer from the dealer before it acts
+    on it; a bet's outcome (``StakeReserved`` or ``BetRejected``) and, if reserved, its ``BetPlaced``
+    on the table's inbox before the next record to that table (the bets reach the dealer in the order
+    placed); before any record that may write to an account's wallet, the wallet events for it that
+    the records already written cause (:meth:`settle_due`); and before a shoe closes, every bet's at
+    the table (see :meth:`TablePlay.close_shoe`). Observers (audit, monitor) are waited for only by
+    the ``drain()`` at the end."""
+    owed: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
+    """Event driven: each account's bets (table id, coup id, bet id) written and not known to be closed
+    (rejected by the wallet, or paid or refunded): see :meth:`settle_due`."""
+    plays: dict[str, TablePlay] = field(default_factory=dict)
+    """The tables in play by id (event driven: :meth:`settle_due` asks where a table's coup stands)."""
+    side_bets: list[Envelope] = field(default_factory=list)
+    """Bets the adversaries wrote themselves, not yet taken by their table (:meth:`side_bet`)."""
+    resolved: set[str] = field(default_factory=set)
+    """Event driven: the coups known to be resolved (their payouts are on their way)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -144,14 +156,22 @@ class Session:
 
     def command(self, type_: str, table_id: str, payload: dict[str, Any]) -> None:
         """Write one table command to the table's inbox, as the operator (a card read: as the shoe)."""
+        play = self.plays.get(table_id) if type_ in RESOLVING else None
+        if play is not None and play.in_play is not None and self.event_driven:
+            # the coup may resolve: every payout due to its bettors elsewhere goes first (settle_due)
+            for account in [a for a, bets in self.owed.items() if any(c == play.coup_id for _, c, _ in bets)]:
+                self.settle_due(account, besides=table_id)
         who = Principal.SHOE if type_ == "CardRead" else Principal.OPERATOR
         env = request(type_, topics.TABLE_INBOX, table_id, {"table_id": table_id, **payload},
                       event_id=self._id(), occurred_at=self._now(), producer=who.value)  # fmt: skip
         self.outbox.append(authenticate(env, self.keyring.key(who)))
+        if play is not None and play.in_play is not None and not (type_ == "DealCoup" and play.smart):
+            play.resolving = env.event_id  # a smart shoe's deal deals nothing: its cards resolve
 
     def wallet(self, type_: str, account: str, payload: dict[str, Any]) -> None:
         """Write one wallet request for ``account``: a deposit or withdrawal as the cashier, a bet as
         a terminal."""
+        self.settle_due(account)
         who = Principal.CASHIER if type_ in ("Deposit", "Withdraw") else Principal.TERMINAL
         env = request(type_, topics.WALLET_REQUESTS, account, {"account_id": account, **payload},
                       event_id=self._id(), occurred_at=self._now(), producer=who.value)  # fmt: skip
@@ -188,27 +208,106 @@ class Session:
         found: Envelope = self.bus.wait(topic, key, match)  # type: ignore[attr-defined]
         return found
 
-    def paid(self, account: str, coup_id: str | None = None) -> None:
-        """Event driven: wait until the account's reserved bets of coups other than ``coup_id`` (the coup
-        in play, whose payouts are not due yet) are settled (paid or refunded), so that its next
-        request reaches the wallet after them, as in lockstep."""
-        keep = []
-        for coup, bet_id in self.owed.pop(account, []):
-            if coup == coup_id:
-                keep.append((coup, bet_id))
-            else:
-                self._wait(topics.WALLET_EVENTS, account, _settles(bet_id))
-        if keep:
-            self.owed[account] = keep
+    def side_bet(self, bet: Envelope) -> None:
+        """Write a bet an adversary made itself (:func:`services.app.adversaries._bet`): the table
+        waits for it as for its own (:meth:`TablePlay.coup`)."""
+        self.outbox.append(bet)
+        self.side_bets.append(bet)
 
-    def placed(self, account: str, bet_id: str, table_id: str, coup_id: str) -> None:
-        """Event driven: publish what was written, then wait for the bet's outcome on the wallet and,
-        if its stake is reserved, for its ``BetPlaced`` on the table's inbox."""
-        self.flush()
+    def take_side_bets(self) -> list[Envelope]:
+        """The adversaries' bets written since the last call."""
+        out, self.side_bets = self.side_bets, []
+        return out
+
+    def owe(self, account: str, table_id: str, coup_id: str, bet_id: str) -> None:
+        """Event driven: a bet was written (see :meth:`settle_due`)."""
+        if self.event_driven:
+            self.owed.setdefault(account, []).append((table_id, coup_id, bet_id))
+
+    def settle_due(self, account: str, besides: str | None = None) -> None:
+        """Event driven: wait until every wallet event for ``account`` that the records written so far
+        cause is on the log: the payout of a bet whose coup they resolved, the refund of a bet the
+        dealer refused. Called before any record that may write to the account's wallet (its own
+        requests, and a command that may resolve a coup it bet in), it makes the account's wallet
+        chain the one the lockstep session writes (where everything written is processed before the
+        next record), whatever the timing: an earlier bet whose coup is still open stays owed, and its
+        payout comes after, as in lockstep. ``besides``: a table whose bets are left out (before its own
+        resolving command: settlement reads a table's events in order, so a refund its dealer caused
+        reaches the wallet before the payouts of the coup, without a wait)."""
+        if not self.event_driven or not self.owed.get(account):
+            return
+        self.flush()  # what is waited for may hang on a record written in this very turn
+        left = []
+        for table_id, coup_id, bet_id in self.owed.pop(account, []):
+            due = None if table_id == besides else self._due(account, table_id, coup_id, bet_id)
+            if due is None:
+                left.append((table_id, coup_id, bet_id))
+            elif due:
+                self._wait(topics.WALLET_EVENTS, account, _settles(bet_id))
+        if left:
+            self.owed[account] = left
+
+    def _due(self, account: str, table_id: str, coup_id: str, bet_id: str) -> bool | None:
+        """Whether the bet's closing wallet event is caused by what was written (True), will never come
+        (False: the wallet rejected the bet) or is not caused yet (None)."""
         outcome = self._wait(topics.WALLET_EVENTS, account, _answers(bet_id))
-        if outcome.type == "StakeReserved":
-            self.owed.setdefault(account, []).append((coup_id, bet_id))
-            self._wait(topics.TABLE_INBOX, table_id, _forwards(bet_id))
+        if outcome.type != "StakeReserved":
+            return False
+        if coup_id in self.resolved:
+            return True
+        verdict = self._wait(topics.TABLE_EVENTS, table_id, _verdict(bet_id))
+        if verdict.type == "BetRefused":
+            return True
+        play = self.plays[table_id]
+        if play.resolving is None:  # nothing written since the table's last answer resolves its coup
+            return None
+        answer = self._wait(topics.TABLE_EVENTS, table_id, _answer(coup_id, play.resolving))
+        if answer.type == "CoupResolved" and answer.payload.get("coup_id") == coup_id:
+            self.resolved.add(coup_id)
+            return True
+        return None
+
+    def play(self, tables: list[Turn]) -> None:
+        """Play the tables concurrently, in a fixed round robin: each table runs until it must wait for a
+        record (its request then goes out), then the next; once every table has had its turn, the
+        first's wait is resolved and it runs on, and so on. What is written, and in which order (and
+        so the ids, the clock and the draws), depends on this schedule only, never on how soon a
+        record comes: every bus, and lockstep, write the same log. Event driven, a wait is
+        ``bus.wait``, while the other tables' requests are in flight; otherwise the session advances
+        the bus when a table yields (every record written is processed before the next table runs)
+        and the table reads what came."""
+        waiting = [(t, w) for t in tables if (w := self._resume(t, None, first=True)) is not None]
+        while waiting:
+            turn, waiting = waiting, []
+            for table, wait in turn:
+                got = self._wait(wait.topic, wait.key, wait.match) if self.event_driven else None
+                if (nxt := self._resume(table, got)) is not None:
+                    waiting.append((table, nxt))
+
+    def _resume(self, table: Turn, value: Envelope | None, *, first: bool = False) -> Wait | None:
+        try:
+            wait: Wait = next(table) if first else table.send(value)
+        except StopIteration:
+            return None
+        self._turn_ends()
+        return wait
+
+    def _turn_ends(self) -> None:
+        """A table waits: what it wrote goes out (event driven), or is processed (elsewhere)."""
+        if self.event_driven:
+            self.flush()
+        elif self.outbox:
+            self.advance()
+
+    def finish(self, turn: Turn) -> Any:
+        """Play one table's ``turn`` alone to its end (each wait resolved as it comes); what it returns."""
+        try:
+            wait = next(turn)
+            while True:
+                self._turn_ends()
+                wait = turn.send(self._wait(wait.topic, wait.key, wait.match) if self.event_driven else None)
+        except StopIteration as stop:
+            return stop.value
 
     # -- the session -------------------------------------------------------------------------
     def accounts(self) -> list[str]:
@@ -225,14 +324,36 @@ class Session:
         for play in plays:
             play.open()
         self.advance()
-        for _ in range(coups):
-            for play in plays:
-                play.coup()
-                if progress is not None:
-                    progress()
+        self.play([play.coups(coups, progress) for play in plays])
         for play in plays:
             play.close_shoe()
         self.drain()
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """What a table waits for (:meth:`Session.play`): the first record on ``topic`` under ``key`` that
+    ``match`` accepts."""
+
+    topic: str
+    key: str
+    match: Callable[[Envelope], bool]
+
+
+Turn = Generator[Wait, "Envelope | None", Any]
+"""A table's play: it yields at every point where it needs a record (see :meth:`Session.play`)."""
+
+RESOLVING = frozenset({"DealCoup", "Decision", "CardRead"})
+"""Table commands that may resolve the coup in play (and so start its payouts)."""
+
+TERMINAL = frozenset({"DecisionRequested", "CoupResolved", "CommandRefused"})
+"""The last event of the dealer's answer to a resolving command."""
+
+OPENED = frozenset({"BettingOpened"})
+"""The dealer's event a table waits for after ``OpenBetting``."""
+
+DECIDED = frozenset({"DecisionRequested", "CoupResolved"})
+"""The dealer's events a table waits for while a coup is dealt: a decision is due, or the coup is over."""
 
 
 def _answers(bet_id: str) -> Callable[[Envelope], bool]:
@@ -244,6 +365,20 @@ def _settles(bet_id: str) -> Callable[[Envelope], bool]:
     """The wallet event that closes a reserved bet: its payout applied (or refused) or its stake refunded."""
     closing = ("PayoutApplied", "StakeRefunded", "TransferRefused")
     return lambda e: e.type in closing and e.payload.get("bet_id") == bet_id
+
+
+def _verdict(bet_id: str) -> Callable[[Envelope], bool]:
+    """The dealer's answer to a bet on its inbox: accepted or refused."""
+    return lambda e: e.type in ("BetAccepted", "BetRefused") and e.payload.get("bet_id") == bet_id
+
+
+def _answer(coup_id: str, command_id: str) -> Callable[[Envelope], bool]:
+    """The coup's resolution, or else the end of the dealer's answer to the command (the chain holds the
+    resolution first if anything written up to the command resolved the coup)."""
+    return lambda e: (
+        (e.type == "CoupResolved" and e.payload.get("coup_id") == coup_id)
+        or (e.causation_id == command_id and e.type in TERMINAL)
+    )
 
 
 def _chained_after(seq: int) -> Callable[[Envelope], bool]:
@@ -272,10 +407,16 @@ class TablePlay:
     pending: deque[Envelope] = field(default_factory=deque)
     last_seq: int = -1
     """Event driven: the ``seq`` of the last table event the play has read (the dealer's chain)."""
+    smart: bool = False
+    """Whether the shoe in play is a smart shoe (its cards are read, not dealt)."""
+    resolving: str | None = None
+    """The last command written that may resolve the coup in play and whose answer the play has not
+    read yet (:meth:`Session.settle_due`)."""
 
     def __post_init__(self) -> None:
         self.variant = get_variant(self.spec.variant)
         self.config = self.variant.config(**self.spec.options)
+        self.session.plays[self.spec.table_id] = self
 
     def open(self) -> None:
         """Open the table and its first shoe."""
@@ -297,42 +438,51 @@ class TablePlay:
         payload: dict[str, Any] = {"shoe_id": shoe_id, "mode": "rng"}
         for adversary in self.session.adversaries:  # hook: a rigged shoe
             payload = adversary.shoe(self, payload)
+        self.smart = payload.get("mode") == "smart"
         self.session.command("OpenShoe", self.spec.table_id, payload)
 
     def close_shoe(self) -> None:
-        """Close the shoe (the dealer reveals its seed). Event driven, once every bet placed so far is
-        paid or refunded: audit checkpoints a table's completed rounds when its shoe closes, and a round
-        completes with its payouts, so a shoe closed earlier would sign fewer rounds than in lockstep."""
+        """Close the shoe (the dealer reveals its seed). Event driven, once every bet placed at the table
+        so far is paid or refunded: audit checkpoints a table's completed rounds when its shoe closes,
+        and a round completes with its payouts, so a shoe closed earlier would sign fewer rounds than
+        in lockstep. (Every coup of the table is resolved by now: those payouts are due.)"""
         s = self.session
-        if s.event_driven:
-            for account in list(s.owed):
-                s.paid(account)
+        for account in [a for a, bets in s.owed.items() if any(t == self.spec.table_id for t, _, _ in bets)]:
+            s.settle_due(account)
         s.command("CloseShoe", self.spec.table_id, {})
 
-    def coup(self) -> None:
-        """One coup: betting window, bets, dealing with decisions, result; a new shoe at the stop card."""
+    def coups(self, coups: int, progress: Any = None) -> Turn:
+        """Play ``coups`` coups (see :meth:`Session.play`)."""
+        for _ in range(coups):
+            yield from self.coup()
+            if progress is not None:
+                progress()
+
+    def coup(self) -> Turn:
+        """One coup: betting window, bets, dealing with decisions, result; a new shoe at the stop card.
+
+        A generator: it yields a :class:`Wait` wherever the table needs a record (the next event of its
+        chain, a bet's outcome) and the session plays the tables in turn (:meth:`Session.play`). The
+        bets reach the table one after the other, each once the one before is on the inbox, on every
+        bus (Kafka's wallet requests are partitioned by account): a player-banked game's bank must be
+        accepted first and each punter against what it still covers, and in any game the order of
+        acceptance is the table's event chain (and so every later hash, and the alerts that hang on
+        it): the same session, the same log."""
         s, t = self.session, self.spec.table_id
         if self.stop_reached:
             self.close_shoe()
             self.open_shoe()
             self.stop_reached = False
         s.command("OpenBetting", t, {})
-        s.advance()
-        self.coup_id = self._opened_coup()
-        # The bets reach the table in the order written only on a bus that keeps one order across keys
-        # (one log). Elsewhere (Kafka: wallet requests are partitioned by account) each bet waits for
-        # the one before: a player-banked game's bank must be accepted first and each punter against
-        # what it still covers, and in any game the order of acceptance is the table's event chain
-        # (and so every later hash, and the alerts that hang on it): the same session, the same log.
-        ordered = bool(getattr(s.bus, "ordered", False))
-        in_turn = not ordered
+        self.resolving = None
+        self.coup_id = yield from self._opened_coup()
         bets = self.bets()
-        for adversary in s.adversaries:  # hook: cheaters add or change bets
+        for adversary in s.adversaries:  # hook: cheaters add or change bets (or write their own)
             bets = adversary.bets(self, bets)
+        for env in s.take_side_bets():  # in turn too
+            yield from self._placed(env.key, str(env.payload["bet_id"]))
         for account, spot, stake in bets:
-            self._bet(account, spot, stake, in_turn=in_turn)
-        if not in_turn:
-            s.advance()
+            yield from self._bet(account, spot, stake)
         s.command("CloseBetting", t, {})
         late: tuple[str, Envelope] | None = None
         if s.rng.random() < 0.05:  # a late bet: the dealer refuses it and settlement refunds it
@@ -342,37 +492,40 @@ class TablePlay:
                 "bet_id": s._id(), "table_id": t, "coup_id": self.coup_id, "spot": spot,
                 "stake_minor": self.spec.min_minor, "currency": CURRENCY,
             })  # fmt: skip
-            if not ordered:  # held back until the deal is on the log (below)
-                late = (account, s.outbox.pop())
+            late = (account, s.outbox.pop())  # held back until the deal is on the log (below)
         for adversary in s.adversaries:  # hook: late bets
             adversary.closed(self)
+        held = s.take_side_bets()  # held back too
+        s.outbox = [e for e in s.outbox if not any(e is h for h in held)]
         s.command("DealCoup", t, {})
-        if late is None:
-            s.advance()
-        else:
-            self._late(*late)
+        for account, bet in ([late] if late is not None else []) + [(e.key, e) for e in held]:
+            yield from self._late(account, bet)
         for adversary in s.adversaries:  # hook: a smart shoe reads its cards
             adversary.dealt(self)
-        self._play_out()
+        yield from self._play_out()
         for adversary in s.adversaries:  # hook: late changes after the coup
             adversary.resolved(self)
 
-    def _bet(self, account: str, spot: str, stake: int, *, in_turn: bool) -> None:
-        """Write one bet; in turn, let it reach the table before the next record (see :meth:`coup`)."""
+    def _bet(self, account: str, spot: str, stake: int) -> Turn:
+        """Write one bet and let it reach the table before the next record (see :meth:`coup`)."""
         s = self.session
         bet_id = s._id()
-        if s.event_driven:
-            s.paid(account, self.coup_id)
         s.wallet("PlaceBet", account, {
             "bet_id": bet_id, "table_id": self.spec.table_id, "coup_id": self.coup_id, "spot": spot,
             "stake_minor": stake, "currency": CURRENCY,
         })  # fmt: skip
-        if s.event_driven and in_turn:
-            s.placed(account, bet_id, self.spec.table_id, self.coup_id)
-        elif in_turn:
-            s.advance()
+        yield from self._placed(account, bet_id)
 
-    def _late(self, account: str, bet: Envelope) -> None:
+    def _placed(self, account: str, bet_id: str) -> Turn:
+        """Wait for a bet's outcome on the wallet (the table's turn ends) and, if its stake is reserved,
+        for its ``BetPlaced`` on the table's inbox (event driven; elsewhere the bus was advanced)."""
+        s = self.session
+        s.owe(account, self.spec.table_id, self.coup_id, bet_id)
+        outcome = yield Wait(topics.WALLET_EVENTS, account, _answers(bet_id))
+        if outcome is not None and outcome.type == "StakeReserved":
+            s._wait(topics.TABLE_INBOX, self.spec.table_id, _forwards(bet_id))
+
+    def _late(self, account: str, bet: Envelope) -> Turn:
         """Publish a late bet once the deal is on the log, and let it reach the table before any
         decision: the dealer refuses it after the deal's cards, as on one log (the embedded bus, where
         the bet and the deal are published together and the bet reaches the inbox only once the wallet
@@ -385,13 +538,20 @@ class TablePlay:
         bettor also bet in the coup (the order of the two in that account's wallet chain)."""
         s = self.session
         s.flush()
-        if s.event_driven:
-            s.paid(account, self.coup_id)
         s.outbox.append(bet)
-        if s.event_driven:
-            s.placed(account, str(bet.payload["bet_id"]), self.spec.table_id, self.coup_id)
-        else:
-            s.advance()
+        yield from self._placed(account, str(bet.payload["bet_id"]))
+
+    def _answer(self, kinds: frozenset[str]) -> Turn:
+        """The table's turn ends until the dealer's next event of one of ``kinds`` is written, the one
+        the table acts on next (:meth:`Session.play`); the events up to it are then read with
+        :meth:`_next`. One wait per answer, not per event: a turn that waits for nothing new would
+        still cost the other tables a round."""
+        after = self.last_seq
+        yield Wait(
+            topics.TABLE_EVENTS,
+            self.spec.table_id,
+            lambda e: e.type in kinds and (e.seq if e.seq is not None else -1) > after,
+        )
 
     def _next(self) -> Envelope | None:
         """The table's next dealer event, strictly in stream order (None when none has come yet).
@@ -401,15 +561,20 @@ class TablePlay:
         log ignores identical records) and walks the same stream to the same place.
         """
         s = self.session
-        if s.event_driven and not self.pending:  # the next event in the table's chain, once written
+        env: Envelope | None
+        if s.event_driven:  # the next event in the table's chain (read already: see _answer)
             env = s._wait(topics.TABLE_EVENTS, self.spec.table_id, _chained_after(self.last_seq))
             self.last_seq = env.seq if env.seq is not None else self.last_seq
-            return env
-        if not self.pending:
-            self.pending.extend(s.bus.read(topics.TABLE_EVENTS, self.spec.table_id))
-        return self.pending.popleft() if self.pending else None
+        else:
+            if not self.pending:
+                self.pending.extend(s.bus.read(topics.TABLE_EVENTS, self.spec.table_id))
+            env = self.pending.popleft() if self.pending else None
+        if env is not None and env.type in DECIDED:
+            self.resolving = None
+        return env
 
-    def _opened_coup(self) -> str:
+    def _opened_coup(self) -> Turn:
+        yield from self._answer(OPENED)
         while (env := self._next()) is not None:
             if env.type == "BettingOpened":
                 event = payload_as(env, BettingOpened)
@@ -460,31 +625,36 @@ class TablePlay:
         wager = Wager(str(len(placed)), account, spot, stake)
         return self.variant.accepts(self.config, wagers, wager) is None
 
-    def _play_out(self) -> None:
+    def _play_out(self) -> Turn:
         """Answer decisions with the variant's default strategy until the coup resolves."""
         s = self.session
         strategies = self.variant.strategies()
         name = getattr(self.variant, "default_strategy", None) or next(iter(strategies), None)
         coup = self.in_play
         assert coup is not None, "the coup's betting opened first"
-        while (env := self._next()) is not None:
-            event = read_payload(env)
-            if event is None:
-                continue
-            coup = self.in_play = evolve(coup, event, self.config)
-            if isinstance(event, DecisionRequested):
-                if name is None:
-                    raise RuntimeError(f"{self.spec.variant} asks for decisions but has no strategy")
-                asked = Decide(event.hand, tuple(event.options), event.cell)
-                choice = strategies[name](coup.state or start(self.config), asked)
-                s.command("Decision", self.spec.table_id, {
-                    "coup_id": self.coup_id, "hand": asked.hand, "choice": choice,
-                    "decided_by": f"strategy:{name}",
-                })  # fmt: skip
-                s.advance()
-            elif isinstance(event, CoupResolved):
-                self.stop_reached = event.stop_card_reached
-                self.in_play = None
-                s.stats["coups"] = s.stats.get("coups", 0) + 1
-                return
+        while True:
+            yield from self._answer(DECIDED)
+            while (env := self._next()) is not None:
+                event = read_payload(env)
+                if event is None:
+                    continue
+                coup = self.in_play = evolve(coup, event, self.config)
+                if isinstance(event, DecisionRequested):
+                    if name is None:
+                        raise RuntimeError(f"{self.spec.variant} asks for decisions but has no strategy")
+                    asked = Decide(event.hand, tuple(event.options), event.cell)
+                    choice = strategies[name](coup.state or start(self.config), asked)
+                    s.command("Decision", self.spec.table_id, {
+                        "coup_id": self.coup_id, "hand": asked.hand, "choice": choice,
+                        "decided_by": f"strategy:{name}",
+                    })  # fmt: skip
+                    break
+                if isinstance(event, CoupResolved):
+                    self.stop_reached = event.stop_card_reached
+                    self.in_play = None
+                    s.resolved.add(self.coup_id)
+                    s.stats["coups"] = s.stats.get("coups", 0) + 1
+                    return
+            else:
+                break
         raise RuntimeError(f"{self.spec.table_id}: coup {self.coup_id} stalled")

@@ -59,8 +59,8 @@ def play(bus: Bus, ring: Keyring, forgeries: list[Envelope]) -> None:
     table.shoe_no = 1
     table.open_shoe()
     wrapped.armed = True
-    table.coup()
-    table.coup()
+    session.finish(table.coup())
+    session.finish(table.coup())
     table.close_shoe()
     session.drain()
 

@@ -15,7 +15,7 @@ from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.replay import replay
 from tests.helpers.membus import MemBus
 
-SEED = 21
+SEED = 3
 """Two late bets in 2 tables x 3 coups."""
 
 

@@ -26,7 +26,7 @@ from services.runtime.settings import Settings
 
 pytestmark = pytest.mark.kafka
 
-SEED = 21
+SEED = 3
 """Two late bets in 2 tables x 3 coups."""
 COUPS = 3
 

@@ -205,7 +205,7 @@ def test_a_stake_off_the_tables_unit_is_refused_and_refunded() -> None:
     play.open()
     session.command("OpenBetting", "T-banque", {})
     session.drain()
-    coup_id = play._opened_coup()
+    coup_id = session.finish(play._opened_coup())
     for account, spot, stake in ((banker, "bank", 20_000), (punter, "right", 1_050)):
         bet = {"bet_id": f"{spot}-bet", "table_id": "T-banque", "coup_id": coup_id, "spot": spot,
                "stake_minor": stake, "currency": CURRENCY}  # fmt: skip
