@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import shutil
+import sqlite3
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -353,6 +354,8 @@ def _prepare(db: Path | None, args: argparse.Namespace) -> dict[str, int] | None
         return None
     stored = _stored_options(path)
     if args.resume:
+        if stored is None and _empty_log(path):  # killed after the log was made, before its options
+            return None
         if stored is None:
             raise BadInput(f"--resume: {path} holds no demo session to resume")
         return stored
@@ -364,6 +367,18 @@ def _prepare(db: Path | None, args: argparse.Namespace) -> dict[str, int] | None
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         return None
     raise BadInput(f"{path} exists: --resume continues its session, --force replaces it")
+
+
+def _empty_log(path: Path) -> bool:
+    """Whether ``path`` is an embedded log without a record (a demo stopped between creating it and
+    storing its options in it: nothing of the session is there, so ``--resume`` starts it)."""
+    from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
+
+    try:
+        with EmbeddedLog(path, readonly=True) as log:
+            return log.count() == 0
+    except (NotALog, sqlite3.Error):
+        return False
 
 
 def _stored_options(path: Path) -> dict[str, int] | None:

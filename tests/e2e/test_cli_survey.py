@@ -239,6 +239,29 @@ def test_demo_never_overwrites_an_existing_file_unless_forced(tmp_path: Path) ->
         assert log.count() > 0
 
 
+def test_resume_starts_a_demo_killed_before_it_stored_its_options(tmp_path: Path) -> None:
+    """A kill between the log's creation and the session options stored in it leaves an empty log:
+    `--resume` starts the session there (it refused with status 2, a flake of the kill test below); a
+    log with records but no options, or another program's file, is still refused and left as it was."""
+    db = tmp_path / "empty.db"
+    EmbeddedLog(db).close()  # what the demo had made when it was killed
+    args = ["demo", "--seed", "8", "--tables", "1", "--coups", "2", "--quiet"]
+    resumed = subprocess.run([*CLI, *args, "--resume", "--db", str(db)], env=BASE_ENV, capture_output=True,
+                             text=True, timeout=300, check=False)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    with EmbeddedLog(db, readonly=True) as log:
+        assert log.count() > 0 and log.meta("demo") is not None
+
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    before = foreign.read_bytes()
+    refused = subprocess.run([*CLI, *args, "--resume", "--db", str(foreign)], env=BASE_ENV,
+                             capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert refused.returncode == 2 and "no demo session" in refused.stderr
+    assert foreign.read_bytes() == before
+
+
 def test_a_demo_killed_midway_and_resumed_ends_as_an_uninterrupted_one(tmp_path: Path) -> None:
     """`demo --resume` SIGKILLed at seeded moments and run again each time (the first run finds no file
     and starts the session) ends with the log streams and the digest of a demo never interrupted."""
