@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import hashlib
 import json
 import os
@@ -952,9 +953,28 @@ def replay(
         ENV_CHECKPOINT_EVERY, os.environ.get(ENV_CHECKPOINT_EVERY, "") or str(CHECKPOINT_EVERY)
     )
     r = Replayer(scope or Scope(), public_keys_from(None)[0] if keys is None else keys, every, collector)
-    for n, raw in enumerate(raw_records):
-        r.feed(n, raw)
+    with _frozen_heap():
+        feed = r.feed
+        for n, raw in enumerate(raw_records):
+            feed(n, raw)
     return r.finish()
+
+
+class _frozen_heap:
+    """While the replay streams: the objects that existed before it (modules, validators, schemas: most
+    of the heap) frozen out of the cyclic garbage collector (:func:`gc.freeze`), unfrozen after, unless
+    the caller had frozen some itself (then nothing is done). Each collection then visits the replay's
+    own objects only, not the whole program again and again (about 3 % of the replay's instructions
+    went to the collector; cycles made meanwhile are still collected)."""
+
+    def __enter__(self) -> None:
+        self.owned = gc.get_freeze_count() == 0
+        if self.owned:
+            gc.freeze()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.owned:
+            gc.unfreeze()
 
 
 # --- one game round in full ----------------------------------------------------------------------
