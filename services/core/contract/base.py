@@ -220,7 +220,9 @@ class Posting(Payload):
 def _balanced(rows: tuple[Posting, ...]) -> tuple[Posting, ...]:
     if not rows:
         raise ValueError("a transfer has at least one posting")
-    total = sum(r.amount_minor for r in rows)
+    total = 0
+    for r in rows:  # a loop, not sum() over a generator: run for every transfer read
+        total += r.amount_minor
     if total != 0:
         raise ValueError(f"postings must sum to zero, they sum to {total}")
     return rows

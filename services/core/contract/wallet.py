@@ -107,7 +107,10 @@ class PayoutIssued(Payload):
 
     @model_validator(mode="after")
     def _credit_is_posted(self) -> PayoutIssued:
-        mine = sum(p.amount_minor for p in self.postings if p.account == self.account_id)
+        mine, account = 0, self.account_id
+        for p in self.postings:  # a loop, not sum() over a generator: run for every record read
+            if p.account == account:
+                mine += p.amount_minor
         if mine != self.credit_minor:
             detail = f"postings credit {self.account_id} with {mine}, credit_minor is {self.credit_minor}"
             raise ValueError(detail)
@@ -195,7 +198,10 @@ class Transfer(Payload):
     @model_validator(mode="after")
     def _balance_follows_postings(self) -> Transfer:
         delta = self.balance_after_minor - self.balance_before_minor
-        mine = sum(p.amount_minor for p in self.postings if p.account == self.account_id)
+        mine, account = 0, self.account_id
+        for p in self.postings:  # a loop, not sum() over a generator: run for every record read
+            if p.account == account:
+                mine += p.amount_minor
         if mine != delta:
             raise ValueError(f"balance moved by {delta} but {self.account_id}'s postings sum to {mine}")
         if abs(delta) != self.amount_minor:
