@@ -56,7 +56,7 @@ def accounts_of(alert: dict[str, Any]) -> set[str]:
 
 def select(alerts: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
     """The alerts that pass the filters."""
-    from services.runtime.replay import iso_instant  # noqa: PLC0415
+    from services.audit.replay import iso_instant  # noqa: PLC0415
 
     since = iso_instant(args.since) if args.since else None
     floor = SEVERITIES.index(args.severity) if args.severity else 0
@@ -94,7 +94,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.since:
-            from services.runtime.replay import iso_instant  # noqa: PLC0415
+            from services.audit.replay import iso_instant  # noqa: PLC0415
 
             iso_instant(args.since)
         chosen = select(read_alerts(db), args)

@@ -28,6 +28,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from services.app.simulator import Session, TableSpec, demo_tables
+from services.audit.replay import Report
 from services.core import topics
 from services.core.baccarat.variants.french_club import COVER_SPOT
 from services.core.envelope import Envelope, parse_record
@@ -35,7 +36,7 @@ from services.core.signing import public_keyring
 from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, NotALog
 from services.runtime.keyring import KeyringError, load_keyring, new_keyring, save_keyring
-from services.runtime.replay import PUBLIC_KEYRING_SUFFIX, Report, read_db, replay
+from services.runtime.replay import PUBLIC_KEYRING_SUFFIX, read_db, replay
 from services.runtime.settings import Settings
 
 DEFAULT_COUPS = 60

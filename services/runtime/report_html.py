@@ -1,7 +1,7 @@
 """The regulator's replay report: one self-contained HTML page (``casino-ledger replay --html FILE``),
 and the page of one game round (``replay --coup ID --html FILE``).
 
-Built from the JSON report (:meth:`services.runtime.replay.Report.to_dict`) plus what the shell passes
+Built from the JSON report (:meth:`services.audit.replay.Report.to_dict`) plus what the shell passes
 in — ``meta`` (generation time read from the clock by the shell, tool version, source and its SHA-256,
 the public keyring used) and ``odds`` (exact outcome probabilities per table, by enumeration) — and
 nothing else: the same inputs give a byte-identical page. Every value is escaped

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from services.audit.replay import iso_instant
 from services.cli import main
-from services.runtime.replay import iso_instant, read_db
+from services.runtime.replay import read_db
 
 CLI = [sys.executable, "-m", "services.cli"]
 

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from services.audit.processor import CHECKPOINT_EVERY
+from services.audit.replay import Report
 from services.core.cards import CARD_POINTS
 from services.core.envelope import canonical, sha256_hex
 from services.core.signing import DEMO_KEY_ID, DEMO_PUBLIC_KEYS
-from services.runtime.replay import Report, read_db, replay
+from services.runtime.replay import read_db, replay
 from tests.helpers.keys import demo_keyring_file
 
 Rec = dict[str, Any]

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from services.app.simulator import DEFAULT_TABLES, Session
+from services.audit.replay import Report
 from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.trust import authenticate
@@ -28,7 +29,7 @@ from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings
 from services.runtime.kafka.topic_io import aconsume_raw
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.keyring import demo_keyring, new_keyring, save_keyring
-from services.runtime.replay import Report, replay
+from services.runtime.replay import replay
 from services.runtime.settings import Settings
 from tests.helpers.membus import MemBus
 

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.processor import Audit, TableDigest, same_postings, table_digest
+from services.audit.replay import Scope
+from services.audit.replay import replayer as replay_mod
 from services.core import topics
 from services.core.envelope import ChainHead, Draft, Envelope, canonical, seal, sha256_hex
 from services.core.processor import initial_state, step
@@ -25,8 +27,7 @@ from services.core.signing import (
     signing_key_from_secret,
     verify,
 )
-from services.runtime import replay as replay_mod
-from services.runtime.replay import Scope, replay
+from services.runtime.replay import replay
 from services.runtime.report_html import render_html
 from tests.helpers.membus import MemBus
 

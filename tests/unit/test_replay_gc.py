@@ -1,5 +1,5 @@
 """The replay freezes the heap that existed before it out of the cyclic collector while it streams
-(:class:`services.runtime.replay._frozen_heap`), and gives the collector back as it found it."""
+(:class:`services.audit.replay.replayer._frozen_heap`), and gives the collector back as it found it."""
 
 from __future__ import annotations
 

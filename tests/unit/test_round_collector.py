@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.audit.replay import RoundCollector
 from services.core import topics
 from services.core.envelope import Envelope, request
-from services.runtime.replay import RoundCollector
 
 COUP = "T1/S1/1"
 AT = "2026-01-01T00:00:00.000Z"
