@@ -82,20 +82,31 @@ async def _baseline(broker: str, sizes: Sequence[tuple[bytes, bytes]]) -> float:
     await admin.start()
     await admin.create_topics([NewTopic(name, PARTITIONS, 1)])
     await admin.close()
+    wall, _cpu = await produce_consume(broker, name, sizes, fetch_max_wait_ms=100)
+    return wall
+
+
+async def produce_consume(
+    broker: str | list[str], topic: str, records: Sequence[tuple[bytes | None, bytes]], *, fetch_max_wait_ms: int
+) -> tuple[float, float]:
+    """The raw baseline: produce ``records`` (key, value) to ``topic`` (acks awaited) and consume them all
+    back with one plain aiokafka consumer; the wall and this process's CPU seconds it took."""
     producer = AIOKafkaProducer(bootstrap_servers=broker, acks="all")
-    consumer = AIOKafkaConsumer(name, bootstrap_servers=broker, auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=broker, auto_offset_reset="earliest", fetch_max_wait_ms=fetch_max_wait_ms
+    )
     await producer.start()
     await consumer.start()
     try:
-        started = time.perf_counter()
-        sent = [await producer.send(name, value, key=key) for key, value in sizes]
+        started, cpu_from = time.perf_counter(), time.process_time()
+        sent = [await producer.send(topic, value, key=key) for key, value in records]
         for fut in sent:
             await fut
         got = 0
-        while got < len(sizes):
+        while got < len(records):
             batch = await consumer.getmany(timeout_ms=500)
             got += sum(len(msgs) for msgs in batch.values())
-        return time.perf_counter() - started
+        return time.perf_counter() - started, time.process_time() - cpu_from
     finally:
         await producer.stop()
         await consumer.stop()

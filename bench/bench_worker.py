@@ -8,7 +8,7 @@ notices, in the order the session wrote them) are handled these ways, (a) and (b
 (a) **faust agent**: ``python -m bench.bench_worker agent`` in a subprocess: the worker as it was until
     issue #16, each processor a faust agent (``take_events`` batches handed to
     :meth:`~services.runtime.kafka.worker.Shell.on_batch`, sends through faust's producer, faust acking a
-    batch once its acks are in and committing every ``CASINO_COMMIT_INTERVAL_S``); once with the default
+    batch once its acks are in and committing every 2.8 s (faust's default)); once with the default
     log level (one JSON log line per record) and once at ``WARNING`` (none);
 (b) **the worker**: ``python -m services.runtime.kafka.worker dealer`` itself, in a subprocess: a faust
     app whose one task owns an ``AIOKafkaConsumer`` in the service's consumer group and an
@@ -48,9 +48,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
 
+from bench.bench_kafka import produce_consume
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.runtime.compose import Composition
@@ -188,32 +188,10 @@ async def _raw(settings: Settings, records: list[tuple[str, bytes, bytes]]) -> F
     """(c): produce ``records`` to a fresh topic and consume them all back; this process's CPU."""
     from services.runtime.kafka.worker import ensure_topics  # noqa: PLC0415
 
-    name = settings.topic("raw")
     await ensure_topics(settings, ["raw"])
-    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_list, acks="all")
-    consumer = AIOKafkaConsumer(
-        name, bootstrap_servers=settings.bootstrap_list, auto_offset_reset="earliest", fetch_max_wait_ms=50
-    )
-    await producer.start()
-    await consumer.start()
-    try:
-        cpu_from, started = time.process_time(), time.perf_counter()
-        sent = [await producer.send(name, value, key=key) for _, key, value in records]
-        for fut in sent:
-            await fut
-        got = 0
-        while got < len(records):
-            batch = await consumer.getmany(timeout_ms=500)
-            got += sum(len(msgs) for msgs in batch.values())
-        return Figure(
-            "(c) raw aiokafka produce->consume",
-            len(records),
-            time.perf_counter() - started,
-            time.process_time() - cpu_from,
-        )
-    finally:
-        await producer.stop()
-        await consumer.stop()
+    pairs = [(key, value) for _, key, value in records]
+    wall, cpu = await produce_consume(settings.bootstrap_list, settings.topic("raw"), pairs, fetch_max_wait_ms=50)
+    return Figure("(c) raw aiokafka produce->consume", len(records), wall, cpu)
 
 
 def processing_alone(
@@ -275,7 +253,7 @@ def _faust_fetch_wait(ms: int) -> None:
 def agent_main() -> None:
     """``python -m bench.bench_worker agent``: the dealer as the faust agent the worker was before issue
     #16: ``take_events`` batches handed to :meth:`Shell.on_batch`, sends through faust's producer, faust
-    acking each batch once its acks are in and committing every ``CASINO_COMMIT_INTERVAL_S``."""
+    acking each batch once its acks are in and committing every 2.8 s (faust's default)."""
     import faust  # noqa: PLC0415
 
     from services.runtime.kafka import worker  # noqa: PLC0415
@@ -296,7 +274,7 @@ def agent_main() -> None:
         broker_rebalance_timeout=settings.rebalance_timeout_s,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=settings.heartbeat_interval_s,
-        broker_commit_interval=settings.commit_interval_s,
+        broker_commit_interval=2.8,  # faust's default: the agents' commit cadence before the switch
         **metrics.web_settings(settings),
         store="memory://",
         datadir=str(settings.data_dir),

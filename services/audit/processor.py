@@ -267,7 +267,7 @@ class Audit(Processor[AuditState]):
             elif reader.handler is not None:
                 out.extend(reader.handler(state, record, payload))
         for d in out:
-            if d.type == "AuditFinding":
+            if d.type == FINDING:
                 state.findings += 1
                 key = str(d.payload["table_id"])
                 state.findings_by_key[key] = state.findings_by_key.get(key, 0) + 1

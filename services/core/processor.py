@@ -131,6 +131,11 @@ class Private:
     __slots__ = ()
 
 
+def drafts_of(events: Iterable[Event]) -> list[Draft]:
+    """The drafts of the events the contract records (a :class:`Private` fact is folded, never written)."""
+    return [to_draft(e.payload, e.key) for e in events if not isinstance(e.payload, Private)]
+
+
 class Aggregate(TypedProcessor[S]):
     """A processor whose state is the fold of its **own** events (the dealer; docs/architecture.md
     §Processors): :meth:`decide` says what an input causes, :meth:`evolve` folds one of those events,
@@ -153,7 +158,7 @@ class Aggregate(TypedProcessor[S]):
         events = self.decide(state, record, payload)
         for event in events:
             state = self.evolve(state, event)
-        return state, [to_draft(e.payload, e.key) for e in events if not isinstance(e.payload, Private)]
+        return state, drafts_of(events)
 
     def fold(self, events: Iterable[Event], state: S | None = None) -> S:
         """:meth:`evolve` over ``events`` from ``state`` (the initial state when ``None``)."""
@@ -179,7 +184,7 @@ class Reactor(TypedProcessor[S]):
     def apply(self, state: S, record: Envelope, payload: Payload | None) -> tuple[S, list[Draft]]:
         """:meth:`react`, its events drafted."""
         state, events = self.react(state, record, payload)
-        return state, [to_draft(e.payload, e.key) for e in events if not isinstance(e.payload, Private)]
+        return state, drafts_of(events)
 
 
 class AppliedIds(Protocol):

@@ -51,7 +51,6 @@ class Settings(BaseSettings):
     ssl_cafile: Path | None = Field(
         default=None, description="CA bundle for SSL / SASL_SSL; system CAs if unset"
     )
-    processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
     data_dir: Path = Field(default=Path("var/faust"), description="faust's working data (writable)")
     db_path: Path = Field(default=Path("var/casino.db"), description="the embedded runtime's SQLite log")
     sqlite_synchronous: Literal["NORMAL", "FULL"] = Field(
@@ -66,7 +65,6 @@ class Settings(BaseSettings):
     rebalance_timeout_s: float = Field(default=60.0, gt=0, description="the worker's rebalance timeout")
     session_timeout_s: float = Field(default=60.0, gt=0, description="the worker consumer's session timeout")
     heartbeat_interval_s: float = Field(default=3.0, gt=0, description="the worker consumer's heartbeat")
-    commit_interval_s: float = Field(default=2.8, gt=0, description="unused: a worker commits per batch")
     fetch_max_wait_ms: int | None = Field(
         default=None, ge=1, le=1500,
         description="the worker consumer's fetch wait; unset: 1500 (fine where fetches wake)",

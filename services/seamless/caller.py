@@ -90,9 +90,6 @@ class SeamlessBus(EmbeddedBus):
     async def _make_caller(self, guard: Guard | None) -> EmbeddedCaller:
         return EmbeddedCaller(self.log, self.client, guard)
 
-    ordered = False
-    """The operator answers calls in its own order: the simulator waits for each bet (see Session)."""
-
     def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
         """Publish, then :meth:`drain`: the calls the stages ask for are what a table waits for."""
         if envelopes:

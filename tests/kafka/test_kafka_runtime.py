@@ -52,7 +52,6 @@ def settings_for(broker: str) -> Settings:
         rebalance_timeout_s=3.0,
         session_timeout_s=6.0,
         heartbeat_interval_s=1.0,
-        commit_interval_s=0.5,
     )
 
 
@@ -69,7 +68,6 @@ def start_worker(
         "CASINO_REBALANCE_TIMEOUT_S": str(settings.rebalance_timeout_s),
         "CASINO_SESSION_TIMEOUT_S": str(settings.session_timeout_s),
         "CASINO_HEARTBEAT_INTERVAL_S": str(settings.heartbeat_interval_s),
-        "CASINO_COMMIT_INTERVAL_S": str(settings.commit_interval_s),
         "CASINO_LOG_FORMAT": "json",
         "CASINO_LOG_LEVEL": "INFO",
         "CASINO_DATA_DIR": str(log.parent / "faust-data"),

@@ -99,13 +99,12 @@ def test_sasl_ssl_settings_give_aiokafka_credentials_and_a_verifying_context() -
     "fields",
     [
         {"security_protocol": "SASL_SSL"},
-        {"processing_guarantee": "exactly_twice"},
         {"partitions": 0},
         {"heartbeat_interval_s": 10.0, "session_timeout_s": 6.0},
     ],
 )
 def test_settings_refuse_inconsistent_values(fields: dict[str, object]) -> None:
-    """SASL without a user, an unknown guarantee, no partitions, a heartbeat slower than the session: fail."""
+    """SASL without a user, no partitions, a heartbeat slower than the session: fail."""
     with pytest.raises(ValidationError):
         Settings(**fields)  # type: ignore[arg-type]
 

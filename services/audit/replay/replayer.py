@@ -107,16 +107,12 @@ class _Window:
         earlier = hashes.get(event_id)
         if earlier is not None:
             return earlier
-        self.add(event_id, digest)
-        return None
-
-    def add(self, event_id: str, digest: str) -> None:
-        """Remember an event id not in the window, forgetting the oldest beyond ``size``."""
-        self.hashes[event_id] = digest
+        hashes[event_id] = digest
         order = self.order
         order.append(event_id)
         if len(order) > self.size:
-            self.hashes.pop(order.popleft(), None)
+            hashes.pop(order.popleft(), None)
+        return None
 
 
 # --- the replay ----------------------------------------------------------------------------------
@@ -162,11 +158,7 @@ class Replayer:
         report = self.report
         report.records += 1
         try:
-            if type(raw) is bytes:  # the usual case: :func:`decode`, inlined
-                env = _envelope_from_json(raw)
-                want_hash = env.hash if hash_of_bytes(raw, env) == env.hash else env.expected_hash()
-            else:
-                env, want_hash = decode(raw)
+            env, want_hash = decode(raw)
         except (ValueError, ValidationError) as exc:
             undecodable = {"reason": Reason.UNDECODABLE.value, "severity": Severity.CRITICAL.value,
                            "table_id": None, "subject": {"record": n}, "detail": str(exc)[:300]}  # fmt: skip
@@ -176,11 +168,8 @@ class Replayer:
         types = report.types
         types[kind] = types.get(kind, 0) + 1
         self.last = (n, env)
-        window = self.window
-        earlier = window.hashes.get(env.event_id)
-        if earlier is None:
-            window.add(env.event_id, env.hash)
-        else:
+        earlier = self.window.seen_or_add(env.event_id, env.hash)
+        if earlier is not None:
             same = "an exact re-delivery" if earlier == env.hash else "another record under a used id"
             detail = f"event id seen before in this log: {same}; not applied twice"
             subject = {"event_id": env.event_id, "topic": env.topic, "record": n}

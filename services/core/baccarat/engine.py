@@ -369,12 +369,10 @@ def get_variant(variant_id: str) -> Variant:
         ) from None
 
 
-_variant = get_variant
-
 
 def start(config: TableConfig) -> CoupState:
     """A fresh coup at a table of ``config``: every hand empty."""
-    return _started(_variant(config.variant), config)
+    return _started(get_variant(config.variant), config)
 
 
 def _started(variant: Variant, config: TableConfig) -> CoupState:
@@ -383,7 +381,7 @@ def _started(variant: Variant, config: TableConfig) -> CoupState:
 
 def next_step(state: CoupState) -> Step:
     """What is due next in ``state``."""
-    return _variant(state.config.variant).next_step(state)
+    return get_variant(state.config.variant).next_step(state)
 
 
 def apply_card(state: CoupState, card: Card) -> CoupState:
@@ -441,7 +439,7 @@ def resolve(
     """
     cards = tuple(parse_card(c) for c in cards)
     check_shoe_holds(cards, config.decks)
-    variant = _variant(config.variant)  # what next_step looks up, looked up once
+    variant = get_variant(config.variant)  # what next_step looks up, looked up once
     state = _started(variant, config)
     pending = list(decisions)
     pos = 0

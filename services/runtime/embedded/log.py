@@ -758,9 +758,6 @@ class EmbeddedBus:
         """Run every processor until nothing is left to do."""
         run_until_idle(self.runners)
 
-    ordered = True
-    """Records published in one call reach every consumer in that order, whatever their keys (one log)."""
-
     def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
         """Append ``envelopes`` and run every stage but the lagging ones until idle, in the same first
         transaction; the lagging ones once they lag by ``lag_records``."""

@@ -69,13 +69,11 @@ QUICK_GROUP_TIMEOUTS: dict[str, Any] = {
     "rebalance_timeout_s": 3.0,
     "session_timeout_s": 6.0,
     "heartbeat_interval_s": 1.0,
-    "commit_interval_s": 0.05,
     "fetch_max_wait_ms": 50,
 }
-"""Group timeouts for a demo or test on one machine: a first join waits the rebalance timeout, and
-``drain`` waits for committed offsets, so a short commit interval is what keeps a session brisk.
-The short fetch wait is for Tansu, which does not answer a pending fetch when records arrive (each hop
-of the pipeline then waited out faust's 1.5 s fetch wait: 0.75 s on average)."""
+"""Group timeouts for a demo or test on one machine: a first join waits the rebalance timeout. The
+short fetch wait is for Tansu, which does not answer a pending fetch when records arrive (each hop of
+the pipeline then waited out a 1.5 s fetch wait: 0.75 s on average)."""
 
 OBSERVERS = frozenset({"audit", "monitor"})
 """Services whose outputs no table event or wallet credit waits for (:meth:`KafkaBus.advance`)."""

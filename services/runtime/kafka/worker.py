@@ -75,9 +75,9 @@ digest); ``BENCH_KAFKA_COUPS=60 .venv/bin/python -m bench kafka`` (load 8-11) mo
 13,894), and its interactive latencies fell from p50 97 / 178 / 178 ms (bet held / payout issued /
 payout applied) to 44 / 51 / 79 ms. The per-record JSON log line costs 85-115 us ((e) - (d)). The
 issue's goal of 0.3 of raw aiokafka per record is out of reach for any worker loop here: the dealer's
-decode + ``step`` alone, with no Kafka at all, is 0.18-0.24 of raw. ``processing_guarantee=exactly_once``
-no longer has an effect (faust's transactions needed its producer; correctness never depended on them,
-see above), and offsets are committed after every batch (``commit_interval_s`` is no longer read).
+decode + ``step`` alone, with no Kafka at all, is 0.18-0.24 of raw. With the switch two settings went:
+``CASINO_PROCESSING_GUARANTEE`` (faust's transactions needed its producer; correctness never depended on
+them, see above) and ``CASINO_COMMIT_INTERVAL_S`` (offsets are committed after every batch).
 
 Plain aiokafka helpers (:func:`produce`, :func:`consume_all`, :func:`iter_raw` and their async forms)
 serve the CLI, the replay and the tests; they live in :mod:`services.runtime.kafka.topic_io` (a reader of
