@@ -535,9 +535,15 @@ class TablePlay:
         payouts (the bet is in the log before the deal); here the bet is published once the deal is
         acknowledged, while a coup the deal resolves at once is paid after two more hops (dealer, then
         payout stage): the bet wins by those hops, not by construction. It matters only when the late
-        bettor also bet in the coup (the order of the two in that account's wallet chain)."""
+        bettor also bet in the coup (the order of the two in that account's wallet chain).
+
+        Elsewhere the deal and the bet go to the bus together, the bet after the deal, in one
+        ``advance`` (one transaction on the embedded log): published apart, a kill between the two
+        left the deal on the log alone, and the resumed session's first ``advance`` dealt (and paid) it
+        before the late bet was written — another wallet order than the uninterrupted run's."""
         s = self.session
-        s.flush()
+        if s.event_driven:
+            s.flush()
         s.outbox.append(bet)
         yield from self._placed(account, str(bet.payload["bet_id"]))
 
