@@ -29,8 +29,10 @@ records after the consumer's committed offset, decode each (undecodable bytes be
 apply it with :func:`services.core.processor.step`, append the outputs, advance the committed offset,
 commit. :func:`run_until_idle` groups the batches of one round of its runners in one transaction (group
 commit: all of the round or none of it), and a record is decoded once for every runner of the process
-that reads it (:attr:`EmbeddedLog.decoded`). A crash before the commit leaves the file as it was; after
-it, everything is there: nothing is lost and nothing is repeated. The
+that reads it (:attr:`EmbeddedLog.decoded`). The simulator's bus goes further: the steps of a session
+share a transaction until enough records piled up (:class:`EmbeddedBus`, group commit). A crash
+before the commit leaves the file as it was; after it, everything is there: nothing is lost and
+nothing is repeated. The
 :class:`~services.core.processor.ProcessorState` lives in memory and is snapshotted every
 ``snapshot_every`` records in the same transaction as the offset. A restart loads the snapshot and
 re-applies the records after it: the core is deterministic, so it re-derives the very outputs already in
