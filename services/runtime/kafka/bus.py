@@ -38,13 +38,15 @@ clients and the bus's state, but for one read: :meth:`KafkaBus.wait` first looks
 read already without the loop (a list only ever appended to).
 
 Latency on Tansu (``python -m bench kafka`` with ``BENCH_KAFKA_PARTS=hop``: a deposit published, settlement,
-the waiter sees ``FundsDeposited``; raw aiokafka doing the same hop with an echo and no work beside it):
-Tansu holds every fetch for its whole wait (records or not: ``real_ends`` took 102 ms with a 100 ms
-wait, 12 with 10), and a record that arrives during an empty fetch is seen after about a third of the
-wait (raw produce -> consume, p50: 1.7 ms with 1 ms, 1.9 with 10, 14.8 with 50, 34.7 with 100). With
-the workers' fetch wait of 50 ms and a 5 ms batch top-up a hop took p50 19.0 ms (raw echo 15.4); with
-10 ms and 1 ms, 10.3 ms (raw echo 5.5). Lower waits gained nothing measurable on an idle machine and
-cost CPU (an idle consumer polling every 1-2 ms burns 12-15 % of a core).
+the waiter sees ``FundsDeposited``; raw aiokafka doing the same hop with an echo and no work beside it).
+Tansu 0.6 holds a fetch that finds records for its whole wait (``real_ends`` on partitions with
+records: 102 ms with a 100 ms wait, 12 with 10) and answers an empty one about a third of the wait
+after a record arrives (raw produce -> consume, p50: 1.7 ms with a 1 ms wait, 1.9 with 10, 14.8 with
+50, 34.7 with 100; with a record every 1-6 ms: 13.6 ms with 50, 3.2 with 10, 1.3 with 2). With the
+workers' fetch wait of 50 ms and a 5 ms batch top-up a hop took p50 19.0 ms (raw echo 15.4); with 10 ms
+and 1 ms, 10.3 ms (raw echo 5.5); with this thread, 9.0 ms (raw echo 5.2). Waits of 2 or 5 ms gave
+nothing measurable on a whole session (``bench session``, three runs each way, load 4) and cost CPU
+(an idle consumer polling every 1-2 ms burns 12-15 % of a core).
 """
 
 from __future__ import annotations
