@@ -18,14 +18,24 @@ same workers; per bet, from the ``PlaceBet`` record's Kafka timestamp to the ``B
 on the table's inbox), and from ``CoupResolved`` to each ``PayoutIssued`` and on to its
 ``PayoutApplied`` (the wallet credited): p50 and p99 in milliseconds.
 
-Run: ``.venv/bin/python -m bench kafka`` (starts its own broker; ``BENCH_KAFKA_COUPS`` sizes the load).
+Per hop: the latency of one hop of a session's chain, as the simulator sees it: a ``Deposit`` published
+on :class:`~services.runtime.kafka.bus.KafkaBus`, settlement's worker consumes it, applies it and produces
+``FundsDeposited``, the bus's waiter (``KafkaBus.wait``) sees it; :data:`HOPS` hops one after the other,
+a random pause (0-30 ms) before each. Baseline, same run and broker: raw aiokafka doing the same hop with
+no work, an echo (a consumer with the workers' fetch wait, a producer) between a producer and a consumer
+with the waiter's fetch wait, all in this process.
+
+Run: ``.venv/bin/python -m bench kafka`` (starts its own broker; ``BENCH_KAFKA_COUPS`` sizes the load;
+``BENCH_KAFKA_PARTS`` picks among ``pipeline,latency,hop``, all by default).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -38,14 +48,19 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-
 
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
-from services.runtime.kafka.bus import quick_settings, running
+from services.core.envelope import name_id, request
+from services.core.trust import Principal, authenticate
+from services.runtime.kafka.bus import WAIT_FETCH_MS, quick_settings, running
 from services.runtime.kafka.topic_io import new_consumer, partitions_of, read_range
+from services.runtime.keyring import demo_keyring
 from services.runtime.logging import configure
 from services.runtime.settings import Settings
 from tests.helpers.broker import tansu
 from tests.helpers.membus import MemBus
 
 COUPS = int(os.environ.get("BENCH_KAFKA_COUPS", "240"))
+HOPS = int(os.environ.get("BENCH_KAFKA_HOPS", "200"))
+PARTS = os.environ.get("BENCH_KAFKA_PARTS", "pipeline,latency,hop").split(",")
 PARTITIONS = 3
 HOUSE_TABLES = [t for t in DEFAULT_TABLES if t.variant in ("punto_banco", "ez_baccarat", "super6")]
 OUTSIDE = ("operator", "terminal")
@@ -162,35 +177,125 @@ async def _timestamps(settings: Settings) -> list[tuple[str, str, float]]:
     return out
 
 
+def bench_hop(broker: str, logs: Path, hops: int) -> list[float]:
+    """Milliseconds of each of ``hops`` deposits from ``publish`` to the waiter seeing ``FundsDeposited``."""
+    key = demo_keyring().key(Principal.CASHIER)
+    out: list[float] = []
+    rng = random.Random(16)
+    with running(_settings(broker), logs / "hop") as bus:
+        bus.drain()  # every group has joined
+        for n in range(hops + 1):
+            account = f"hop:{n % 7}"
+            env = request("Deposit", topics.WALLET_REQUESTS, account,
+                          {"account_id": account, "amount_minor": 100, "currency": "EUR"},
+                          event_id=name_id("bench", "hop", str(n)), occurred_at="2026-11-23T20:00:00.000Z",
+                          producer=Principal.CASHIER.value)  # fmt: skip
+            time.sleep(rng.uniform(0, 0.03))
+            started = time.perf_counter()
+            bus.publish([authenticate(env, key)])
+            bus.wait(topics.WALLET_EVENTS, account, lambda e, cause=env.event_id: e.causation_id == cause)
+            if n:  # the first wait also assigns the waiter
+                out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+async def raw_hop(broker: str, hops: int, worker_wait_ms: int, waiter_wait_ms: int) -> list[float]:
+    """Milliseconds of each of ``hops`` raw hops: produce -> an echo consumes and produces -> consumed."""
+    names = [f"hop-{uuid.uuid4().hex[:8]}-{side}" for side in ("in", "out")]
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+    await admin.start()
+    await admin.create_topics([NewTopic(name, PARTITIONS, 1) for name in names])
+    await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=broker, acks="all")
+    echo_out = AIOKafkaProducer(bootstrap_servers=broker, acks="all")
+    echo = AIOKafkaConsumer(names[0], bootstrap_servers=broker, auto_offset_reset="earliest",
+                            fetch_max_wait_ms=worker_wait_ms, group_id=names[0])  # fmt: skip
+    waiter = AIOKafkaConsumer(names[1], bootstrap_servers=broker, auto_offset_reset="earliest",
+                              fetch_max_wait_ms=waiter_wait_ms)  # fmt: skip
+    clients = (producer, echo_out, echo, waiter)
+    for client in clients:
+        await client.start()
+
+    async def forward() -> None:
+        while True:
+            for msgs in (await echo.getmany(timeout_ms=1000)).values():
+                sent = [await echo_out.send(names[1], m.value, key=m.key) for m in msgs]
+                for fut in sent:
+                    await fut
+
+    task = asyncio.create_task(forward())
+    rng = random.Random(16)
+    out: list[float] = []
+    try:
+        for n in range(hops + 1):
+            await asyncio.sleep(rng.uniform(0, 0.03))
+            started = time.perf_counter()
+            await (await producer.send(names[0], b"x" * 600, key=f"hop:{n % 7}".encode()))
+            while not await waiter.getmany(timeout_ms=5 * waiter_wait_ms):
+                pass
+            if n:
+                out.append((time.perf_counter() - started) * 1000)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        for client in clients:
+            await client.stop()
+    return out
+
+
 def _pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if len(values) > 1 else values[0]
 
 
 def main() -> dict[str, float]:
-    """Print pipeline events/s beside raw aiokafka's, their ratio, and the per-step latencies."""
+    """Print pipeline events/s beside raw aiokafka's, their ratio, the per-step latencies and the
+    per-hop latency beside raw aiokafka's (the parts of :data:`PARTS`)."""
     configure(level="WARNING")
-    inputs = session_inputs(COUPS)
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp, tansu(Path(tmp) / "tansu.log") as broker:
-        pipeline_s, records = bench_pipeline(broker, inputs, Path(tmp))
-        # the baseline moves as many records as the pipeline's topics hold, of the inputs' sizes, cycled
-        sizes = [(inputs[i % len(inputs)][1], inputs[i % len(inputs)][2]) for i in range(records)]
-        baseline_s = asyncio.run(_baseline(broker, sizes))
-        pipe_eps, raw_eps = records / pipeline_s, records / baseline_s
-        results |= {"pipeline_eps": pipe_eps, "baseline_eps": raw_eps}
-        print(
-            f"kafka pipeline (4 worker processes, {PARTITIONS} partitions): {pipe_eps:,.0f} events/s "
-            f"({records} records, {len(inputs)} inputs, {COUPS} coups x {len(HOUSE_TABLES)} tables, "
-            f"{pipeline_s:.1f} s); raw aiokafka produce->consume of {records} records: {raw_eps:,.0f}/s; "
-            f"ratio {pipe_eps / raw_eps:.3f}"
-        )
-        lat = bench_latency(broker, Path(tmp), 20)
-        for step, values in lat.items():
-            if values:
-                p50, p99 = _pct(values, 50), _pct(values, 99)
-                results |= {f"{step} p50 ms": p50, f"{step} p99 ms": p99}
-                print(f"latency {step}: p50 {p50:.0f} ms, p99 {p99:.0f} ms ({len(values)} samples)")
+        if "pipeline" in PARTS:
+            results |= _pipeline(broker, Path(tmp))
+        if "latency" in PARTS:
+            lat = bench_latency(broker, Path(tmp), 20)
+            for step, values in lat.items():
+                if values:
+                    p50, p99 = _pct(values, 50), _pct(values, 99)
+                    results |= {f"{step} p50 ms": p50, f"{step} p99 ms": p99}
+                    print(f"latency {step}: p50 {p50:.0f} ms, p99 {p99:.0f} ms ({len(values)} samples)")
+        if "hop" in PARTS:
+            results |= _hops(broker, Path(tmp))
     return results
+
+
+def _pipeline(broker: str, tmp: Path) -> dict[str, float]:
+    inputs = session_inputs(COUPS)
+    pipeline_s, records = bench_pipeline(broker, inputs, tmp)
+    # the baseline moves as many records as the pipeline's topics hold, of the inputs' sizes, cycled
+    sizes = [(inputs[i % len(inputs)][1], inputs[i % len(inputs)][2]) for i in range(records)]
+    baseline_s = asyncio.run(_baseline(broker, sizes))
+    pipe_eps, raw_eps = records / pipeline_s, records / baseline_s
+    print(
+        f"kafka pipeline (4 worker processes, {PARTITIONS} partitions): {pipe_eps:,.0f} events/s "
+        f"({records} records, {len(inputs)} inputs, {COUPS} coups x {len(HOUSE_TABLES)} tables, "
+        f"{pipeline_s:.1f} s); raw aiokafka produce->consume of {records} records: {raw_eps:,.0f}/s; "
+        f"ratio {pipe_eps / raw_eps:.3f}"
+    )
+    return {"pipeline_eps": pipe_eps, "baseline_eps": raw_eps}
+
+
+def _hops(broker: str, tmp: Path) -> dict[str, float]:
+    settings = _settings(broker)
+    worker_wait = settings.fetch_max_wait_ms or 1500
+    hop = bench_hop(broker, tmp, HOPS)
+    raw = asyncio.run(raw_hop(broker, HOPS, worker_wait, WAIT_FETCH_MS))
+    p50, raw50 = statistics.median(hop), statistics.median(raw)
+    print(
+        f"per hop (publish -> settlement -> the bus's waiter, {HOPS} hops): p50 {p50:.1f} ms, "
+        f"p90 {_pct(hop, 90):.1f} ms; raw aiokafka echo (fetch waits {worker_wait}/{WAIT_FETCH_MS} ms): "
+        f"p50 {raw50:.1f} ms, p90 {_pct(raw, 90):.1f} ms; ratio {p50 / raw50:.1f}x"
+    )
+    return {"hop p50 ms": p50, "raw hop p50 ms": raw50}
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ The very processors of the embedded demo run as separate faust workers, one proc
 * ``publish`` produces the envelopes, keyed by ``Envelope.key``, and returns without waiting for their
   acknowledgements: the next call of the bus (another ``publish`` included) awaits them first, so a
   publish still reaches the log before anything published after it, and a failed send still raises
-  (at that next call). ``wait`` does not await them: it runs the event loop that sends them.
+  (at that next call). ``wait`` does not await them. They go out at once all the same: the bus's
+  event loop runs all the time, in a thread of its own.
 * ``drain`` returns once every service has processed everything reachable. It polls, in this order,
   (1) the committed offsets of every service's consumer group on each of its input partitions, then
   (2) the *real* end offset of every input partition, and stops when every committed offset equals its
@@ -22,14 +23,30 @@ The very processors of the embedded demo run as separate faust workers, one proc
   and returns the new records of ``key`` in offset order (per key, the order its single writer wrote),
   without a re-delivered duplicate (same ``event_id``).
 * ``wait(topic, key, match)`` returns the first record on ``topic`` under ``key`` that ``match``
-  accepts, as soon as it is on the log: a consumer of its own (the *waiter*, 10 ms fetches) reads the
-  topics waited on from their start and keeps what it read by key, so a record read once is found
-  by every later wait without a fetch. This is what the simulator's event-driven session
-  (``event_driven``) waits with: each bet for its own outcome, each table for its own next event,
-  instead of ``advance``/``drain`` polling every consumer group's committed offsets.
+  accepts, as soon as it is on the log: a consumer of its own (the *waiter*, 10 ms fetches), from the
+  first wait on a topic, reads the topics waited on from their start, all the time (a task on the
+  bus's loop, not only while a wait is in progress), keeps what it read by key and hands each record
+  to the waits pending on its key. A record that came while the simulator was busy elsewhere (another
+  table's turn) is therefore found by its wait without a fetch, and without a trip to the loop. This
+  is what the simulator's event-driven session (``event_driven``) waits with: each bet for its own
+  outcome, each table for its own next event, instead of ``advance``/``drain`` polling every consumer
+  group's committed offsets.
 
-The bus runs its own event loop and is synchronous, like the simulator; it must not be called from
-inside a running event loop.
+The bus is synchronous, like the simulator; its calls run on its event loop, which runs in a thread
+of the bus (started with it, stopped by :meth:`KafkaBus.close`). Only that thread touches the Kafka
+clients and the bus's state, but for one read: :meth:`KafkaBus.wait` first looks through the records
+read already without the loop (a list only ever appended to).
+
+Latency on Tansu (``python -m bench kafka`` with ``BENCH_KAFKA_PARTS=hop``: a deposit published, settlement,
+the waiter sees ``FundsDeposited``; raw aiokafka doing the same hop with an echo and no work beside it).
+Tansu 0.6 holds a fetch that finds records for its whole wait (``real_ends`` on partitions with
+records: 102 ms with a 100 ms wait, 12 with 10) and answers an empty one about a third of the wait
+after a record arrives (raw produce -> consume, p50: 1.7 ms with a 1 ms wait, 1.9 with 10, 14.8 with
+50, 34.7 with 100; with a record every 1-6 ms: 13.6 ms with 50, 3.2 with 10, 1.3 with 2). With the
+workers' fetch wait of 50 ms and a 5 ms batch top-up a hop took p50 19.0 ms (raw echo 15.4); with 10 ms
+and 1 ms, 10.3 ms (raw echo 5.5); with this thread, 9.0 ms (raw echo 5.2). Waits of 2 or 5 ms gave
+nothing measurable on a whole session (``bench session``, three runs each way, load 4) and cost CPU
+(an idle consumer polling every 1-2 ms burns 12-15 % of a core).
 """
 
 from __future__ import annotations
@@ -40,6 +57,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
@@ -69,11 +87,13 @@ QUICK_GROUP_TIMEOUTS: dict[str, Any] = {
     "rebalance_timeout_s": 3.0,
     "session_timeout_s": 6.0,
     "heartbeat_interval_s": 1.0,
-    "fetch_max_wait_ms": 50,
+    "fetch_max_wait_ms": 10,
+    "batch_wait_ms": 1,
 }
 """Group timeouts for a demo or test on one machine: a first join waits the rebalance timeout. The
 short fetch wait is for Tansu, which does not answer a pending fetch when records arrive (each hop of
-the pipeline then waited out a 1.5 s fetch wait: 0.75 s on average)."""
+the pipeline then waited out a 1.5 s fetch wait: 0.75 s on average); the 1 ms batch top-up (default
+5 ms) because every hop of a chain paid it (see the module's latency figures)."""
 
 OBSERVERS = frozenset({"audit", "monitor"})
 """Services whose outputs no table event or wallet credit waits for (:meth:`KafkaBus.advance`)."""
@@ -86,6 +106,10 @@ POLL_S = 0.02
 WAIT_FETCH_MS = 10
 """The waiter's longest fetch wait: Tansu does not answer a pending fetch when records arrive, so this
 bounds how long a record already on the log can go unseen."""
+
+
+_Pending = tuple[Callable[[Envelope], bool], "asyncio.Future[Envelope]"]
+"""A wait in progress (:meth:`KafkaBus.wait`): its match and the future the waiter's task resolves."""
 
 
 class DrainTimeout(TimeoutError):
@@ -251,6 +275,8 @@ class KafkaBus:
         self.drain_timeout_s = drain_timeout_s
         self.drains = 0
         self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="kafka-bus", daemon=True)
+        self._thread.start()
         self._producer: AIOKafkaProducer | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._probe: AIOKafkaConsumer | None = None
@@ -266,14 +292,22 @@ class KafkaBus:
         self._wait_positions: dict[TopicPartition, int] = {}
         self._waited: dict[tuple[str, str], list[Envelope]] = defaultdict(list)
         self._waited_ids: set[str] = set()
+        self._waiters: dict[tuple[str, str], list[_Pending]] = defaultdict(list)
+        self._following: asyncio.Task[None] | None = None
         self._logical = {settings.topic(t): t for t in topics.ALL_TOPICS}
-        self._run(self._start())
+        try:
+            self._run(self._start())
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error to raise is the start's
+                self.close()
+            raise
 
     event_driven = True
     """The simulator waits on this bus for each record it needs (:meth:`wait`), not for idle groups."""
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._loop.run_until_complete(coro)
+        """Run ``coro`` on the bus's loop (its own thread, always running) and return its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     async def _start(self) -> None:
         await ensure_topics(self.settings, list(topics.ALL_TOPICS))
@@ -302,6 +336,7 @@ class KafkaBus:
         """Stop the clients and the loop."""
 
         async def stop() -> None:
+            await self._unfollow()
             await self._drain()
             for client in (self._producer, self._probe, self._reader, self._waiter):
                 if client is not None:
@@ -312,6 +347,8 @@ class KafkaBus:
         try:
             self._run(stop())
         finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
             self._loop.close()
 
     def __enter__(self) -> KafkaBus:
@@ -380,6 +417,9 @@ class KafkaBus:
         is on the log (see the module); :class:`DrainTimeout` after ``timeout_s`` (default the drain
         timeout). Returns a record found by an earlier wait too: waiting consumes nothing, and
         :meth:`read` is not affected."""
+        for env in self._waited.get((topic, key), ()):  # read already: no need to run the loop
+            if match(env):
+                return env
         return self._run(
             self._wait(topic, key, match, self.drain_timeout_s if timeout_s is None else timeout_s)
         )
@@ -457,16 +497,42 @@ class KafkaBus:
     async def _wait(
         self, topic: str, key: str, match: Callable[[Envelope], bool], timeout_s: float
     ) -> Envelope:
-        assert self._waiter is not None
         for env in self._waited.get((topic, key), ()):
             if match(env):
                 return env
         if topic not in self._waited_topics:
             await self._wait_on(topic)
+        found: asyncio.Future[Envelope] = self._loop.create_future()
+        entry = (match, found)
+        self._waiters[(topic, key)].append(entry)
         deadline = time.monotonic() + timeout_s
-        checked = time.monotonic()
+        try:
+            while True:
+                watched: set[asyncio.Future[Any]] = {found}
+                if self._following is not None:
+                    watched.add(self._following)
+                left = max(0.0, min(1.0, deadline - time.monotonic()))
+                done, _ = await asyncio.wait(watched, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                if found in done:
+                    return found.result()
+                if self._following is not None and self._following.done():
+                    self._following.result()  # the follower failed: its error
+                    raise RuntimeError("the bus's waiter stopped")
+                if time.monotonic() >= deadline:
+                    raise DrainTimeout(f"no record on {topic} under {key} came in {timeout_s} s")
+                if self.workers is not None:
+                    self.workers.check()
+        finally:
+            waiting = self._waiters.get((topic, key), [])
+            if entry in waiting:
+                waiting.remove(entry)
+
+    async def _follow(self) -> None:
+        """The waiter's task, all the time the bus has waited topics: read them as records come (a
+        fetch at most :data:`WAIT_FETCH_MS` long), keep each record by key, and hand it to the waits
+        pending on its key (:meth:`wait`), so that a record is usually read before it is waited for."""
+        assert self._waiter is not None
         while True:
-            found: Envelope | None = None
             batch = await self._waiter.getmany(timeout_ms=WAIT_FETCH_MS * 5)
             for tp, msgs in batch.items():
                 logical = self._logical.get(tp.topic, tp.topic)
@@ -476,27 +542,39 @@ class KafkaBus:
                         if env.event_id not in self._waited_ids:
                             self._waited_ids.add(env.event_id)
                             self._waited[(logical, env.key)].append(env)
-                            if found is None and logical == topic and env.key == key and match(env):
-                                found = env
+                            self._hand(logical, env)
                 if msgs:
                     self._wait_positions[tp] = msgs[-1].offset + 1
-            if found is not None:
-                return found
-            now = time.monotonic()
-            if now > deadline:
-                raise DrainTimeout(f"no record on {topic} under {key} came in {timeout_s} s")
-            if self.workers is not None and now - checked > 1.0:
-                self.workers.check()
-                checked = now
+
+    def _hand(self, logical: str, env: Envelope) -> None:
+        """Resolve the pending waits on ``env``'s topic and key that ``env`` matches."""
+        waiting = self._waiters.get((logical, env.key))
+        if not waiting:
+            return
+        for entry in list(waiting):
+            match, found = entry
+            if not found.done() and match(env):
+                found.set_result(env)
+                waiting.remove(entry)
+
+    async def _unfollow(self) -> None:
+        if self._following is not None:
+            self._following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._following
+            self._following = None
 
     async def _wait_on(self, topic: str) -> None:
-        """Add ``topic``'s partitions to the waiter's, from their start (the others where it stopped)."""
+        """Add ``topic``'s partitions to the waiter's, from their start (the others where it stopped),
+        and (re)start the waiter's task (:meth:`_follow`)."""
         assert self._waiter is not None
+        await self._unfollow()  # positions are only taken with the records they follow, so none is lost
         self._waited_topics.add(topic)
         tps = [tp for t in sorted(self._waited_topics) for tp in await self._partitions(t)]
         self._waiter.assign(tps)
         for tp in tps:
             self._waiter.seek(tp, self._wait_positions.get(tp, 0))
+        self._following = self._loop.create_task(self._follow())
 
     def consume_all(self) -> list[Envelope]:
         """Every envelope of every topic now (as :func:`consume_all`: topic, partition, offset)."""

@@ -21,6 +21,12 @@ from services.runtime import intake
 from services.runtime.failures import BrokerUnreachable
 from services.runtime.settings import Settings
 
+READ_FETCH_MS = 10
+"""The fetch wait of the plain readers (:func:`new_consumer`). Tansu holds every fetch for its whole
+wait, records or not (measured: ``real_ends`` on partitions with records took 102 ms with 100, 12 ms
+with 10), so each round of a read costs this much there; a broker that answers at once with records
+(Kafka) is not slowed by it."""
+
 
 @dataclass(frozen=True, slots=True)
 class RawRecord:
@@ -60,7 +66,7 @@ def new_consumer(settings: Settings) -> AIOKafkaConsumer:
     return AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_list,
         enable_auto_commit=False,
-        fetch_max_wait_ms=100,  # an empty fetch at a partition's end answers quickly
+        fetch_max_wait_ms=READ_FETCH_MS,
         auto_offset_reset="earliest",
         **settings.aiokafka_auth(),
     )

@@ -126,8 +126,10 @@ from services.runtime.settings import Settings
 FETCH_WAIT_MS = 1500
 """The consumer's fetch wait where ``CASINO_FETCH_MAX_WAIT_MS`` sets none (faust's, which it replaced).
 
-A broker answers a pending fetch as soon as records arrive, so the wait costs nothing there; Tansu
-answers only when the wait is over, so the demo and tests set a short one."""
+A broker answers a pending fetch as soon as records arrive, so the wait costs nothing there. Tansu
+(0.6) holds a fetch that finds records for its whole wait, and answers an empty one about a third of
+the wait after a record arrives, so the demo and tests set a short one (10 ms:
+:data:`services.runtime.kafka.bus.QUICK_GROUP_TIMEOUTS`, figures in that module)."""
 
 EXIT_CRASH = 70
 """Exit status of a worker that stopped on an error while handling a record (EX_SOFTWARE)."""

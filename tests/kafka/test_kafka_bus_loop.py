@@ -1,0 +1,69 @@
+"""The Kafka bus's event loop runs in a thread of its own (:mod:`services.runtime.kafka.bus`): what it
+publishes goes out at once, not at its next call, and its waiter reads the topics waited on all the
+time, not only during a wait."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from services.core import topics
+from services.runtime.kafka.bus import KafkaBus, quick_settings
+from services.runtime.kafka.topic_io import aconsume_all
+from services.runtime.kafka.worker import ensure_topics
+from services.runtime.settings import Settings
+from tests.helpers.bus_contract import account, deposit
+
+pytestmark = pytest.mark.kafka
+
+DEADLINE_S = 30.0
+"""How long a check polls before it gives up: a bound on a hang, not a timing assertion."""
+
+
+@pytest.fixture
+def bus(kafka_broker: str) -> Iterator[KafkaBus]:
+    """A bus on fresh topics, no worker: what it publishes stays as it is."""
+    settings = quick_settings(
+        Settings(bootstrap_servers=kafka_broker, topic_prefix=f"l{uuid.uuid4().hex[:10]}.", partitions=3),
+        env={},
+    )
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
+    with KafkaBus(settings, ()) as made:
+        yield made
+
+
+def _until(check: object) -> bool:
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_publish_reaches_the_log_without_another_call_of_the_bus(bus: KafkaBus) -> None:
+    """Before, the sends waited in the producer until the bus's next call ran its loop."""
+    sent = deposit(account(), 1)
+    bus.publish([sent])
+
+    def on_the_log() -> bool:
+        records = asyncio.run(aconsume_all(bus.settings, [topics.WALLET_REQUESTS]))
+        return any(e.event_id == sent.event_id for e in records)
+
+    assert _until(on_the_log)
+
+
+def test_a_record_published_between_waits_is_read_before_it_is_waited_for(bus: KafkaBus) -> None:
+    """Once a topic is waited on, the waiter keeps reading it: a later record is found by its wait from
+    what was read already (before, each wait fetched it then)."""
+    first, second = deposit(account(), 1), deposit(account(), 2)
+    bus.publish([first])
+    assert bus.wait(topics.WALLET_REQUESTS, first.key, lambda e: True).event_id == first.event_id
+    bus.publish([second])
+    assert _until(lambda: bool(bus._waited.get((topics.WALLET_REQUESTS, second.key))))
+    found = bus.wait(topics.WALLET_REQUESTS, second.key, lambda e: True, timeout_s=0)
+    assert found.event_id == second.event_id
