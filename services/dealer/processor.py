@@ -64,6 +64,7 @@ from services.core.contract import (
     ShoeOpened,
     TableConfigRecord,
     TableOpened,
+    Written,
 )
 from services.core.envelope import Envelope
 from services.core.errors import DomainError, Reason
@@ -230,6 +231,7 @@ class Dealer(Aggregate[DealerState]):
     def evolve(self, state: DealerState, event: Event) -> DealerState:
         """The tables after one of the dealer's own events (:func:`evolve_table`)."""
         table = state.tables.get(event.key)
+        assert not isinstance(event.payload, Written), "the dealer writes its events as models"
         new = evolve_table(table, event.payload, event.occurred_at, self.shoe_key)
         if new is None or new is table:
             return state

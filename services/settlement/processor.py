@@ -47,6 +47,7 @@ from services.core.contract import (
     TransferRefused,
     Withdraw,
     WithdrawalRejected,
+    Written,
     unchecked,
 )
 from services.core.envelope import Envelope, canonical, sha256_hex
@@ -77,17 +78,17 @@ class PayoutState:
     tables: Mapping[str, PayoutTable] = field(default_factory=dict)
 
 
-def payout_payload(p: Payout, coup_id: str, table_id: str, currency: str) -> PayoutIssued:
-    """The ``PayoutIssued`` of one settled bet (built :func:`~services.core.contract.unchecked`: every
-    value comes from the table's validated config and bets and from the engine; the wallet stage
-    validates the record when it reads it)."""
-    return unchecked(
-        PayoutIssued,
-        payout_id=f"payout/{p.bet_id}", bet_id=p.bet_id, account_id=p.account_id, table_id=table_id,
-        coup_id=coup_id, spot=p.spot, stake_minor=p.stake_minor, result=p.result, win_minor=p.win_minor,
-        commission_minor=p.commission_minor, credit_minor=p.credit_minor, currency=currency,
-        postings=postings_of(p.postings),
-    )  # fmt: skip
+def payout_payload(p: Payout, coup_id: str, table_id: str, currency: str) -> Written:
+    """The ``PayoutIssued`` of one settled bet, written as its record carries it (a coup pays thousands:
+    no model per payout; every value comes from the table's validated config and bets and from the
+    engine, and the wallet stage validates the record when it reads it)."""
+    return Written("PayoutIssued", {
+        "payout_id": f"payout/{p.bet_id}", "bet_id": p.bet_id, "account_id": p.account_id,
+        "table_id": table_id, "coup_id": coup_id, "spot": p.spot, "stake_minor": p.stake_minor,
+        "result": p.result, "win_minor": p.win_minor, "commission_minor": p.commission_minor,
+        "credit_minor": p.credit_minor, "currency": currency,
+        "postings": [{"account": a, "amount_minor": m} for a, m in p.postings],
+    })  # fmt: skip
 
 
 def postings_of(rows: tuple[tuple[str, int], ...] | list[tuple[str, int]]) -> tuple[Posting, ...]:

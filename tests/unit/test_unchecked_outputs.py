@@ -1,5 +1,6 @@
 """Outputs built without validation (:func:`services.core.contract.unchecked`) are what validation
-would make of the same values: the same model, the same dump, the same field order."""
+would make of the same values: the same model, the same dump, the same field order; outputs written
+without a model (:class:`services.core.contract.Written`) are what the validated model dumps."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 import services.settlement.processor as settlement_mod
 from services.app.simulator import DEFAULT_TABLES, Session
-from services.core.contract import Payload, PayoutIssued, dump_payload, unchecked
+from services.core.contract import PAYLOADS, Payload, Written, dump_payload, to_draft, unchecked
 from services.core.envelope import request
 from services.core.processor import initial_state, step
 from services.settlement.processor import WalletStage
@@ -17,8 +18,8 @@ from tests.helpers.membus import MemBus
 
 AT = "2026-11-23T17:00:00.000Z"
 BUILT = {
-    "PayoutIssued", "Posting", "FundsDeposited", "FundsWithdrawn", "StakeReserved", "StakeRefunded",
-    "PayoutApplied", "BetPlaced",
+    "Posting", "FundsDeposited", "FundsWithdrawn", "StakeReserved", "StakeRefunded", "PayoutApplied",
+    "BetPlaced",
 }  # fmt: skip
 """Every payload settlement builds unchecked."""
 
@@ -35,6 +36,20 @@ def _checked(seen: set[str]) -> Any:
         return made
 
     return build
+
+
+def _validated_payouts(written: list[str]) -> Any:
+    real = settlement_mod.payout_payload
+
+    def payout(*args: Any) -> Written:
+        out = real(*args)
+        dumped = dump_payload(PAYLOADS[out.type].model_validate(out.data))
+        assert out.data == dumped
+        assert list(out.data) == list(dumped)  # the model's field order
+        written.append(out.type)
+        return out
+
+    return payout
 
 
 def _wallet_requests() -> list[Any]:
@@ -59,7 +74,9 @@ def test_every_unchecked_output_is_what_validation_makes(monkeypatch: pytest.Mon
     """Over seeded sessions of every house-banked and player-banked variant, and a wallet's deposit,
     bet, withdrawal and refund, each payload settlement builds unchecked equals the validated one."""
     seen: set[str] = set()
+    written: list[str] = []
     monkeypatch.setattr(settlement_mod, "unchecked", _checked(seen))
+    monkeypatch.setattr(settlement_mod, "payout_payload", _validated_payouts(written))
     for first in range(0, len(DEFAULT_TABLES), 2):
         tables = [DEFAULT_TABLES[first], DEFAULT_TABLES[(first + 1) % len(DEFAULT_TABLES)]]
         Session(MemBus(), seed=first).run(tables, 2)
@@ -69,15 +86,21 @@ def test_every_unchecked_output_is_what_validation_makes(monkeypatch: pytest.Mon
         out = step(stage, state, record)
         assert out and out[0].type != "DeadLetter", out
     assert seen == BUILT
+    assert written and set(written) == {"PayoutIssued"}
 
 
-def test_an_unchecked_payout_that_breaks_the_contract_is_refused_by_its_reader() -> None:
-    """What is built unchecked is still validated where it is read: a payout whose postings do not
-    balance is refused as an input (the wallet stage's validation, :func:`payload_of`)."""
-    bad = unchecked(
-        PayoutIssued, payout_id="payout/b1", bet_id="b1", account_id="a", table_id="t", coup_id="c",
-        spot="player", stake_minor=100, result="win", win_minor=100, commission_minor=0,
-        credit_minor=200, currency="EUR", postings=(),
-    )  # fmt: skip
-    with pytest.raises(ValueError, match="credit"):
-        PayoutIssued.model_validate(dump_payload(bad))
+def test_a_written_payout_that_breaks_the_contract_is_refused_by_its_reader() -> None:
+    """What is written without a model is still validated where it is read: a payout whose postings
+    do not credit what it says is refused as an input (the wallet stage's validation)."""
+    bad = Written("PayoutIssued", {
+        "payout_id": "payout/b1", "bet_id": "b1", "account_id": "a", "table_id": "t", "coup_id": "c",
+        "spot": "player", "stake_minor": 100, "result": "win", "win_minor": 100, "commission_minor": 0,
+        "credit_minor": 200, "currency": "EUR", "postings": [],
+    })  # fmt: skip
+    draft = to_draft(bad, "a")
+    record = request(draft.type, draft.topic, "a", draft.payload, event_id="e-bad", occurred_at=AT,
+                     producer="settlement")  # fmt: skip
+    stage = WalletStage()
+    (out,) = step(stage, initial_state(stage), record)
+    assert out.type == "DeadLetter" and out.payload["reason"] == "invalid_payload"
+    assert "credit" in out.payload["detail"]
