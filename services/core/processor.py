@@ -43,7 +43,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from services.core.contract import PAYLOADS, Payload, payload_of, read_payload, to_draft
+from services.core.contract import PAYLOADS, Payload, Written, payload_of, read_payload, to_draft
 from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal, stage_namespace
 from services.core.errors import DomainError, Reason
 from services.core.topics import DEADLETTER
@@ -112,12 +112,14 @@ class TypedProcessor(Processor[S]):
 class Event:
     """One event as a processor's ``decide`` makes it and its ``evolve`` folds it: the stream it goes to
     (``key``), when it happened (``occurred_at``: :func:`step` seals every output with its input's
-    time) and its typed ``payload``. A *private* fact (:class:`Private`) is folded like any event
-    but never recorded: :meth:`Aggregate.apply` drafts only the contract's payloads."""
+    time) and its typed ``payload`` (or, for a reactor's outputs made by the thousand, the payload
+    :class:`~services.core.contract.Written` as its record carries it). A *private* fact
+    (:class:`Private`) is folded like any event but never recorded: :meth:`Aggregate.apply` drafts
+    only the contract's payloads."""
 
     key: str
     occurred_at: str
-    payload: Payload | Private
+    payload: Payload | Private | Written
 
     @classmethod
     def recorded(cls, record: Envelope) -> Event:

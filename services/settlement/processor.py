@@ -26,28 +26,20 @@ from services.core.baccarat import TableConfig, get_variant
 from services.core.baccarat.coup import result_of, wager_of
 from services.core.contract import (
     BetAccepted,
-    BetPlaced,
     BetRefundDue,
     BetRefused,
     BetRejected,
     CoupResolved,
     Deposit,
-    FundsDeposited,
-    FundsWithdrawn,
     Payload,
-    PayoutApplied,
     PayoutIssued,
     PlaceBet,
-    Posting,
     RefusalReason,
-    StakeRefunded,
-    StakeReserved,
     TableOpened,
-    Transfer,
     TransferRefused,
     Withdraw,
     WithdrawalRejected,
-    unchecked,
+    Written,
 )
 from services.core.envelope import Envelope, canonical, sha256_hex
 from services.core.errors import DomainError, Reason
@@ -77,22 +69,17 @@ class PayoutState:
     tables: Mapping[str, PayoutTable] = field(default_factory=dict)
 
 
-def payout_payload(p: Payout, coup_id: str, table_id: str, currency: str) -> PayoutIssued:
-    """The ``PayoutIssued`` of one settled bet (built :func:`~services.core.contract.unchecked`: every
-    value comes from the table's validated config and bets and from the engine; the wallet stage
-    validates the record when it reads it)."""
-    return unchecked(
-        PayoutIssued,
-        payout_id=f"payout/{p.bet_id}", bet_id=p.bet_id, account_id=p.account_id, table_id=table_id,
-        coup_id=coup_id, spot=p.spot, stake_minor=p.stake_minor, result=p.result, win_minor=p.win_minor,
-        commission_minor=p.commission_minor, credit_minor=p.credit_minor, currency=currency,
-        postings=postings_of(p.postings),
-    )  # fmt: skip
-
-
-def postings_of(rows: tuple[tuple[str, int], ...] | list[tuple[str, int]]) -> tuple[Posting, ...]:
-    """``(account, amount_minor)`` rows as the contract's postings (unchecked: the core computed them)."""
-    return tuple(unchecked(Posting, account=a, amount_minor=m) for a, m in rows)
+def payout_payload(p: Payout, coup_id: str, table_id: str, currency: str) -> Written:
+    """The ``PayoutIssued`` of one settled bet, written as its record carries it (a coup pays thousands:
+    no model per payout; every value comes from the table's validated config and bets and from the
+    engine, and the wallet stage validates the record when it reads it)."""
+    return Written("PayoutIssued", {
+        "payout_id": f"payout/{p.bet_id}", "bet_id": p.bet_id, "account_id": p.account_id,
+        "table_id": table_id, "coup_id": coup_id, "spot": p.spot, "stake_minor": p.stake_minor,
+        "result": p.result, "win_minor": p.win_minor, "commission_minor": p.commission_minor,
+        "credit_minor": p.credit_minor, "currency": currency,
+        "postings": [{"account": a, "amount_minor": m} for a, m in p.postings],
+    })  # fmt: skip
 
 
 class PayoutStage(Reactor[PayoutState]):
@@ -255,13 +242,16 @@ class WalletStage(Reactor[WalletState]):
         if reason is not None:
             refusal = _refusal(request, record.type, account, tid=tid, amount=amount, reason=reason)
             return state, [Event(account, at, refusal)]
-        event = _movement(request, account, tid=tid, amount=amount, balance=balance, currency=currency)
+        after = balance - amount if isinstance(request, DEBITS) else balance + amount
+        event = _movement(
+            request, account, tid=tid, amount=amount, balance=balance, after=after, currency=currency
+        )
         events = [Event(account, at, event)]
         if isinstance(request, PlaceBet):
             events.append(Event(request.table_id, at, _bet_placed(request, account)))
         # Every check passed and every event is built: only now the state changes, in place (step()
         # owns it). Copying the three maps per request cost O(every transfer ever) per record.
-        _mutable(state.balances)[account] = event.balance_after_minor
+        _mutable(state.balances)[account] = after
         _mutable(state.currencies)[account] = currency
         _mutable(state.transfers)[tid] = fp
         return state, events
@@ -320,47 +310,49 @@ def _refusal(
 
 
 def _movement(
-    request: Request, account: str, *, tid: str, amount: int, balance: int, currency: str
-) -> Transfer:
-    """The transfer event of one accepted request, with its balanced postings (unchecked: built from
-    the validated request and the wallet's state, in the field order of :class:`Transfer`)."""
+    request: Request, account: str, *, tid: str, amount: int, balance: int, after: int, currency: str
+) -> Written:
+    """The transfer event of one accepted request, with its balanced postings, written as its record
+    carries it (every value from the validated request and the wallet's state; the keys in the order
+    of the :class:`Transfer` models, which audit and the monitor validate when they read it)."""
     common: dict[str, Any] = {
         "transfer_id": tid, "account_id": account, "amount_minor": amount, "currency": currency,
     }  # fmt: skip
     if isinstance(request, Deposit):
         rows = [(cage_account(currency), -amount), (account, amount)]
-        return unchecked(
-            FundsDeposited, **common, postings=postings_of(rows), balance_before_minor=balance,
-            balance_after_minor=balance + amount,
-        )  # fmt: skip
+        return Written("FundsDeposited", {**common, **_moved(rows, balance, after)})
     if isinstance(request, Withdraw):
         rows = [(account, -amount), (cage_account(currency), amount)]
-        return unchecked(
-            FundsWithdrawn, **common, postings=postings_of(rows), balance_before_minor=balance,
-            balance_after_minor=balance - amount,
-        )  # fmt: skip
+        return Written("FundsWithdrawn", {**common, **_moved(rows, balance, after)})
     if isinstance(request, PayoutIssued):
-        return unchecked(
-            PayoutApplied, **common, postings=request.postings, balance_before_minor=balance,
-            balance_after_minor=balance + amount, bet_id=request.bet_id, table_id=request.table_id,
-            coup_id=request.coup_id, payout_id=request.payout_id, result=request.result,
-        )  # fmt: skip
+        rows = [(p.account, p.amount_minor) for p in request.postings]
+        return Written("PayoutApplied", {
+            **common, **_moved(rows, balance, after), "bet_id": request.bet_id, "table_id": request.table_id,
+            "coup_id": request.coup_id, "payout_id": request.payout_id, "result": request.result,
+        })  # fmt: skip
     escrow = table_accounts(request.table_id).escrow
     if isinstance(request, PlaceBet):
-        return unchecked(
-            StakeReserved, **common, postings=postings_of([(account, -amount), (escrow, amount)]),
-            balance_before_minor=balance, balance_after_minor=balance - amount, bet_id=request.bet_id,
-            table_id=request.table_id, coup_id=request.coup_id, spot=request.spot,
-        )  # fmt: skip
-    return unchecked(
-        StakeRefunded, **common, postings=postings_of([(escrow, -amount), (account, amount)]),
-        balance_before_minor=balance, balance_after_minor=balance + amount, bet_id=request.bet_id,
-        table_id=request.table_id, reason=request.reason,
-    )  # fmt: skip
+        return Written("StakeReserved", {
+            **common, **_moved([(account, -amount), (escrow, amount)], balance, after),
+            "bet_id": request.bet_id, "table_id": request.table_id, "coup_id": request.coup_id,
+            "spot": request.spot,
+        })  # fmt: skip
+    return Written("StakeRefunded", {
+        **common, **_moved([(escrow, -amount), (account, amount)], balance, after),
+        "bet_id": request.bet_id, "table_id": request.table_id, "reason": request.reason.value,
+    })  # fmt: skip
 
 
-def _bet_placed(bet: PlaceBet, account: str) -> BetPlaced:
-    return unchecked(
-        BetPlaced, bet_id=bet.bet_id, account_id=account, table_id=bet.table_id, coup_id=bet.coup_id,
-        spot=bet.spot, stake_minor=bet.stake_minor, currency=bet.currency,
-    )  # fmt: skip
+def _moved(rows: list[tuple[str, int]], balance: int, after: int) -> dict[str, Any]:
+    """A transfer's postings and balances, as its record carries them."""
+    return {
+        "postings": [{"account": a, "amount_minor": m} for a, m in rows],
+        "balance_before_minor": balance, "balance_after_minor": after,
+    }  # fmt: skip
+
+
+def _bet_placed(bet: PlaceBet, account: str) -> Written:
+    return Written("BetPlaced", {
+        "bet_id": bet.bet_id, "account_id": account, "table_id": bet.table_id, "coup_id": bet.coup_id,
+        "spot": bet.spot, "stake_minor": bet.stake_minor, "currency": bet.currency,
+    })  # fmt: skip

@@ -18,7 +18,7 @@ import services.dealer.processor as dealer_mod
 import services.settlement.processor as settlement_mod
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.core.baccarat.engine import CoupResult, TableConfig
-from services.core.contract import PayoutIssued
+from services.core.contract import Written
 from services.core.envelope import Envelope
 from services.core.ledger import Accounts, Payout, Wager, table_accounts
 from services.runtime.replay import replay
@@ -95,9 +95,9 @@ def _commission_to_house(m: pytest.MonkeyPatch) -> None:
 def _commission_reported_zero(m: pytest.MonkeyPatch) -> None:
     real = settlement_mod.payout_payload
 
-    def payload(p: Payout, coup_id: str, table_id: str, currency: str) -> PayoutIssued:
+    def payload(p: Payout, coup_id: str, table_id: str, currency: str) -> Written:
         out = real(p, coup_id, table_id, currency)
-        return out.model_copy(update={"commission_minor": 0}) if out.commission_minor else out
+        return Written(out.type, {**out.data, "commission_minor": 0}) if out.data["commission_minor"] else out
 
     m.setattr(settlement_mod, "payout_payload", payload)
 
@@ -107,11 +107,12 @@ def _paid_twice(m: pytest.MonkeyPatch) -> None:
 
     def decide(self: Any, state: Any, record: Any, payload: Any) -> Any:
         events = real(self, state, record, payload)
-        again = [
-            replace(e, payload=e.payload.model_copy(update={"payout_id": e.payload.payout_id + "/again"}))
-            for e in events
-            if isinstance(e.payload, PayoutIssued) and e.payload.result == "win"
-        ][:1]  # the first winning bet of each coup gets a second payout under another transfer id
+        wins = [e for e in events if isinstance(e.payload, Written) and e.payload.data["result"] == "win"]
+        again = [  # the first winning bet of each coup gets a second payout under another transfer id
+            replace(e, payload=Written(p.type, {**p.data, "payout_id": f"{p.data['payout_id']}/again"}))
+            for e in wins[:1]
+            if isinstance(p := e.payload, Written)
+        ]
         return [*events, *again]
 
     m.setattr(settlement_mod.PayoutStage, "decide", decide)
@@ -120,14 +121,13 @@ def _paid_twice(m: pytest.MonkeyPatch) -> None:
 def _wrong_account(m: pytest.MonkeyPatch) -> None:
     real = settlement_mod.payout_payload
 
-    def payload(p: Payout, coup_id: str, table_id: str, currency: str) -> PayoutIssued:
+    def payload(p: Payout, coup_id: str, table_id: str, currency: str) -> Written:
         out = real(p, coup_id, table_id, currency)
-        if out.result != "win":
+        if out.data["result"] != "win":
             return out
         other = "acct-not-the-bettor"
-        rows = tuple(r.model_copy(update={"account": other}) if r.account == p.account_id else r
-                     for r in out.postings)  # fmt: skip
-        return out.model_copy(update={"account_id": other, "postings": rows})
+        rows = [{**r, "account": other} if r["account"] == p.account_id else r for r in out.data["postings"]]
+        return Written(out.type, {**out.data, "account_id": other, "postings": rows})
 
     m.setattr(settlement_mod, "payout_payload", payload)
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.baccarat import TableConfig, get_variant
-from services.core.contract import Transfer, dump_payload, read_payload
+from services.core.contract import Transfer, dump_payload, read_payload, to_draft
 from services.core.envelope import Envelope, request
 from services.core.processor import Event, Private, Reactor, initial_state, step
 from services.dealer.processor import Dealer, DealingBegan, ShoeSeeded
@@ -226,7 +226,7 @@ def test_the_payout_stage_is_the_fold_of_its_inputs_and_decides_purely(seed: int
         assert payout.decide(state.inner, rec, payload) == decided
         assert state.inner == before
         out = step(payout, state, rec)
-        assert [e.payload for e in out] == [dump_payload(d.payload) for d in decided]  # type: ignore[arg-type]
+        assert [e.payload for e in out] == [to_draft(d.payload, d.key).payload for d in decided]  # type: ignore[arg-type]
         paid += len(out)
         folded = payout.evolve(folded, rec.key, payload)
         assert folded == state.inner

@@ -4,6 +4,7 @@ to read a payload (:func:`payload_of`) and to write one (:func:`to_draft`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from services.core import topics
@@ -19,6 +20,7 @@ __all__ = [
     "TOPIC_TYPES",
     "UPCASTERS",
     "Upcaster",
+    "Written",
     "dump_payload",
     "payload_as",
     "payload_of",
@@ -159,11 +161,28 @@ def type_of(model: Payload) -> str:
     return name
 
 
-def to_draft(model: Payload, key: str) -> Draft:
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A payload the core writes directly as the dict an envelope carries, without a model: for the
+    outputs it makes by the thousand from values already validated (a speed-baccarat coup's payouts),
+    where building a model and dumping it cost five times the rest of the output. ``data`` is exactly
+    what :func:`dump_payload` of the validated model gives, keys in the model's order
+    (``tests/unit/test_unchecked_outputs.py`` validates every one a seeded session writes); the
+    record's reader validates it like any other."""
+
+    type: str
+    data: Mapping[str, Any]
+
+
+def to_draft(model: Payload | Written, key: str) -> Draft:
     """A draft of ``model`` on its topic under ``key``, chained when the topic is an event stream."""
-    type_ = type_of(model)
+    if isinstance(model, Written):
+        type_, data = model.type, model.data
+        if type_ not in PAYLOADS:
+            raise DomainError(Reason.UNKNOWN_TYPE, f"{type_} is not an event payload")
+    else:
+        type_, data = type_of(model), dump_payload(model)
     topic = TOPIC_OF_TYPE[type_]
     return Draft(
-        type_, topic, key, dump_payload(model), chained=topic in topics.EVENT_STREAMS,
-        schema_version=SCHEMA_VERSIONS[type_],
-    )  # fmt: skip
+        type_, topic, key, data, chained=topic in topics.EVENT_STREAMS, schema_version=SCHEMA_VERSIONS[type_]
+    )

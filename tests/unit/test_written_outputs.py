@@ -1,0 +1,94 @@
+"""Outputs settlement writes without a model (:class:`services.core.contract.Written`) are what the
+validated model dumps: the same dict, keys in the model's order; and their readers still validate
+them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import services.settlement.processor as settlement_mod
+from services.app.simulator import DEFAULT_TABLES, Session
+from services.core.contract import PAYLOADS, Written, dump_payload, to_draft
+from services.core.envelope import request
+from services.core.processor import initial_state, step
+from services.settlement.processor import WalletStage
+from tests.helpers.membus import MemBus
+
+AT = "2026-11-23T17:00:00.000Z"
+WRITTEN = {
+    "PayoutIssued", "FundsDeposited", "FundsWithdrawn", "StakeReserved", "StakeRefunded", "PayoutApplied",
+    "BetPlaced",
+}  # fmt: skip
+"""Every payload settlement writes without a model."""
+
+
+def _checked(seen: set[str]) -> Any:
+    def written(type_: str, data: dict[str, Any]) -> Written:
+        dumped = dump_payload(PAYLOADS[type_].model_validate(data))
+        assert data == dumped, type_
+        assert list(data) == list(dumped), type_  # the model's field order
+        assert [type(v) for v in data.values()] == [type(v) for v in dumped.values()], type_  # JSON types
+        assert [list(p) for p in data.get("postings", ())] == [list(p) for p in dumped.get("postings", ())]
+        seen.add(type_)
+        return Written(type_, data)
+
+    return written
+
+
+def _wallet_requests() -> list[Any]:
+    """A deposit, a bet, a withdrawal and a refund on one wallet: the transfers a session may lack."""
+    w, t = "acct-written", "T-written"
+    rows = [
+        ("Deposit", {"account_id": w, "amount_minor": 5_000, "currency": "EUR"}),
+        ("PlaceBet", {"account_id": w, "bet_id": "b1", "table_id": t, "coup_id": "c1", "spot": "player",
+                      "stake_minor": 1_000, "currency": "EUR"}),
+        ("Withdraw", {"account_id": w, "amount_minor": 500, "currency": "EUR"}),
+        ("BetRefundDue", {"refund_id": "refund/b1", "bet_id": "b1", "account_id": w, "table_id": t,
+                          "coup_id": "c1", "stake_minor": 1_000, "currency": "EUR",
+                          "reason": "betting_closed"}),
+    ]  # fmt: skip
+    return [
+        request(k, "casino.wallet.requests", w, p, event_id=f"req-{n}", occurred_at=AT, producer="cashier")
+        for n, (k, p) in enumerate(rows)
+    ]
+
+
+def test_every_written_output_is_what_the_validated_model_dumps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over seeded sessions of every variant, and a wallet's deposit, bet, withdrawal and refund, each
+    payload settlement writes without a model equals the validated model's dump, key order included."""
+    seen: set[str] = set()
+    monkeypatch.setattr(settlement_mod, "Written", _checked(seen))
+    for first in range(0, len(DEFAULT_TABLES), 2):
+        tables = [DEFAULT_TABLES[first], DEFAULT_TABLES[(first + 1) % len(DEFAULT_TABLES)]]
+        Session(MemBus(), seed=first).run(tables, 2)
+    stage = WalletStage()
+    state = initial_state(stage)
+    for record in _wallet_requests():
+        out = step(stage, state, record)
+        assert out and out[0].type != "DeadLetter", out
+    assert seen == WRITTEN
+
+
+def test_a_written_payout_that_breaks_the_contract_is_refused_by_its_reader() -> None:
+    """What is written without a model is still validated where it is read: a payout whose postings
+    do not credit what it says is refused as an input (the wallet stage's validation)."""
+    bad = Written("PayoutIssued", {
+        "payout_id": "payout/b1", "bet_id": "b1", "account_id": "a", "table_id": "t", "coup_id": "c",
+        "spot": "player", "stake_minor": 100, "result": "win", "win_minor": 100, "commission_minor": 0,
+        "credit_minor": 200, "currency": "EUR", "postings": [],
+    })  # fmt: skip
+    draft = to_draft(bad, "a")
+    record = request(draft.type, draft.topic, "a", draft.payload, event_id="e-bad", occurred_at=AT,
+                     producer="settlement")  # fmt: skip
+    stage = WalletStage()
+    (out,) = step(stage, initial_state(stage), record)
+    assert out.type == "DeadLetter" and out.payload["reason"] == "invalid_payload"
+    assert "credit" in out.payload["detail"]
+
+
+def test_a_written_payload_of_no_contract_type_is_refused() -> None:
+    """``to_draft`` takes a written payload only of a type the contract has."""
+    with pytest.raises(Exception, match="not an event payload"):
+        to_draft(Written("NoSuchEvent", {}), "k")
