@@ -3,8 +3,9 @@
 Pipeline: a seeded demo session (every variant) on a fresh SQLite log; events/s counts every record
 the log ends with (requests, commands and every processor's output) over the wall time of the
 session, simulator included. Baseline: plain ``sqlite3`` (same WAL and the log's own ``synchronous``)
-inserting the very same record bytes in as many transactions as the pipeline committed (the
-simulator's appends and every runner batch that applied records), and reading them back. The ratio is what the processors, validation and hash chains cost
+inserting the very same record bytes in as many transactions as the pipeline committed (since
+``EmbeddedBus`` commits groups of the session's steps: a handful; before, every runner round of every
+step), and reading them back. The ratio is what the processors, validation and hash chains cost
 over the disk. A second baseline writes them in transactions of :data:`FIXED_BATCH`, so that fewer
 commits in the pipeline show as a better ratio instead of a faster baseline.
 

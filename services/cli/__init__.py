@@ -184,6 +184,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace | int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``casino-ledger`` console script."""
+    from services.runtime.tuning import tune_gc  # noqa: PLC0415 (one line of standard library)
+
+    tune_gc()
     try:
         parsed = parse(sys.argv[1:] if argv is None else argv)
     except KeyboardInterrupt:

@@ -47,6 +47,7 @@ from services.core.contract import (
     TransferRefused,
     Withdraw,
     WithdrawalRejected,
+    unchecked,
 )
 from services.core.envelope import Envelope, canonical, sha256_hex
 from services.core.errors import DomainError, Reason
@@ -77,8 +78,11 @@ class PayoutState:
 
 
 def payout_payload(p: Payout, coup_id: str, table_id: str, currency: str) -> PayoutIssued:
-    """The ``PayoutIssued`` of one settled bet."""
-    return PayoutIssued(
+    """The ``PayoutIssued`` of one settled bet (built :func:`~services.core.contract.unchecked`: every
+    value comes from the table's validated config and bets and from the engine; the wallet stage
+    validates the record when it reads it)."""
+    return unchecked(
+        PayoutIssued,
         payout_id=f"payout/{p.bet_id}", bet_id=p.bet_id, account_id=p.account_id, table_id=table_id,
         coup_id=coup_id, spot=p.spot, stake_minor=p.stake_minor, result=p.result, win_minor=p.win_minor,
         commission_minor=p.commission_minor, credit_minor=p.credit_minor, currency=currency,
@@ -87,8 +91,8 @@ def payout_payload(p: Payout, coup_id: str, table_id: str, currency: str) -> Pay
 
 
 def postings_of(rows: tuple[tuple[str, int], ...] | list[tuple[str, int]]) -> tuple[Posting, ...]:
-    """``(account, amount_minor)`` rows as the contract's postings."""
-    return tuple(Posting(account=a, amount_minor=m) for a, m in rows)
+    """``(account, amount_minor)`` rows as the contract's postings (unchecked: the core computed them)."""
+    return tuple(unchecked(Posting, account=a, amount_minor=m) for a, m in rows)
 
 
 class PayoutStage(Reactor[PayoutState]):
@@ -318,39 +322,45 @@ def _refusal(
 def _movement(
     request: Request, account: str, *, tid: str, amount: int, balance: int, currency: str
 ) -> Transfer:
-    """The transfer event of one accepted request, with its balanced postings."""
+    """The transfer event of one accepted request, with its balanced postings (unchecked: built from
+    the validated request and the wallet's state, in the field order of :class:`Transfer`)."""
     common: dict[str, Any] = {
         "transfer_id": tid, "account_id": account, "amount_minor": amount, "currency": currency,
-        "balance_before_minor": balance,
     }  # fmt: skip
     if isinstance(request, Deposit):
         rows = [(cage_account(currency), -amount), (account, amount)]
-        return FundsDeposited(**common, postings=postings_of(rows), balance_after_minor=balance + amount)
+        return unchecked(
+            FundsDeposited, **common, postings=postings_of(rows), balance_before_minor=balance,
+            balance_after_minor=balance + amount,
+        )  # fmt: skip
     if isinstance(request, Withdraw):
         rows = [(account, -amount), (cage_account(currency), amount)]
-        return FundsWithdrawn(**common, postings=postings_of(rows), balance_after_minor=balance - amount)
+        return unchecked(
+            FundsWithdrawn, **common, postings=postings_of(rows), balance_before_minor=balance,
+            balance_after_minor=balance - amount,
+        )  # fmt: skip
+    if isinstance(request, PayoutIssued):
+        return unchecked(
+            PayoutApplied, **common, postings=request.postings, balance_before_minor=balance,
+            balance_after_minor=balance + amount, bet_id=request.bet_id, table_id=request.table_id,
+            coup_id=request.coup_id, payout_id=request.payout_id, result=request.result,
+        )  # fmt: skip
     escrow = table_accounts(request.table_id).escrow
     if isinstance(request, PlaceBet):
-        return StakeReserved(
-            **common, postings=postings_of([(account, -amount), (escrow, amount)]),
-            balance_after_minor=balance - amount, bet_id=request.bet_id, table_id=request.table_id,
-            coup_id=request.coup_id, spot=request.spot,
+        return unchecked(
+            StakeReserved, **common, postings=postings_of([(account, -amount), (escrow, amount)]),
+            balance_before_minor=balance, balance_after_minor=balance - amount, bet_id=request.bet_id,
+            table_id=request.table_id, coup_id=request.coup_id, spot=request.spot,
         )  # fmt: skip
-    if isinstance(request, BetRefundDue):
-        return StakeRefunded(
-            **common, postings=postings_of([(escrow, -amount), (account, amount)]),
-            balance_after_minor=balance + amount, bet_id=request.bet_id, table_id=request.table_id,
-            reason=request.reason,
-        )  # fmt: skip
-    return PayoutApplied(
-        **common, postings=request.postings, balance_after_minor=balance + amount, bet_id=request.bet_id,
-        table_id=request.table_id, coup_id=request.coup_id, payout_id=request.payout_id,
-        result=request.result,
+    return unchecked(
+        StakeRefunded, **common, postings=postings_of([(escrow, -amount), (account, amount)]),
+        balance_before_minor=balance, balance_after_minor=balance + amount, bet_id=request.bet_id,
+        table_id=request.table_id, reason=request.reason,
     )  # fmt: skip
 
 
 def _bet_placed(bet: PlaceBet, account: str) -> BetPlaced:
-    return BetPlaced(
-        bet_id=bet.bet_id, account_id=account, table_id=bet.table_id, coup_id=bet.coup_id, spot=bet.spot,
-        stake_minor=bet.stake_minor, currency=bet.currency,
+    return unchecked(
+        BetPlaced, bet_id=bet.bet_id, account_id=account, table_id=bet.table_id, coup_id=bet.coup_id,
+        spot=bet.spot, stake_minor=bet.stake_minor, currency=bet.currency,
     )  # fmt: skip

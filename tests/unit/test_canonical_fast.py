@@ -109,6 +109,8 @@ def test_a_sealed_envelope_is_the_one_its_bytes_decode_to(auth_for: Any, payload
     )  # fmt: skip
     again = parse_record(env.to_json())
     assert again == env
+    assert list(again.__dict__) == list(env.__dict__)  # the fields in the model's order
+    assert again.model_fields_set == env.model_fields_set
     assert again.to_json() == env.to_json()
     assert env.expected_hash() == env.hash
     assert (env.auth is None) == (auth_for is None)

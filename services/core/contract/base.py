@@ -3,7 +3,7 @@ the frozen :class:`Payload` base, and the parts payloads share (postings, limits
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, TypeAlias, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, TypeAlias, TypeVar, Union
 
 from pydantic import (
     AfterValidator,
@@ -58,6 +58,7 @@ __all__ = [
     "Text",
     "Timestamp",
     "TypeName",
+    "unchecked",
 ]
 
 # --- field types --------------------------------------------------------------------------------
@@ -189,6 +190,28 @@ class Payload(BaseModel):
     """Base of every payload: frozen, unknown fields refused (read tolerantly via :func:`payload_of`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+P = TypeVar("P", bound=Payload)
+
+_set_attr: Final = object.__setattr__
+
+
+def unchecked(model: type[P], /, **fields: Any) -> P:
+    """A ``model`` payload of ``fields`` without validating them again: for outputs the core computes
+    from inputs already validated (a payout from a resolved coup's accepted bets, a wallet's transfer
+    from its request), where validation costs more than the rest of the work. What ``model_construct``
+    does, without its per-field default handling, so the caller gives **every** field, each as
+    validation would make it (a tuple for a sequence, a model for a nested payload, an enum member for
+    an enum); ``tests/unit/test_unchecked_outputs.py`` validates every one a seeded session builds and
+    compares. Inputs are never read this way: readers validate each record (:func:`payload_of`), and
+    so does every consumer of what this builds."""
+    made = model.__new__(model)
+    _set_attr(made, "__dict__", fields)
+    _set_attr(made, "__pydantic_fields_set__", set(fields))
+    _set_attr(made, "__pydantic_extra__", None)
+    _set_attr(made, "__pydantic_private__", None)
+    return made
 
 
 class OmitsUnset(Payload):
