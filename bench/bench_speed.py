@@ -33,18 +33,20 @@ awaited, one consumer) producing and consuming the very record bytes that the to
 each window (every topic), to a fresh topic with as many partitions on the same broker.
 
 Run: ``.venv/bin/python -m bench speed`` (``BENCH_SPEED_PLAYERS``, ``BENCH_SPEED_COUPS`` size it;
-``BENCH_SPEED_RUNTIMES=kafka`` or ``embedded`` runs one runtime only).
+``BENCH_SPEED_RUNTIMES=kafka`` or ``embedded`` runs one runtime only; ``BENCH_SPEED_KAFKA_OBSERVERS=0``
+runs the Kafka table without audit and monitor).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +59,7 @@ from services.core import topics
 from services.core.envelope import Envelope
 from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus, Runner
-from services.runtime.kafka.bus import KafkaBus, quick_settings, running
+from services.runtime.kafka.bus import SERVICES, KafkaBus, Workers, quick_settings
 from services.runtime.kafka.topic_io import new_consumer, partitions_of, read_range
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.logging import configure
@@ -67,6 +69,9 @@ from tests.helpers.broker import tansu
 PLAYERS = int(os.environ.get("BENCH_SPEED_PLAYERS", "5000"))
 COUPS = int(os.environ.get("BENCH_SPEED_COUPS", "3"))
 RUNTIMES = os.environ.get("BENCH_SPEED_RUNTIMES", "embedded,kafka").split(",")
+KAFKA_OBSERVERS = os.environ.get("BENCH_SPEED_KAFKA_OBSERVERS", "1") != "0"
+"""Whether audit and monitor run beside the credit path on Kafka (``0``: dealer and settlement only,
+to see what the observers' share of the 2 cores costs the figures)."""
 PARTITIONS = 3
 TABLE = TableSpec("S01-speed", "punto_banco", min_minor=100, max_minor=100_000)
 OBSERVERS = frozenset({"audit", "monitor", "monitor.accounts"})
@@ -318,7 +323,8 @@ def on_kafka() -> dict[str, float]:
         base = Settings(bootstrap_servers=broker, topic_prefix=f"speed{uuid.uuid4().hex[:8]}.",
                         partitions=PARTITIONS, demo_mode=True)  # fmt: skip
         settings = quick_settings(base, env={})
-        with running(settings, Path(tmp) / "workers") as bus:
+        services = SERVICES if KAFKA_OBSERVERS else ("dealer", "settlement")
+        with _pipeline(settings, Path(tmp) / "workers", services) as bus:
             stamps = Stamps(settings)
             session = Session(bus, seed=7, players=PLAYERS, deposit_minor=10_000_000)
             started = time.perf_counter()
@@ -328,7 +334,7 @@ def on_kafka() -> dict[str, float]:
             play.open()
             session.drain()
             asyncio.run(stamps.read())
-            print(f"kafka: {PLAYERS} players funded, table open (4 workers, {PARTITIONS} partitions, fetch wait "
+            print(f"kafka: {PLAYERS} players funded, table open ({', '.join(services)}; {PARTITIONS} partitions, fetch wait "
                   f"{settings.fetch_max_wait_ms} ms): {time.perf_counter() - started:.1f} s")  # fmt: skip
             for coup in range(COUPS):
                 fig = kafka_coup(session, play, bus, stamps)
@@ -338,12 +344,25 @@ def on_kafka() -> dict[str, float]:
                     f"raw aiokafka moves those {nb} records in {fig['raw bets']:.2f} s: "
                     f"{fig['bets'] / fig['raw bets']:.1f}x); resolution -> last of {fig['credited']} credits "
                     f"{fig['credits']:.2f} s (raw aiokafka, same {nc} records: {fig['raw credits']:.2f} s: "
-                    f"{fig['credits'] / fig['raw credits']:.1f}x); then audit and monitor caught up in "
-                    f"{fig['observers']:.2f} s"
+                    f"{fig['credits'] / fig['raw credits']:.1f}x)"
+                    + (f"; then audit and monitor caught up in {fig['observers']:.2f} s" if KAFKA_OBSERVERS else "")
                 )
                 for k in ("bets", "credits"):
                     results[f"kafka {k} max s"] = max(results.get(f"kafka {k} max s", 0.0), fig[k])
     return results
+
+
+@contextlib.contextmanager
+def _pipeline(settings: Settings, logs: Path, services: tuple[str, ...]) -> Iterator[KafkaBus]:
+    """:func:`services.runtime.kafka.bus.running` for the named services only."""
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
+    workers = Workers(settings, logs, services=services)
+    workers.start()
+    try:
+        with KafkaBus(settings, services, workers=workers) as bus:
+            yield bus
+    finally:
+        workers.stop()
 
 
 def main() -> dict[str, float]:

@@ -8,6 +8,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -67,3 +68,23 @@ def test_a_record_published_between_waits_is_read_before_it_is_waited_for(bus: K
     assert _until(lambda: bool(bus._waited.get((topics.WALLET_REQUESTS, second.key))))
     found = bus.wait(topics.WALLET_REQUESTS, second.key, lambda e: True, timeout_s=0)
     assert found.event_id == second.event_id
+
+
+def test_a_match_that_raises_fails_its_wait_and_not_the_waiter(bus: KafkaBus) -> None:
+    """The error of a wait's match, met by the waiter's task, reaches that wait's caller; later waits
+    are still answered (before, the task died and every later wait raised the same error)."""
+    first, second, third = deposit(account(), 1), deposit(account(), 2), deposit(account(), 3)
+    bus.publish([first])
+    bus.wait(topics.WALLET_REQUESTS, first.key, lambda e: True)  # the waiter now reads the topic
+
+    def broken(env: object) -> bool:
+        raise ValueError("a broken match")
+
+    with ThreadPoolExecutor(1) as pool:  # the wait is pending before its record comes
+        waiting = pool.submit(bus.wait, topics.WALLET_REQUESTS, second.key, broken)
+        assert _until(lambda: bool(bus._waiters.get((topics.WALLET_REQUESTS, second.key))))
+        bus.publish([second])
+        with pytest.raises(ValueError, match="a broken match"):
+            waiting.result(timeout=DEADLINE_S)
+    bus.publish([third])
+    assert bus.wait(topics.WALLET_REQUESTS, third.key, lambda e: True).event_id == third.event_id

@@ -553,7 +553,15 @@ class KafkaBus:
             return
         for entry in list(waiting):
             match, found = entry
-            if not found.done() and match(env):
+            if found.done():
+                continue
+            try:
+                matched = match(env)
+            except Exception as exc:  # the wait's own error, raised to its caller; the waiter reads on
+                found.set_exception(exc)
+                waiting.remove(entry)
+                continue
+            if matched:
                 found.set_result(env)
                 waiting.remove(entry)
 
