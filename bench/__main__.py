@@ -12,6 +12,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from services.runtime.tuning import tune_gc
+
 
 def discover() -> list[str]:
     """The benchmark module names (``bench_*``) in this package, sorted."""
@@ -21,6 +23,7 @@ def discover() -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the selected benchmarks; the exit status is 1 when one raised."""
+    tune_gc()  # what the ``casino-ledger`` process does before any command (workers too)
     wanted = list(sys.argv[1:] if argv is None else argv)
     names = discover()
     if wanted:

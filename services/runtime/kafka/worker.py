@@ -122,6 +122,7 @@ from services.runtime.kafka.topic_io import _settings_for, new_consumer, partiti
 from services.runtime.keyring import KeyringError
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
+from services.runtime.tuning import tune_gc
 
 FETCH_WAIT_MS = 1500
 """The consumer's fetch wait where ``CASINO_FETCH_MAX_WAIT_MS`` sets none (faust's, which it replaced).
@@ -618,6 +619,7 @@ def _import_factory(spec: str) -> ServiceFactory:
 
 def run_worker(name: str, settings: Settings, factory: ServiceFactory | None = None) -> NoReturn:
     """Run the service ``name`` as a faust worker until a signal stops it (never returns)."""
+    tune_gc()  # also when started as ``python -m services.runtime.kafka.worker``, not by the CLI
     chosen = factory or PROCESSORS.get(name)
     if chosen is None:
         known = ", ".join(sorted(PROCESSORS)) or "none registered"
