@@ -26,15 +26,21 @@ from services.core.baccarat import TableConfig, get_variant
 from services.core.baccarat.coup import result_of, wager_of
 from services.core.contract import (
     BetAccepted,
+    BetPlaced,
     BetRefundDue,
     BetRefused,
     BetRejected,
     CoupResolved,
     Deposit,
+    FundsDeposited,
+    FundsWithdrawn,
     Payload,
+    PayoutApplied,
     PayoutIssued,
     PlaceBet,
     RefusalReason,
+    StakeRefunded,
+    StakeReserved,
     TableOpened,
     TransferRefused,
     Withdraw,
@@ -73,7 +79,7 @@ def payout_payload(p: Payout, coup_id: str, table_id: str, currency: str) -> Wri
     """The ``PayoutIssued`` of one settled bet, written as its record carries it (a coup pays thousands:
     no model per payout; every value comes from the table's validated config and bets and from the
     engine, and the wallet stage validates the record when it reads it)."""
-    return Written("PayoutIssued", {
+    return Written(PayoutIssued, {
         "payout_id": f"payout/{p.bet_id}", "bet_id": p.bet_id, "account_id": p.account_id,
         "table_id": table_id, "coup_id": coup_id, "spot": p.spot, "stake_minor": p.stake_minor,
         "result": p.result, "win_minor": p.win_minor, "commission_minor": p.commission_minor,
@@ -320,24 +326,24 @@ def _movement(
     }  # fmt: skip
     if isinstance(request, Deposit):
         rows = [(cage_account(currency), -amount), (account, amount)]
-        return Written("FundsDeposited", {**common, **_moved(rows, balance, after)})
+        return Written(FundsDeposited, {**common, **_moved(rows, balance, after)})
     if isinstance(request, Withdraw):
         rows = [(account, -amount), (cage_account(currency), amount)]
-        return Written("FundsWithdrawn", {**common, **_moved(rows, balance, after)})
+        return Written(FundsWithdrawn, {**common, **_moved(rows, balance, after)})
     if isinstance(request, PayoutIssued):
         rows = [(p.account, p.amount_minor) for p in request.postings]
-        return Written("PayoutApplied", {
+        return Written(PayoutApplied, {
             **common, **_moved(rows, balance, after), "bet_id": request.bet_id, "table_id": request.table_id,
             "coup_id": request.coup_id, "payout_id": request.payout_id, "result": request.result,
         })  # fmt: skip
     escrow = table_accounts(request.table_id).escrow
     if isinstance(request, PlaceBet):
-        return Written("StakeReserved", {
+        return Written(StakeReserved, {
             **common, **_moved([(account, -amount), (escrow, amount)], balance, after),
             "bet_id": request.bet_id, "table_id": request.table_id, "coup_id": request.coup_id,
             "spot": request.spot,
         })  # fmt: skip
-    return Written("StakeRefunded", {
+    return Written(StakeRefunded, {
         **common, **_moved([(escrow, -amount), (account, amount)], balance, after),
         "bet_id": request.bet_id, "table_id": request.table_id, "reason": request.reason.value,
     })  # fmt: skip
@@ -352,7 +358,7 @@ def _moved(rows: list[tuple[str, int]], balance: int, after: int) -> dict[str, A
 
 
 def _bet_placed(bet: PlaceBet, account: str) -> Written:
-    return Written("BetPlaced", {
+    return Written(BetPlaced, {
         "bet_id": bet.bet_id, "account_id": account, "table_id": bet.table_id, "coup_id": bet.coup_id,
         "spot": bet.spot, "stake_minor": bet.stake_minor, "currency": bet.currency,
     })  # fmt: skip

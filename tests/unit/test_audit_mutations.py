@@ -97,7 +97,8 @@ def _commission_reported_zero(m: pytest.MonkeyPatch) -> None:
 
     def payload(p: Payout, coup_id: str, table_id: str, currency: str) -> Written:
         out = real(p, coup_id, table_id, currency)
-        return Written(out.type, {**out.data, "commission_minor": 0}) if out.data["commission_minor"] else out
+        free = Written(out.model, {**out.data, "commission_minor": 0})
+        return free if out.data["commission_minor"] else out
 
     m.setattr(settlement_mod, "payout_payload", payload)
 
@@ -109,7 +110,7 @@ def _paid_twice(m: pytest.MonkeyPatch) -> None:
         events = real(self, state, record, payload)
         wins = [e for e in events if isinstance(e.payload, Written) and e.payload.data["result"] == "win"]
         again = [  # the first winning bet of each coup gets a second payout under another transfer id
-            replace(e, payload=Written(p.type, {**p.data, "payout_id": f"{p.data['payout_id']}/again"}))
+            replace(e, payload=Written(p.model, {**p.data, "payout_id": f"{p.data['payout_id']}/again"}))
             for e in wins[:1]
             if isinstance(p := e.payload, Written)
         ]
@@ -127,7 +128,7 @@ def _wrong_account(m: pytest.MonkeyPatch) -> None:
             return out
         other = "acct-not-the-bettor"
         rows = [{**r, "account": other} if r["account"] == p.account_id else r for r in out.data["postings"]]
-        return Written(out.type, {**out.data, "account_id": other, "postings": rows})
+        return Written(out.model, {**out.data, "account_id": other, "postings": rows})
 
     m.setattr(settlement_mod, "payout_payload", payload)
 

@@ -10,7 +10,7 @@ import pytest
 
 import services.settlement.processor as settlement_mod
 from services.app.simulator import DEFAULT_TABLES, Session
-from services.core.contract import PAYLOADS, Written, dump_payload, to_draft
+from services.core.contract import PAYLOADS, Payload, PayoutIssued, Written, dump_payload, to_draft
 from services.core.envelope import request
 from services.core.processor import initial_state, step
 from services.settlement.processor import WalletStage
@@ -25,14 +25,16 @@ WRITTEN = {
 
 
 def _checked(seen: set[str]) -> Any:
-    def written(type_: str, data: dict[str, Any]) -> Written:
-        dumped = dump_payload(PAYLOADS[type_].model_validate(data))
+    def written(model: type[Payload], data: dict[str, Any]) -> Written:
+        type_ = model.__name__
+        assert PAYLOADS[type_] is model
+        dumped = dump_payload(model.model_validate(data))
         assert data == dumped, type_
         assert list(data) == list(dumped), type_  # the model's field order
         assert [type(v) for v in data.values()] == [type(v) for v in dumped.values()], type_  # JSON types
         assert [list(p) for p in data.get("postings", ())] == [list(p) for p in dumped.get("postings", ())]
         seen.add(type_)
-        return Written(type_, data)
+        return Written(model, data)
 
     return written
 
@@ -74,7 +76,7 @@ def test_every_written_output_is_what_the_validated_model_dumps(monkeypatch: pyt
 def test_a_written_payout_that_breaks_the_contract_is_refused_by_its_reader() -> None:
     """What is written without a model is still validated where it is read: a payout whose postings
     do not credit what it says is refused as an input (the wallet stage's validation)."""
-    bad = Written("PayoutIssued", {
+    bad = Written(PayoutIssued, {
         "payout_id": "payout/b1", "bet_id": "b1", "account_id": "a", "table_id": "t", "coup_id": "c",
         "spot": "player", "stake_minor": 100, "result": "win", "win_minor": 100, "commission_minor": 0,
         "credit_minor": 200, "currency": "EUR", "postings": [],
@@ -88,7 +90,11 @@ def test_a_written_payout_that_breaks_the_contract_is_refused_by_its_reader() ->
     assert "credit" in out.payload["detail"]
 
 
+class NoSuchEvent(Payload):
+    """A payload model the contract does not register."""
+
+
 def test_a_written_payload_of_no_contract_type_is_refused() -> None:
     """``to_draft`` takes a written payload only of a type the contract has."""
     with pytest.raises(Exception, match="not an event payload"):
-        to_draft(Written("NoSuchEvent", {}), "k")
+        to_draft(Written(NoSuchEvent, {}), "k")

@@ -163,22 +163,28 @@ def type_of(model: Payload) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Written:
-    """A payload the core writes directly as the dict an envelope carries, without a model: for the
-    outputs it makes by the thousand from values already validated (a speed-baccarat coup's payouts),
-    where building a model and dumping it cost five times the rest of the output. ``data`` is exactly
-    what :func:`dump_payload` of the validated model gives, keys in the model's order
-    (``tests/unit/test_unchecked_outputs.py`` validates every one a seeded session writes); the
+    """A payload the core writes directly as the dict an envelope carries, without building its model:
+    for the outputs it makes by the thousand from values already validated (a speed-baccarat coup's
+    payouts), where building a model and dumping it cost five times the rest of the output. ``model``
+    names the contract's class (never a type-name string: renaming a model is a type error here too);
+    ``data`` is exactly what :func:`dump_payload` of the validated model gives, keys in the model's
+    order (``tests/unit/test_written_outputs.py`` validates every one a seeded session writes); the
     record's reader validates it like any other."""
 
-    type: str
+    model: type[Payload]
     data: Mapping[str, Any]
+
+    @property
+    def type(self) -> str:
+        """The event ``type``: the model's name."""
+        return self.model.__name__
 
 
 def to_draft(model: Payload | Written, key: str) -> Draft:
     """A draft of ``model`` on its topic under ``key``, chained when the topic is an event stream."""
     if isinstance(model, Written):
-        type_, data = model.type, model.data
-        if type_ not in PAYLOADS:
+        type_, data = model.model.__name__, model.data
+        if PAYLOADS.get(type_) is not model.model:
             raise DomainError(Reason.UNKNOWN_TYPE, f"{type_} is not an event payload")
     else:
         type_, data = type_of(model), dump_payload(model)
