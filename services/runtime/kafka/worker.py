@@ -122,6 +122,7 @@ from services.runtime.kafka.topic_io import _settings_for, new_consumer, partiti
 from services.runtime.keyring import KeyringError
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
+from services.runtime.tuning import tune_gc
 
 FETCH_WAIT_MS = 1500
 """The consumer's fetch wait where ``CASINO_FETCH_MAX_WAIT_MS`` sets none (faust's, which it replaced).
@@ -698,6 +699,7 @@ def topics_create_main(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m services.runtime.kafka.worker NAME [--factory module:attr] | create-topics
     [--spec PATH]``."""
+    tune_gc()  # as ``casino-ledger worker`` does: the workers of the bus, the tests and the benches
     p = argparse.ArgumentParser(prog="python -m services.runtime.kafka.worker")
     p.add_argument("name", help="a service of PROCESSORS, or create-topics")
     p.add_argument("--broker", default=None, help="host:port[,…] (else CASINO_BOOTSTRAP_SERVERS)")
