@@ -700,6 +700,7 @@ def topics_create_main(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m services.runtime.kafka.worker NAME [--factory module:attr] | create-topics
     [--spec PATH]``."""
+    tune_gc()  # as ``casino-ledger worker`` does: the workers of the bus, the tests and the benches
     p = argparse.ArgumentParser(prog="python -m services.runtime.kafka.worker")
     p.add_argument("name", help="a service of PROCESSORS, or create-topics")
     p.add_argument("--broker", default=None, help="host:port[,…] (else CASINO_BOOTSTRAP_SERVERS)")
