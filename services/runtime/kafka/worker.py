@@ -619,7 +619,6 @@ def _import_factory(spec: str) -> ServiceFactory:
 
 def run_worker(name: str, settings: Settings, factory: ServiceFactory | None = None) -> NoReturn:
     """Run the service ``name`` as a faust worker until a signal stops it (never returns)."""
-    tune_gc()  # also when started as ``python -m services.runtime.kafka.worker``, not by the CLI
     chosen = factory or PROCESSORS.get(name)
     if chosen is None:
         known = ", ".join(sorted(PROCESSORS)) or "none registered"
