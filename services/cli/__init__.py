@@ -184,9 +184,6 @@ def parse(argv: Sequence[str]) -> argparse.Namespace | int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``casino-ledger`` console script."""
-    from services.runtime.tuning import tune_gc  # noqa: PLC0415 (one line of standard library)
-
-    tune_gc()
     try:
         parsed = parse(sys.argv[1:] if argv is None else argv)
     except KeyboardInterrupt:
@@ -197,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parsed
     if args.command == "deal" and not args.batch and not args.cards:
         return _fail("deal needs --cards or --batch")
+    from services.runtime.tuning import tune_gc  # noqa: PLC0415 (not for --help: it loads no runtime)
+
+    tune_gc()
     try:
         code: int = args.func(args)
     except KeyboardInterrupt:
