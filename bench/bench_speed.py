@@ -123,22 +123,37 @@ def drain(bus: EmbeddedBus, watch: Watch) -> None:
             return
 
 
-def play_coup(session: Session, play: TablePlay, bus: EmbeddedBus) -> dict[str, float]:
-    """One coup of speed baccarat; returns its two figures in seconds."""
-    t = TABLE.table_id
+def open_coup(session: Session, play: TablePlay, *, drain: bool) -> None:
+    """A new shoe at the stop card, then the betting window of the next coup (``drain``: run the
+    pipeline before waiting for it, on a bus that is not event driven)."""
     if play.stop_reached:
         play.close_shoe()
         play.open_shoe()
         play.stop_reached = False
-    session.command("OpenBetting", t, {})
-    session.drain()
+    session.command("OpenBetting", TABLE.table_id, {})
+    if drain:
+        session.drain()
     play.coup_id = session.finish(play._opened_coup())
+
+
+def place_bets(session: Session, play: TablePlay) -> list[str]:
+    """Write one bet per player for the coup in play (the same draws on both runtimes); their ids."""
+    ids = []
     for n, account in enumerate(session.accounts()):
         spot = ("player", "banker", "tie")[session.rng.randrange(3) if n % 7 else 2]
+        ids.append(bet_id := session._id())
         session.wallet("PlaceBet", account, {
-            "bet_id": session._id(), "table_id": t, "coup_id": play.coup_id, "spot": spot,
+            "bet_id": bet_id, "table_id": TABLE.table_id, "coup_id": play.coup_id, "spot": spot,
             "stake_minor": 100 * session.rng.choice((1, 2, 5, 10)), "currency": CURRENCY,
         })  # fmt: skip
+    return ids
+
+
+def play_coup(session: Session, play: TablePlay, bus: EmbeddedBus) -> dict[str, float]:
+    """One coup of speed baccarat; returns its two figures in seconds."""
+    t = TABLE.table_id
+    open_coup(session, play, drain=True)
+    place_bets(session, play)
     watch = Watch(bus)
     session.flush()
     drain(bus, watch)
@@ -172,20 +187,26 @@ def _synchronous(bus: EmbeddedBus) -> str:
     return str(getattr(bus.log, "synchronous", "FULL"))
 
 
+def open_table(bus: Any) -> tuple[Session, TablePlay, float]:
+    """Fund :data:`PLAYERS` players and open the speed table on ``bus``; the seconds it took."""
+    session = Session(bus, seed=7, players=PLAYERS, deposit_minor=10_000_000)
+    started = time.perf_counter()
+    for account in session.accounts():
+        session.wallet("Deposit", account, {"amount_minor": session.deposit_minor, "currency": CURRENCY})
+    play = TablePlay(session, TABLE)
+    play.open()
+    session.drain()
+    return session, play, time.perf_counter() - started
+
+
 def embedded() -> dict[str, float]:
     """Print each coup's bets window and resolution-to-last-credit time beside the raw baseline."""
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         bus = EmbeddedBus(Path(tmp) / "speed.db", Composition.demo().pipeline())
         try:
-            session = Session(bus, seed=7, players=PLAYERS, deposit_minor=10_000_000)
-            started = time.perf_counter()
-            for account in session.accounts():
-                session.wallet("Deposit", account, {"amount_minor": session.deposit_minor, "currency": CURRENCY})
-            play = TablePlay(session, TABLE)
-            play.open()
-            session.drain()
-            print(f"embedded: {PLAYERS} players funded, table open: {time.perf_counter() - started:.1f} s")
+            session, play, took = open_table(bus)
+            print(f"embedded: {PLAYERS} players funded, table open: {took:.1f} s")
             for coup in range(COUPS):
                 fig = play_coup(session, play, bus)
                 print(
@@ -202,19 +223,6 @@ def embedded() -> dict[str, float]:
 
 
 # -- Kafka ----------------------------------------------------------------------------------------
-
-
-def _kafka_bets(session: Session, play: TablePlay) -> list[str]:
-    """Write one bet per player for the coup in play (the embedded run's draws); their ids."""
-    ids = []
-    for n, account in enumerate(session.accounts()):
-        spot = ("player", "banker", "tie")[session.rng.randrange(3) if n % 7 else 2]
-        ids.append(bet_id := session._id())
-        session.wallet("PlaceBet", account, {
-            "bet_id": bet_id, "table_id": TABLE.table_id, "coup_id": play.coup_id, "spot": spot,
-            "stake_minor": 100 * session.rng.choice((1, 2, 5, 10)), "currency": CURRENCY,
-        })  # fmt: skip
-    return ids
 
 
 def _answered_all(bet_ids: list[str]) -> Callable[[Envelope], bool]:
@@ -293,13 +301,8 @@ async def _raw(settings: Settings, records: list[tuple[bytes, bytes]]) -> float:
 def kafka_coup(session: Session, play: TablePlay, bus: KafkaBus, stamps: Stamps) -> dict[str, Any]:
     """One coup of speed baccarat on Kafka; its figures (seconds) and the windows' records."""
     t = TABLE.table_id
-    if play.stop_reached:
-        play.close_shoe()
-        play.open_shoe()
-        play.stop_reached = False
-    session.command("OpenBetting", t, {})
-    play.coup_id = session.finish(play._opened_coup())
-    bet_ids = _kafka_bets(session, play)
+    open_coup(session, play, drain=False)
+    bet_ids = place_bets(session, play)
     session.flush()
     bus.wait(topics.TABLE_EVENTS, t, _answered_all(bet_ids))
     session.command("CloseBetting", t, {})
@@ -326,16 +329,10 @@ def on_kafka() -> dict[str, float]:
         services = SERVICES if KAFKA_OBSERVERS else ("dealer", "settlement")
         with _pipeline(settings, Path(tmp) / "workers", services) as bus:
             stamps = Stamps(settings)
-            session = Session(bus, seed=7, players=PLAYERS, deposit_minor=10_000_000)
-            started = time.perf_counter()
-            for account in session.accounts():
-                session.wallet("Deposit", account, {"amount_minor": session.deposit_minor, "currency": CURRENCY})
-            play = TablePlay(session, TABLE)
-            play.open()
-            session.drain()
+            session, play, took = open_table(bus)
             asyncio.run(stamps.read())
             print(f"kafka: {PLAYERS} players funded, table open ({', '.join(services)}; {PARTITIONS} partitions, fetch wait "
-                  f"{settings.fetch_max_wait_ms} ms): {time.perf_counter() - started:.1f} s")  # fmt: skip
+                  f"{settings.fetch_max_wait_ms} ms): {took:.1f} s")  # fmt: skip
             for coup in range(COUPS):
                 fig = kafka_coup(session, play, bus, stamps)
                 nb, nc = len(fig["bets records"]), len(fig["credits records"])
