@@ -17,7 +17,7 @@ Only wallets are balanced here (the key of this stage is the wallet's account id
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -84,7 +84,7 @@ def payout_payload(p: Payout, coup_id: str, table_id: str, currency: str) -> Wri
         "table_id": table_id, "coup_id": coup_id, "spot": p.spot, "stake_minor": p.stake_minor,
         "result": p.result, "win_minor": p.win_minor, "commission_minor": p.commission_minor,
         "credit_minor": p.credit_minor, "currency": currency,
-        "postings": [{"account": a, "amount_minor": m} for a, m in p.postings],
+        "postings": _postings(p.postings),
     })  # fmt: skip
 
 
@@ -351,10 +351,12 @@ def _movement(
 
 def _moved(rows: list[tuple[str, int]], balance: int, after: int) -> dict[str, Any]:
     """A transfer's postings and balances, as its record carries them."""
-    return {
-        "postings": [{"account": a, "amount_minor": m} for a, m in rows],
-        "balance_before_minor": balance, "balance_after_minor": after,
-    }  # fmt: skip
+    return {"postings": _postings(rows), "balance_before_minor": balance, "balance_after_minor": after}
+
+
+def _postings(rows: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
+    """``(account, amount_minor)`` rows as a record's postings."""
+    return [{"account": a, "amount_minor": m} for a, m in rows]
 
 
 def _bet_placed(bet: PlaceBet, account: str) -> Written:

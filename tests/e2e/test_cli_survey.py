@@ -19,6 +19,7 @@ import pytest
 
 from services.runtime.embedded.log import EmbeddedLog
 from tests.helpers.kill import run_with_kills
+from tests.helpers.streams import log_streams
 
 CLI = [sys.executable, "-m", "services.cli"]
 SECRET = "hunter2-sasl-password-do-not-print"
@@ -283,7 +284,7 @@ def test_a_demo_killed_midway_and_resumed_ends_as_an_uninterrupted_one(tmp_path:
 
     report = run_with_kills(work, kills=6, seed=8, min_delay_s=0.05, max_delay_s=0.3, timeout_s=300)
     assert report.kills == 6
-    assert _streams(db) == _streams(tmp_path / "ref.db")
+    assert log_streams(db) == log_streams(tmp_path / "ref.db")
     again = subprocess.run([*CLI, *args[:1], "--resume", "--db", str(db)], env=BASE_ENV, capture_output=True,
                            text=True, timeout=300, check=False)  # fmt: skip
     assert again.returncode == 0, again.stderr
@@ -291,9 +292,3 @@ def test_a_demo_killed_midway_and_resumed_ends_as_an_uninterrupted_one(tmp_path:
     assert digest and digest == [line for line in again.stdout.splitlines() if line.startswith("digest:")]
 
 
-def _streams(db: Path) -> dict[tuple[str, str], list[bytes]]:
-    out: dict[tuple[str, str], list[bytes]] = {}
-    with EmbeddedLog(db, readonly=True) as log:
-        for _offset, topic, key, raw in log.iter_all():
-            out.setdefault((topic, key), []).append(raw)
-    return out

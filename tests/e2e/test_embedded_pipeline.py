@@ -16,6 +16,7 @@ from services.core import topics
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.replay import read_db, replay
 from tests.helpers.kill import run_with_kills
+from tests.helpers.streams import log_streams
 
 CLI = [sys.executable, "-m", "services.cli"]
 ENV = {**os.environ, "LOG_LEVEL": "WARNING"}
@@ -27,14 +28,6 @@ def _play(db: Path, seed: int, coups: int, tables: int = len(DEFAULT_TABLES)) ->
         Session(bus, seed=seed).run(list(DEFAULT_TABLES[:tables]), coups)
     finally:
         bus.close()
-
-
-def _streams(db: Path) -> dict[tuple[str, str], list[bytes]]:
-    """Each (topic, key) stream of the log, in order: what must not change, whatever the interleaving."""
-    out: dict[tuple[str, str], list[bytes]] = {}
-    for _offset, topic, key, raw in EmbeddedLog(db, readonly=True).iter_all():
-        out.setdefault((topic, key), []).append(raw)
-    return out
 
 
 def test_demo_command_runs_every_variant_clean(tmp_path: Path) -> None:
@@ -129,7 +122,7 @@ def test_sigkill_anywhere_loses_nothing_and_pays_nothing_twice(tmp_path: Path) -
         _session_worker(db, 21, 12), kills=20, seed=20261122, max_delay_s=0.2, timeout_s=120
     )
     assert report.kills == 20
-    assert _streams(db) == _streams(ref)
+    assert log_streams(db) == log_streams(ref)
     got, want = replay(read_db(db)), replay(read_db(ref))
     assert got.clean, got.to_dict()
     assert got.digest == want.digest
@@ -155,7 +148,7 @@ def test_malformed_input_is_dead_lettered_and_play_goes_on(tmp_path: Path) -> No
         ("audit", topics.WALLET_REQUESTS, "undecodable"),
     }
     assert any(d["payload"]["original"] == "{not json" for d in dead)
-    streams = _streams(db)
+    streams = log_streams(db)
     accepted = sum(
         1
         for (t, _), rows in streams.items()

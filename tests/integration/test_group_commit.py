@@ -15,6 +15,7 @@ from services.core.envelope import Envelope, request
 from services.core.trust import authenticate
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, LogConflict
 from tests.helpers.bus_contract import CASHIER, account, deposit
+from tests.helpers.streams import log_streams
 
 SEED = 21
 TABLES = demo_tables(3)
@@ -24,13 +25,6 @@ COUPS = 6
 def whole_log(db: Path) -> list[tuple[str, str, bytes]]:
     with EmbeddedLog(db, readonly=True) as log:
         return [(topic, key, raw) for _o, topic, key, raw in log.iter_all()]
-
-
-def streams(db: Path) -> dict[tuple[str, str], list[bytes]]:
-    out: dict[tuple[str, str], list[bytes]] = {}
-    for topic, key, raw in whole_log(db):
-        out.setdefault((topic, key), []).append(raw)
-    return out
 
 
 def play(db: Path, **options: int) -> int:
@@ -83,7 +77,7 @@ def test_a_session_killed_inside_a_group_resumes_to_the_uninterrupted_log(tmp_pa
     """Killed after any step, uncommitted steps and all, the session run again from scratch on the same
     log ends with every stream of the uninterrupted run."""
     play(tmp_path / "ref.db")
-    want = streams(tmp_path / "ref.db")
+    want = log_streams(tmp_path / "ref.db")
     counting = _KilledAtStep(tmp_path / "count.db", kill_at=-1, group_records=0)
     try:
         Session(counting, seed=SEED).run(TABLES, COUPS)
@@ -97,7 +91,7 @@ def test_a_session_killed_inside_a_group_resumes_to_the_uninterrupted_log(tmp_pa
             Session(bus, seed=SEED).run(TABLES, COUPS)
         dropped += bus.dropped
         play(db)
-        assert streams(db) == want, f"killed after step {kill_at}"
+        assert log_streams(db) == want, f"killed after step {kill_at}"
     assert dropped >= 6, "the kills dropped no uncommitted steps: the test shows nothing"
 
 

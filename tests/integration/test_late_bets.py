@@ -14,6 +14,7 @@ from services.core.envelope import Envelope, parse_record
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.replay import replay
 from tests.helpers.membus import MemBus
+from tests.helpers.streams import log_streams
 
 SEED = 3
 """Two late bets in 2 tables x 3 coups."""
@@ -67,14 +68,6 @@ class _StopAfterPublish(EmbeddedBus):
             raise _Stopped
 
 
-def _streams(db: Path) -> dict[tuple[str, str], list[bytes]]:
-    out: dict[tuple[str, str], list[bytes]] = {}
-    with EmbeddedLog(db, readonly=True) as log:
-        for _offset, topic, key, raw in log.iter_all():
-            out.setdefault((topic, key), []).append(raw)
-    return out
-
-
 def test_a_session_stopped_after_any_publish_resumes_to_the_uninterrupted_log(tmp_path: Path) -> None:
     """Wherever the session is stopped right after a ``publish`` and then run again from scratch on the same
     log, every stream ends as in an uninterrupted run. A late bet used to be published apart from its deal:
@@ -87,7 +80,7 @@ def test_a_session_stopped_after_any_publish_resumes_to_the_uninterrupted_log(tm
         Session(counting, seed=21).run(tables, 12)
     finally:
         counting.close()
-    want = _streams(ref)
+    want = log_streams(ref)
     assert counting.publishes >= 1
     for stop_at in range(1, counting.publishes + 1):
         db = tmp_path / f"stopped-{stop_at}.db"
@@ -103,4 +96,4 @@ def test_a_session_stopped_after_any_publish_resumes_to_the_uninterrupted_log(tm
             Session(resumed, seed=21).run(tables, 12)
         finally:
             resumed.close()
-        assert _streams(db) == want, f"stopped after publish {stop_at}"
+        assert log_streams(db) == want, f"stopped after publish {stop_at}"

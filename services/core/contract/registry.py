@@ -174,11 +174,6 @@ class Written:
     model: type[Payload]
     data: Mapping[str, Any]
 
-    @property
-    def type(self) -> str:
-        """The event ``type``: the model's name."""
-        return self.model.__name__
-
 
 def to_draft(model: Payload | Written, key: str) -> Draft:
     """A draft of ``model`` on its topic under ``key``, chained when the topic is an event stream."""

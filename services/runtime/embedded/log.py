@@ -829,18 +829,11 @@ class EmbeddedBus:
             self.commit()
 
     def read(self, topic: str, key: str) -> list[Envelope]:
-        """The records on ``topic`` under ``key`` not yet returned by an earlier call (a record a runner
-        has decoded already is not parsed again)."""
-        out: list[Envelope] = []
-        after = self._cursors.get((topic, key), 0)
-        decoded = self.log.decoded
-        while rows := self.log.read_key(topic, key, after):
-            for offset, _topic, _key, raw in rows:
-                env = decoded.get(offset)
-                out.append(env if env is not None else parse_record(raw))
-            after = rows[-1][0]
-        self._cursors[(topic, key)] = after
-        return out
+        """The records on ``topic`` under ``key`` not yet returned by an earlier call."""
+        found = list(self._records(topic, key, self._cursors.get((topic, key), 0)))
+        if found:
+            self._cursors[(topic, key)] = found[-1][0]
+        return [env for _offset, env in found]
 
     event_driven = False
     """The simulator advances this bus between its steps: waiting on it runs the pipeline first."""
@@ -849,14 +842,20 @@ class EmbeddedBus:
         """The first record on ``topic`` under ``key`` that ``match`` accepts, once every processor has
         run until idle (:class:`LookupError` if there is none then: nothing would write it)."""
         self.drain()
-        after = 0
-        while rows := self.log.read_key(topic, key, after):
-            for *_, raw in rows:
-                env = parse_record(raw)
-                if match(env):
-                    return env
-            after = rows[-1][0]
+        for _offset, env in self._records(topic, key, 0):
+            if match(env):
+                return env
         raise LookupError(f"no such record on {topic} under {key}, and the processors are idle")
+
+    def _records(self, topic: str, key: str, after: int) -> Iterator[tuple[int, Envelope]]:
+        """The records on ``topic`` under ``key`` after offset ``after``, with their offsets, in log order
+        (a record a runner has decoded already is not parsed again)."""
+        decoded = self.log.decoded
+        while rows := self.log.read_key(topic, key, after):
+            for offset, _topic, _key, raw in rows:
+                env = decoded.get(offset)
+                yield offset, env if env is not None else parse_record(raw)
+            after = rows[-1][0]
 
     def close(self) -> None:
         """Commit what is held, then close the log."""
