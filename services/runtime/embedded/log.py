@@ -58,6 +58,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -189,8 +190,10 @@ class EmbeddedLog:
         """
         self.path = Path(path)
         self.readonly = readonly
-        self.decoded: dict[int, Envelope] = {}
-        """Records decoded by one runner, by offset, for the others reading them (bounded: the oldest go)."""
+        self.decoded: OrderedDict[int, Envelope] = OrderedDict()
+        """Records decoded by one runner, by offset, for the others reading them (bounded: the oldest go,
+        in O(1): a plain dict's ``next(iter(d))`` walks the holes its deletions left at the front, up to
+        ~14 us a record at 20,000 kept)."""
         self.commits = 0
         """Write transactions committed through this object (a benchmark's count)."""
         self.synchronous: Synchronous = synchronous or synchronous_setting()
@@ -618,7 +621,7 @@ class Runner(Generic[S]):
                     record = intake.decode(raw)
                     decoded[offset] = record
                     if len(decoded) > DECODED_KEPT:
-                        del decoded[next(iter(decoded))]
+                        decoded.popitem(last=False)
                 intake.check_topic(record, topic, raw)
             except intake.DecodeError as exc:
                 position = f"dead/{self.name}/{topic}/{offset}"  # the runner's name: one dead letter each

@@ -27,7 +27,9 @@ from collections import deque
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from collections.abc import Set as AbstractSet
 from functools import cache
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Final, Literal, Union, get_args, get_origin
+
+import orjson
 
 MAX_SNAPSHOT_BYTES = 1 << 30
 """A snapshot larger than this is not read (the state is rebuilt from the log instead)."""
@@ -44,7 +46,16 @@ def dumps(value: Any, tp: Any) -> bytes:
 
 
 def to_bytes(data: Any) -> bytes:
-    """Data that :func:`encode` produced as compact UTF-8 JSON."""
+    """Data that :func:`encode` produced as compact UTF-8 JSON.
+
+    Written by orjson (the standard library's bytes for this data, about ten times faster: a wallet
+    stage's snapshot is megabytes); what orjson refuses (an integer beyond 64 bits, nesting past its
+    limit) by the standard library, which also refuses a NaN or an infinity (orjson would write
+    ``null``; :func:`encode` never produces a float: :func:`_plain` refuses them)."""
+    try:
+        return orjson.dumps(data)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        pass
     try:
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
     except ValueError as exc:  # a NaN or an infinity
@@ -258,8 +269,36 @@ def _tuple_encoder(args: tuple[Any, ...]) -> Encoder:
     return fixed
 
 
+_FLAT: Final = (str, int)
+"""The value types of a flat ``dict[str, ...]`` (a wallet's balances, currencies and transfer
+fingerprints: tens of thousands of entries) that :func:`_flat_encoder` and :func:`_decode_mapping` check
+with one pass over the types instead of a call per entry."""
+
+
+def _flat_encoder(val_tp: type) -> Encoder:
+    """``dict[str, val_tp]`` with ``val_tp`` in :data:`_FLAT`: the same refusals as the per-entry walk
+    (a key that is no ``str``; a value whose type is not exactly ``val_tp``, so no ``bool`` for an
+    ``int``), the same data, about ten times faster."""
+
+    def flat(value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise SnapshotError(f"expected a mapping, got {type(value).__name__}")
+        out = dict(value)
+        if not set(map(type, out)) <= {str}:
+            bad = next(k for k in out if not isinstance(k, str))
+            raise SnapshotError(f"expected a str key, got {type(bad).__name__}")
+        if not set(map(type, out.values())) <= {val_tp}:
+            bad = next(v for v in out.values() if type(v) is not val_tp)
+            raise SnapshotError(f"expected {val_tp.__name__}, got {type(bad).__name__}")
+        return out
+
+    return flat
+
+
 def _mapping_encoder(args: tuple[Any, ...]) -> Encoder:
     key_tp, val_tp = args if args else (Any, Any)
+    if key_tp is str and val_tp in _FLAT:
+        return _flat_encoder(val_tp)
     key, val = _child(key_tp), _child(val_tp)
     if _str_keyed(key_tp):
 
@@ -412,6 +451,8 @@ def _decode_mapping(data: Any, args: tuple[Any, ...]) -> dict[Any, Any]:
     if _str_keyed(key_tp):
         if not isinstance(data, dict):
             raise SnapshotError(f"expected an object, got {type(data).__name__}")
+        if key_tp is str and val_tp in _FLAT and set(map(type, data.values())) <= {val_tp}:
+            return dict(data)  # JSON keys are strings: every entry fits as it is (checked in one pass)
         return {decode(k, key_tp): decode(v, val_tp) for k, v in data.items()}
     out: dict[Any, Any] = {}
     for pair in _array(data):
