@@ -184,8 +184,8 @@ def test_restart_from_snapshot_gives_the_uninterrupted_log(tmp_path: Path) -> No
     with EmbeddedLog(tmp_path / "log.db") as log:
         write_inputs(log, 40, refuse_every=7)
         first = Runner(log, Echo(), snapshot_every=10, batch_limit=6)
-        for _ in range(3):
-            first.step_batch()  # 18 records: snapshot after 12, committed at 18
+        for _ in range(5):  # full batches: the snapshot due after 12 records waits until 24 (2 x 10)
+            first.step_batch()  # 30 records: snapshot after 24, committed at 30
         second = Runner(log, Echo(), snapshot_every=10, batch_limit=6)
         assert second.restored_from is not None
         assert second.restored_from < log.committed("echo")
@@ -345,6 +345,36 @@ def test_append_raw_is_idempotent_by_its_event_id(tmp_path: Path) -> None:
         assert [log.append_raw(topics.TABLE_INBOX, "t", ping(1).to_json()) for _ in range(2)] == [True, False]
         assert [log.append_raw(topics.TABLE_INBOX, "t", b"junk") for _ in range(2)] == [True, True]
         assert log.count() == 3
+
+
+def test_a_due_snapshot_waits_until_the_runner_has_caught_up(tmp_path: Path) -> None:
+    """While batches come back full (a burst) a due snapshot waits; the first short or empty batch takes
+    it; a runner that never catches up still snapshots at twice the interval."""
+    with EmbeddedLog(tmp_path / "log.db") as log:
+        write_inputs(log, 40)
+        runner = Runner(log, Echo(), snapshot_every=10, batch_limit=6)
+        runner.step_batch()
+        runner.step_batch()  # 12 records: due, not taken
+        assert log.load_snapshot("echo") is None
+        runner.step_batch(7)
+        assert log.load_snapshot("echo") is None  # 19 records: still full batches
+        runner.step_batch(1)  # 20 = 2 x 10: taken however the batch ends
+        snap = log.load_snapshot("echo")
+        assert snap is not None
+        assert snap[0] == runner.position == 20
+        runner.step_batch(10)  # 30: due, full
+        assert log.load_snapshot("echo") == snap
+        runner.step_batch(20)  # the last ten, a short batch: taken
+        after = log.load_snapshot("echo")
+        assert after is not None
+        assert after[0] == runner.position > snap[0]
+        write_inputs(log, 50)  # the first 40 are there already: ten new records
+        runner.step_batch(10)
+        assert log.load_snapshot("echo") == after  # 10 due after a full batch: waits
+        runner.step_batch()  # empty: caught up, taken
+        last = log.load_snapshot("echo")
+        assert last is not None
+        assert last[0] == runner.position > after[0]
 
 
 def test_an_unreadable_snapshot_is_ignored_and_the_log_replayed(tmp_path: Path) -> None:

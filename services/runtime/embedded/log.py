@@ -33,8 +33,12 @@ that reads it (:attr:`EmbeddedLog.decoded`). The simulator's bus goes further: t
 share a transaction until enough records piled up (:class:`EmbeddedBus`, group commit). A crash
 before the commit leaves the file as it was; after it, everything is there: nothing is lost and
 nothing is repeated. The
-:class:`~services.core.processor.ProcessorState` lives in memory and is snapshotted every
-``snapshot_every`` records in the same transaction as the offset. A restart loads the snapshot and
+:class:`~services.core.processor.ProcessorState` lives in memory and is snapshotted once
+``snapshot_every`` records were applied since the last snapshot, in the same transaction as the offset,
+at the first batch after which the runner has caught up (a batch that came back short or empty), and
+at the latest after :data:`SNAPSHOT_DEFER_MAX` times ``snapshot_every`` records: a snapshot costs time
+that grows with the state (a wallet stage's is megabytes), and taken while a burst is read (5,000
+credits after a coup) it delays the burst's last record. A restart loads the snapshot and
 re-applies the records after it: the core is deterministic, so it re-derives the very outputs already in
 the log, whose appends are no-ops (and a :class:`LogConflict` there would expose a non-deterministic
 processor instead of hiding it). The ids a consumer has applied are rows of the ``applied`` table
@@ -115,6 +119,10 @@ _Heads = list[tuple[str, str, int, str]]
 _PAGE = 1000
 
 _INSERT = "INSERT INTO records (topic, key, event_id, type, body, internal) VALUES (?, ?, ?, ?, ?, ?)"
+
+SNAPSHOT_DEFER_MAX = 2
+"""A due snapshot waits for the runner to catch up, but never past this many times ``snapshot_every``
+records (a runner that never catches up still snapshots, so a restart replays a bounded tail)."""
 
 DECODED_KEPT = 20_000
 """How many decoded records a log keeps for the other runners that read them (each decoded once)."""
@@ -611,6 +619,8 @@ class Runner(Generic[S]):
         if not rows:
             if self.log.committed(self.name) != self.committed:
                 raise ConsumerMoved(f"consumer {self.name!r} was advanced by another runner")
+            if self._since_snapshot >= self.snapshot_every:  # caught up: the snapshot that waited
+                self._snapshot()
             return BatchResult(0, 0, self.position)
         outputs: list[Envelope] = []
         decoded = self.log.decoded
@@ -637,7 +647,9 @@ class Runner(Generic[S]):
         if not self.log.commit_offset(self.name, self.committed, expected=before):
             raise ConsumerMoved(f"consumer {self.name!r} was advanced by another runner")
         self._since_snapshot += len(rows)
-        if self._since_snapshot >= self.snapshot_every:
+        if self._since_snapshot >= self.snapshot_every and (
+            len(rows) < limit or self._since_snapshot >= SNAPSHOT_DEFER_MAX * self.snapshot_every
+        ):
             self._snapshot()
         return BatchResult(len(rows), len(outputs), self.position)
 
