@@ -31,6 +31,8 @@ from services.core.envelope import (
 from services.core.errors import DomainError, Reason
 from services.core.processor import Processor
 from services.runtime.embedded.log import (
+    CHECKPOINT_RECORDS,
+    WAL_AUTOCHECKPOINT_PAGES,
     ConsumerMoved,
     EmbeddedBus,
     EmbeddedLog,
@@ -345,6 +347,24 @@ def test_append_raw_is_idempotent_by_its_event_id(tmp_path: Path) -> None:
         assert [log.append_raw(topics.TABLE_INBOX, "t", ping(1).to_json()) for _ in range(2)] == [True, False]
         assert [log.append_raw(topics.TABLE_INBOX, "t", b"junk") for _ in range(2)] == [True, True]
         assert log.count() == 3
+
+
+def test_the_wal_is_checkpointed_when_the_pipeline_is_idle_not_inside_a_burst(tmp_path: Path) -> None:
+    """SQLite's own checkpoint is only a distant bound; the log checkpoints once CHECKPOINT_RECORDS
+    were appended and the pipeline is idle (the end of run_until_idle), never inside a transaction."""
+    with EmbeddedLog(tmp_path / "log.db") as log:
+        assert log._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_AUTOCHECKPOINT_PAGES
+        with log.transaction():
+            log.append([ping(i) for i in range(CHECKPOINT_RECORDS - 1)])
+            assert not log.checkpoint_if_due()  # too few records
+            log.append([ping(CHECKPOINT_RECORDS)])
+            assert log.unchecked == CHECKPOINT_RECORDS
+            assert not log.checkpoint_if_due()  # inside a transaction
+        run_until_idle([Runner(log, Echo(), batch_limit=300)])  # the echoes: appended, then idle
+        assert log.unchecked == 0
+        _busy, frames, done = log._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert frames == done > 0
+        assert not log.checkpoint_if_due()
 
 
 def test_a_due_snapshot_waits_until_the_runner_has_caught_up(tmp_path: Path) -> None:
