@@ -129,6 +129,22 @@ async def test_a_batch_is_committed_after_its_outputs_are_sent() -> None:
     assert len(shell.index.ids) == 4  # every acknowledged output joined the index
 
 
+async def test_records_of_several_partitions_in_one_list_are_applied_partition_by_partition() -> None:
+    """``on_batch`` given records of two partitions interleaved (as faust's ``take_events`` hands them)
+    applies each at its own partition and offset: one ``batch`` summary per partition, no catch-up."""
+    configure(level="INFO")
+    shell = _shell(FakeConsumer([]))
+    mixed = [_msg(TP0, 0), _msg(TP1, 0, key="acct-2"), _msg(TP0, 1), _msg(TP1, 1, key="acct-2")]
+    with capture_logs() as logs:
+        await shell.on_batch(shell.pipes[0], [(m.topic, m.partition, m.offset, m.value) for m in mixed])
+    configure(level="WARNING")
+    batches = [e for e in logs if e["event"] == "batch"]
+    lines = sorted((e["partition"], e["first"], e["last"], e["records"]) for e in batches)
+    assert lines == [(0, 0, 1, 2), (1, 0, 1, 2)]
+    assert shell.pipes[0].next_offset == {(topics.WALLET_REQUESTS, 0): 2, (topics.WALLET_REQUESTS, 1): 2}
+    assert shell.handled == 4
+
+
 async def test_a_commit_refused_by_a_rebalance_is_not_a_crash() -> None:
     """A commit refused because the partitions moved leaves the offsets uncommitted and the worker up."""
     consumer = FakeConsumer([], refuse_commit=True)

@@ -467,12 +467,16 @@ class Shell:
         return sent
 
     async def on_batch(self, pipe: Pipe, records: Records) -> None:
-        """Handle one partition's delivered records with ``pipe`` (:meth:`on_batches`)."""
-        await self.on_batches([(pipe, records)])
+        """Handle delivered records of any partitions with ``pipe``: :meth:`on_batches`, one part per
+        topic partition (records in the order given)."""
+        parts: dict[tuple[str, int], list[tuple[str, int, int, bytes | None]]] = {}
+        for record in records:
+            parts.setdefault((record[0], record[1]), []).append(record)
+        await self.on_batches([(pipe, part) for part in parts.values()])
 
     async def on_batches(self, parts: Sequence[tuple[Pipe, Records]]) -> None:
-        """Handle each part's delivered records in order (a part: one partition's records and the pipe
-        that reads them), then hand their outputs to the producer and wait for every acknowledgement
+        """Handle each part's delivered records in order (a part: records of one topic partition and the
+        pipe that reads them), then hand their outputs to the producer and wait for every acknowledgement
         once; only then does :meth:`run` commit them, so an offset is never committed ahead of its
         outputs. Waiting once per batch instead of once per record is what lets a worker keep up with
         a busy table. Then one ``batch`` log line per part.
