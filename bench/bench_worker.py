@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
 
 from bench.bench_kafka import produce_consume
@@ -56,7 +57,7 @@ from services.core import topics
 from services.runtime.compose import Composition
 from services.runtime.kafka import metrics
 from services.runtime.kafka.bus import group_id, quick_settings, worker_env
-from services.runtime.kafka.topic_io import aproduce_raw, new_consumer, partitions_of
+from services.runtime.kafka.topic_io import BATCH_BYTES, Outbox, aproduce_raw, new_consumer, partitions_of
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
 from tests.helpers.broker import free_port, tansu
@@ -190,7 +191,9 @@ async def _raw(settings: Settings, records: list[tuple[str, bytes, bytes]]) -> F
 
     await ensure_topics(settings, ["raw"])
     pairs = [(key, value) for _, key, value in records]
-    wall, cpu = await produce_consume(settings.bootstrap_list, settings.topic("raw"), pairs, fetch_max_wait_ms=50)
+    wall, cpu = await produce_consume(
+        settings.bootstrap_list, settings.topic("raw"), pairs, fetch_max_wait_ms=50
+    )
     return Figure("(c) raw aiokafka produce->consume", len(records), wall, cpu)
 
 
@@ -198,13 +201,14 @@ def processing_alone(
     settings: Settings, records: list[tuple[str, bytes, bytes]], log: Path | None = None
 ) -> Figure:
     """(d): decode and ``step`` every record in order, as the worker's pipe does, without Kafka; with
-    ``log``, also write the worker's per-record JSON line (:meth:`Shell.log_record`) to that file."""
+    ``log``, also write the worker's per-record JSON line (:meth:`Shell.log_record`, at DEBUG since
+    issue #16) to that file."""
     from services.runtime.kafka.worker import Pipe, Shell  # noqa: PLC0415
 
     (processor,) = Composition.from_settings(settings).service(SERVICE)
     pipe = Pipe(processor, settings)
     with open(os.devnull if log is None else log, "w", encoding="utf-8") as out:
-        configure(level="INFO" if log else "WARNING", fmt="json", stream=out)
+        configure(level="DEBUG" if log else "WARNING", fmt="json", stream=out)
         logger = get_logger("casino_ledger.kafka")
         cpu_from, started = time.process_time(), time.perf_counter()
         for offset, (logical, _, value) in enumerate(records):
@@ -223,16 +227,37 @@ def processing_alone(
 
 
 class _FaustSends:
-    """What :meth:`Shell.send` needs of a producer (``send(topic, value, key=)``), through faust's."""
+    """What :class:`~services.runtime.kafka.topic_io.Outbox` needs of a producer (``partitions_for``,
+    ``create_batch``, ``send_batch``), through faust's: each record of a batch is one faust send."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, partitions: int) -> None:
         self.app = app
+        self.partitions = partitions
         self.topics: dict[str, Any] = {}
 
-    async def send(self, physical: str, value: bytes, *, key: bytes) -> Any:
+    async def partitions_for(self, physical: str) -> set[int]:
+        return set(range(self.partitions))
+
+    def create_batch(self) -> _FaustBatch:
+        return _FaustBatch()
+
+    async def send_batch(self, batch: _FaustBatch, physical: str, *, partition: int) -> Any:
         if physical not in self.topics:
             self.topics[physical] = self.app.topic(physical, key_serializer="raw", value_serializer="raw")
-        return await self.topics[physical].send(key=key, value=value)
+        topic = self.topics[physical]
+        sent = [await topic.send(key=key, value=value, partition=partition) for key, value in batch.records]
+        return asyncio.gather(*sent)
+
+
+class _FaustBatch:
+    """A batch for :class:`_FaustSends`: the records, unbounded."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes, bytes]] = []
+
+    def append(self, *, key: bytes, value: bytes, timestamp: None) -> bool:
+        self.records.append((key, value))
+        return True
 
 
 def _faust_fetch_wait(ms: int) -> None:
@@ -281,7 +306,7 @@ def agent_main() -> None:
         autodiscover=False,
     )
     shell = worker.Shell(app, settings, processors, service=SERVICE)
-    shell.producer = _FaustSends(app)
+    shell.producer = _FaustSends(app, settings.partitions)
     shell.consumer = _FaustAssignment(app)
     metrics.serve(app, shell)
 
@@ -324,6 +349,85 @@ class _FaustAssignment:
         return self.app.consumer.highwater(tp)
 
 
+SEND_RECORDS = 10_000
+SEND_CHUNK = 500
+"""Acks awaited per this many records, as a worker awaits them once per batch (``CASINO_BATCH_MAX``)."""
+
+
+def _send_records() -> list[tuple[bytes, bytes]]:
+    """:data:`SEND_RECORDS` records of 1.5 kB (about a payout's envelope), keys over 5,000 accounts."""
+    return [(f"player:{n % 5000:05d}".encode(), b"%05d" % n + b"x" * 1495) for n in range(SEND_RECORDS)]
+
+
+async def _by_send(settings: Settings, topic: str, batch_bytes: int) -> float:
+    """CPU seconds of this process to send the records one ``send`` each, acks awaited per chunk."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_list, acks="all", max_batch_size=batch_bytes
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"warm", key=b"warm")
+        records = _send_records()
+        cpu_from = time.process_time()
+        for n in range(0, len(records), SEND_CHUNK):
+            acks = [await producer.send(topic, value, key=key) for key, value in records[n : n + SEND_CHUNK]]
+            for ack in acks:
+                await ack
+        return time.process_time() - cpu_from
+    finally:
+        await producer.stop()
+
+
+async def _by_outbox(settings: Settings, topic: str, batch_bytes: int) -> float:
+    """CPU seconds of this process to send the records through an :class:`Outbox` (``create_batch``,
+    ``send_batch``), acks awaited per chunk."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_list, acks="all", max_batch_size=batch_bytes
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"warm", key=b"warm")
+        records = _send_records()
+        outbox = Outbox(producer)
+        cpu_from = time.process_time()
+        for n in range(0, len(records), SEND_CHUNK):
+            for key, value in records[n : n + SEND_CHUNK]:
+                await outbox.add(topic, key, value, "")
+            for _, ack in await outbox.flush():
+                await ack
+        return time.process_time() - cpu_from
+    finally:
+        await producer.stop()
+
+
+def sends(broker: str, rounds: int = 2) -> dict[str, list[float]]:
+    """(f): CPU us per record to produce the same records one ``send`` each or in batches, with
+    aiokafka's default batch size and :data:`BATCH_BYTES`; each way ``rounds`` times, alternating, each
+    time to a fresh topic of :data:`PARTITIONS` partitions."""
+    ways = {
+        "send, 16 KiB batches (aiokafka's default)": (_by_send, 16384),
+        f"send, {BATCH_BYTES // 1024} KiB batches": (_by_send, BATCH_BYTES),
+        "Outbox (send_batch), 16 KiB": (_by_outbox, 16384),
+        f"Outbox (send_batch), {BATCH_BYTES // 1024} KiB (the worker)": (_by_outbox, BATCH_BYTES),
+    }
+    out: dict[str, list[float]] = {name: [] for name in ways}
+    settings = _settings(broker)
+    for _ in range(rounds):
+        for name, (way, batch_bytes) in ways.items():
+            topic = f"sends-{uuid.uuid4().hex[:8]}"
+            asyncio.run(_create(settings, topic))
+            out[name].append(
+                asyncio.run(way(settings, settings.topic(topic), batch_bytes)) / SEND_RECORDS * 1e6
+            )
+    return out
+
+
+async def _create(settings: Settings, topic: str) -> None:
+    from services.runtime.kafka.worker import ensure_topics  # noqa: PLC0415
+
+    await ensure_topics(settings, [topic])
+
+
 def _line(f: Figure, raw: Figure, step: Figure | None) -> str:
     over = f" (framework {f.cpu_us - step.cpu_us:,.0f} us)" if step is not None and f is not step else ""
     return (
@@ -343,6 +447,7 @@ def main() -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp, tansu(Path(tmp) / "tansu.log") as broker:
         logs = Path(tmp)
         raw = asyncio.run(_raw(_settings(broker), records))
+        sent = sends(broker)
         step = processing_alone(_settings(broker), records)
         logged = processing_alone(_settings(broker), records, logs / "records.log")
         agent = [py, "-m", "bench.bench_worker", "agent"]
@@ -369,6 +474,9 @@ def main() -> dict[str, float]:
     print(_line(raw, raw, None))
     print(_line(step, raw, None))
     print(_line(logged, raw, None))
+    for name, cpu_us in sent.items():
+        print(f"(f) {name:<45} {' / '.join(f'{us:.1f}' for us in cpu_us)} CPU us/record "
+              f"({SEND_RECORDS:,} records of 1.5 kB, acks per {SEND_CHUNK})")  # fmt: skip
     every = [*figures, raw, step, logged]
     return {f"{f.name} cpu_us": f.cpu_us for f in every} | {f"{f.name} per_s": f.per_s for f in every}
 

@@ -156,14 +156,27 @@ def test_malformed_records_on_every_input_topic_are_dead_lettered_and_play_goes_
     per_bet = _payouts_per_bet([e for e in records if e.topic == topics.WALLET_REQUESTS])
     assert accepted and set(per_bet) == accepted and set(per_bet.values()) == {1}
     assert sum(1 for e in records if e.type == "CoupResolved") == 2
-    # one JSON summary line per record handled, naming where it came from and what it concerns
+    # one INFO summary line per batch, whose offset ranges and type counts cover every record handled,
+    # and one WARNING line naming the record each dead letter was written for
     lines = [json.loads(line) for line in workers.log("dealer").splitlines() if line.startswith("{")]
-    handled = [x for x in lines if x.get("event") == "record"]
+    batches = [x for x in lines if x.get("event") == "batch" and x.get("topic") == topics.TABLE_INBOX]
     inbox = [e for e in records if e.topic == topics.TABLE_INBOX]
-    assert len(handled) == len(inbox) + 1  # the garbage record too
-    assert {"reason": "undecodable", "topic": topics.TABLE_INBOX}.items() <= handled[0].items()
-    deal = next(x for x in handled if x.get("type") == "BetPlaced")
-    assert {"table_id", "coup_id", "partition", "offset", "event_id", "outputs", "sent"} <= deal.keys()
+    assert sum(b["records"] for b in batches) == len(inbox) + 1  # the garbage record too
+    assert all(b["last"] - b["first"] + 1 == b["records"] and b["level"] == "info" for b in batches)
+    types: Counter[str] = Counter()
+    for b in batches:
+        types.update(b["types"])
+    assert types == Counter({"undecodable": 1, **Counter(e.type for e in inbox)})
+    assert sum(b["dead_letters"] for b in batches) == 1
+    assert not [x for x in lines if x.get("event") == "record"]  # per record: DEBUG only
+    (dead,) = [x for x in lines if x.get("event") == "dead_letter"]
+    assert {"level": "warning", "reason": "undecodable", "topic": topics.TABLE_INBOX}.items() <= dead.items()
+    at = [
+        b
+        for b in batches
+        if b["partition"] == dead["partition"] and b["first"] <= dead["offset"] <= b["last"]
+    ]
+    assert len(at) == 1 and at[0]["dead_letters"] == 1  # an operator finds the record by its batch's range
 
 
 def test_demo_command_through_kafka_prints_the_embedded_digest(kafka_broker: str, tmp_path: Path) -> None:

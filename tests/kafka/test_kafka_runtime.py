@@ -210,22 +210,28 @@ async def test_sigkilled_worker_restarts_without_missing_or_duplicate_outputs(
     kafka_broker: str, tmp_path: Path
 ) -> None:
     """A worker SIGKILLed mid-stream, twice, then restarted, leaves exactly the uninterrupted run's outputs:
-    no missing and no duplicate event id, byte-identical per key."""
+    no missing and no duplicate event id, byte-identical per key.
+
+    Input arrives in three parts, the next one only once a worker is down, so each kill leaves work to
+    do and the last worker has records to handle before the outputs are complete. Regression: with all
+    the input there from the second start, a worker could write every output between the test's poll
+    and its kill; the third worker then met the test's SIGTERM while still starting, before faust
+    installs its signal handlers, and died of it (exit -15 instead of 0)."""
     settings = settings_for(kafka_broker)
     await ensure_topics(settings, list(topics.ALL_TOPICS))
     inputs = deposits(0, 3000)
     expected = reference(inputs)
     total = sum(len(v) for v in expected.values())
-    await aproduce(settings, inputs[:2000])
+    parts = [inputs[:2000], inputs[2000:2600], inputs[2600:]]
+    await aproduce(settings, parts[0])
     log = tmp_path / "worker.log"
     seen_at_kill: list[int] = []
-    for threshold in (total // 6, total // 2):
+    for threshold, more in ((total // 6, parts[1]), (total // 2, parts[2])):
         worker = start_worker(settings, log)
         await wait_until(settings, lambda rs, n=threshold: len(rs) >= n, f"{threshold} outputs")
         assert stop(worker, signal.SIGKILL) == -signal.SIGKILL
         seen_at_kill.append(len(await outputs(settings)))
-        if len(seen_at_kill) == 1:
-            await aproduce(settings, inputs[2000:])  # more input arrives while the worker is down
+        await aproduce(settings, more)  # more input arrives while the worker is down
     worker = start_worker(settings, log)
     try:
         await wait_until(settings, lambda rs: len(rs) >= total, "all outputs")
@@ -233,7 +239,7 @@ async def test_sigkilled_worker_restarts_without_missing_or_duplicate_outputs(
         assert stop(worker) == 0, log.read_text()[-3000:]
     written = await outputs(settings)
 
-    assert all(n < total for n in seen_at_kill)  # each kill hit a worker with work left
+    assert all(n < total for n in seen_at_kill)  # each kill left outputs to write
     ids = [json.loads(r.value or b"")["event_id"] for r in written]
     assert len(ids) == len(set(ids))
     assert by_key(written) == expected
@@ -244,13 +250,16 @@ async def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is
     kafka_broker: str, tmp_path: Path
 ) -> None:
     """Two workers of one group split the partitions; when one is SIGKILLed the survivor takes its
-    partitions over, and the output is still exactly the uninterrupted run's."""
+    partitions over, and the output is still exactly the uninterrupted run's.
+
+    The last part of the input (every key, so every partition) arrives after the kill: the survivor
+    must handle records of the victim's partitions, however fast the two were before it."""
     settings = settings_for(kafka_broker)
     await ensure_topics(settings, list(topics.ALL_TOPICS))
     inputs = deposits(0, 2400)
     expected = reference(inputs)
     total = sum(len(v) for v in expected.values())
-    await aproduce(settings, inputs)
+    await aproduce(settings, inputs[:1600])
     first, second = tmp_path / "first.log", tmp_path / "second.log"
     survivor = start_worker(settings, second)
     victim = start_worker(settings, first)
@@ -258,6 +267,7 @@ async def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is
         await wait_until(settings, lambda rs: len(rs) >= total // 3, "a third of the outputs")
         assert stop(victim, signal.SIGKILL) == -signal.SIGKILL
         seen_at_kill = len(await outputs(settings))
+        await aproduce(settings, inputs[1600:])
         await wait_until(settings, lambda rs: len(rs) >= total, "all outputs")
     finally:
         stop(victim, signal.SIGKILL)

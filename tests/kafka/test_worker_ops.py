@@ -162,9 +162,34 @@ def test_every_line_the_worker_writes_is_json(run: Run) -> None:
     assert run.exit_status == 0, run.stderr.decode(errors="replace")[-3000:]
     assert b"\x1b" not in run.stdout + run.stderr
     lines = [line for stream in (run.stdout, run.stderr) for line in stream.decode().splitlines()]
-    assert any('"event": "record"' in line for line in lines)
     for line in lines:
         assert isinstance(json.loads(line), dict), line
+    events = [json.loads(line) for line in lines]
+    assert sum(e["records"] for e in events if e["event"] == "batch") == GOOD + len(MALFORMED)
+
+
+def test_the_worker_logs_one_line_per_batch_and_a_warning_per_dead_letter(run: Run) -> None:
+    """At INFO the worker writes one ``batch`` line per batch (offsets, records, outputs sent, dead
+    letters, types) and no line per record; each dead letter gets a WARNING line naming its reason and
+    the input record's offset, inside its batch line's range."""
+    events = [json.loads(line) for s in (run.stdout, run.stderr) for line in s.decode().splitlines()]
+    batches = [e for e in events if e["event"] == "batch"]
+    assert batches and all(e["level"] == "info" and e["processor"] == "toy" for e in batches)
+    types: dict[str, int] = {}
+    for b in batches:
+        for name, n in b["types"].items():
+            types[name] = types.get(name, 0) + n
+    assert types == {"Deposit": GOOD, "undecodable": 1, "Teleport": 1}
+    assert sum(b["sent"] for b in batches) == run.expected_outputs + len(MALFORMED)
+    assert sum(b["dead_letters"] for b in batches) == len(MALFORMED)
+    assert not [e for e in events if e["event"] == "record"]
+    dead = [e for e in events if e["event"] == "dead_letter"]
+    assert sorted(e["reason"] for e in dead) == sorted(reason for _, reason in MALFORMED)
+    for e in dead:
+        assert (e["level"], e["topic"], e["output"]) == ("warning", topics.WALLET_REQUESTS, "DeadLetter")
+        assert any(
+            b["partition"] == e["partition"] and b["first"] <= e["offset"] <= b["last"] for b in batches
+        )
 
 
 def test_topics_create_creates_the_contract_topics_once(

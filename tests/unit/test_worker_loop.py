@@ -11,10 +11,16 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition  # type: ignore[import-untyped]
 from aiokafka.errors import CommitFailedError  # type: ignore[import-untyped]
+from aiokafka.partitioner import DefaultPartitioner  # type: ignore[import-untyped]
+from aiokafka.producer.message_accumulator import BatchBuilder  # type: ignore[import-untyped]
+from aiokafka.record.default_records import DefaultRecordBatch  # type: ignore[import-untyped]
+from structlog.testing import capture_logs
 
 from services.core import topics
 from services.runtime.kafka.metrics import shell_status
+from services.runtime.kafka.topic_io import Outbox
 from services.runtime.kafka.worker import Shell
+from services.runtime.logging import configure
 from services.runtime.settings import Settings
 from tests.kafka.toy import Toy, add
 
@@ -56,13 +62,25 @@ class FakeConsumer:
 
 
 class FakeProducer:
-    """Acknowledges every send at once and keeps what was sent."""
+    """What :class:`Outbox` needs of aiokafka's producer: real record batches of ``batch_bytes``, each
+    acknowledged at once; keeps what was sent, ``(topic, partition, key)`` in order, and each batch's size."""
 
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes]] = []
+    def __init__(self, batch_bytes: int = 16384, partitions: int = 3) -> None:
+        self.sent: list[tuple[str, int, bytes]] = []
+        self.batches: list[int] = []
+        self.batch_bytes = batch_bytes
+        self.partitions = partitions
 
-    async def send(self, topic: str, value: bytes, *, key: bytes) -> asyncio.Future[None]:
-        self.sent.append((topic, key))
+    async def partitions_for(self, topic: str) -> set[int]:
+        return set(range(self.partitions))
+
+    def create_batch(self) -> BatchBuilder:
+        return BatchBuilder(self.batch_bytes, 0)
+
+    async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> asyncio.Future[None]:
+        records = list(DefaultRecordBatch(bytes(batch._build())))
+        self.sent += [(topic, partition, r.key) for r in records]
+        self.batches.append(len(records))
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         done.set_result(None)
         return done
@@ -102,12 +120,29 @@ async def test_a_batch_is_committed_after_its_outputs_are_sent() -> None:
     shell = _shell(consumer)
     await shell._handle({TP0: [_msg(TP0, 0, n=4), _msg(TP0, 1, n=7)], TP1: [_msg(TP1, 0, key="acct-2")]})
     assert isinstance(shell.producer, FakeProducer)
-    sent_topics = {t for t, _ in shell.producer.sent}
+    sent_topics = {t for t, _, _ in shell.producer.sent}
     assert sent_topics == {SETTINGS.topic(topics.WALLET_EVENTS)}
     assert len(shell.producer.sent) == 4  # Added x3 and the acct-1 Milestone when its total passed 10
+    assert len(shell.producer.batches) == len({p for _, p, _ in shell.producer.sent})  # one per partition
     assert consumer.commits == [{TP0: 2, TP1: 1}]
     assert shell.committed == {TP0: 2, TP1: 1}
     assert len(shell.index.ids) == 4  # every acknowledged output joined the index
+
+
+async def test_records_of_several_partitions_in_one_list_are_applied_partition_by_partition() -> None:
+    """``on_batch`` given records of two partitions interleaved (as faust's ``take_events`` hands them)
+    applies each at its own partition and offset: one ``batch`` summary per partition, no catch-up."""
+    configure(level="INFO")
+    shell = _shell(FakeConsumer([]))
+    mixed = [_msg(TP0, 0), _msg(TP1, 0, key="acct-2"), _msg(TP0, 1), _msg(TP1, 1, key="acct-2")]
+    with capture_logs() as logs:
+        await shell.on_batch(shell.pipes[0], [(m.topic, m.partition, m.offset, m.value) for m in mixed])
+    configure(level="WARNING")
+    batches = [e for e in logs if e["event"] == "batch"]
+    lines = sorted((e["partition"], e["first"], e["last"], e["records"]) for e in batches)
+    assert lines == [(0, 0, 1, 2), (1, 0, 1, 2)]
+    assert shell.pipes[0].next_offset == {(topics.WALLET_REQUESTS, 0): 2, (topics.WALLET_REQUESTS, 1): 2}
+    assert shell.handled == 4
 
 
 async def test_a_commit_refused_by_a_rebalance_is_not_a_crash() -> None:
@@ -153,3 +188,70 @@ async def test_an_error_outside_a_batch_ends_the_process(monkeypatch: pytest.Mon
     with pytest.raises(SystemExit) as ended:
         await shell.run()
     assert ended.value.code == worker.EXIT_CRASH
+
+
+@pytest.mark.parametrize("partitions", [1, 3, 7])
+async def test_the_outbox_puts_each_key_where_aiokafka_send_would(partitions: int) -> None:
+    """Each record goes to the partition aiokafka's default partitioner (what ``send`` uses) gives its
+    key, whether its hash was remembered or not: writers through ``send`` and through the outbox agree
+    on where a table's or an account's records are, so their order per key holds."""
+    producer = FakeProducer(partitions=partitions)
+    outbox = Outbox(producer)
+    keys = [f"player:{n:05d}".encode() for n in range(300)] + [b"T01-punto-banco", b"\xff\x00", b""]
+    everyone = list(range(partitions))
+    for key in [*keys, *keys]:
+        assert await outbox.partition("t", key) == DefaultPartitioner()(key, everyone, everyone)
+
+
+async def test_the_outbox_keeps_each_partition_in_order_across_full_batches() -> None:
+    """Records of one partition that fill several batches go out in the order they were added, every
+    batch is handed over by the flush at the latest, and the flush returns every record's ref once."""
+    producer = FakeProducer(batch_bytes=600)
+    outbox = Outbox(producer)
+    added = [(f"acct-{n % 5}".encode(), f"ref-{n}") for n in range(60)]
+    for key, ref in added:
+        await outbox.add("t", key, b"v" * 100, ref)
+    assert producer.sent  # full batches went out before the flush
+    shipped = await outbox.flush()
+    assert sorted(ref for refs, _ in shipped for ref in refs) == sorted(ref for _, ref in added)
+    assert len(producer.batches) == len(shipped) > 3 and max(producer.batches) <= 5
+    for partition in range(3):
+        keys = [k for _, p, k in producer.sent if p == partition]
+        mine = [k for k, _ in added if await outbox.partition("t", k) == partition]
+        assert keys == mine
+    assert await outbox.flush() == []
+
+
+async def test_a_batch_logs_one_info_line_per_partition_and_a_warning_per_dead_letter() -> None:
+    """At INFO a handled batch writes one ``batch`` line per input partition (its offsets, records,
+    outputs, dead letters and types) and no line per record; a dead letter gets a WARNING naming the
+    record's offset; at DEBUG every record gets its ``record`` line too."""
+    configure(level="INFO")
+    bad = SimpleNamespace(topic=TP1.topic, partition=1, offset=0, value=b"\xff not json")
+    batch = {TP0: [_msg(TP0, 0, n=4), _msg(TP0, 1, n=7)], TP1: [bad, _msg(TP1, 1, key="acct-2")]}
+    with capture_logs() as logs:
+        await _shell(FakeConsumer([]))._handle(batch)
+    lines = [(e["event"], e["log_level"]) for e in logs]
+    assert sorted(lines) == [("batch", "info"), ("batch", "info"), ("dead_letter", "warning")]
+    first, second = (e for e in logs if e["event"] == "batch")
+    assert {"topic": topics.WALLET_REQUESTS, "partition": 0, "first": 0, "last": 1, "records": 2,
+            "outputs": 3, "sent": 3, "dead_letters": 0,
+            "types": {"Deposit": 2}}.items() <= first.items()  # fmt: skip
+    assert {"partition": 1, "first": 0, "last": 1, "records": 2, "dead_letters": 1,
+            "types": {"undecodable": 1, "Deposit": 1}}.items() <= second.items()  # fmt: skip
+    (dead,) = (e for e in logs if e["event"] == "dead_letter")
+    facts = {"partition": 1, "offset": 0, "reason": "undecodable", "output": "DeadLetter"}
+    assert facts.items() <= dead.items()
+    configure(level="DEBUG")
+    try:
+        with capture_logs() as logs:
+            await _shell(FakeConsumer([]))._handle(batch)
+    finally:
+        configure(level="WARNING")
+    records = [e for e in logs if e["event"] == "record"]
+    assert [(e["partition"], e["offset"], e["log_level"]) for e in records] == [
+        (0, 0, "debug"),
+        (0, 1, "debug"),
+        (1, 0, "debug"),
+        (1, 1, "debug"),
+    ]

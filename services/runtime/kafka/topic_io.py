@@ -12,8 +12,10 @@ import asyncio
 import socket
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
+from aiokafka.partitioner import murmur2  # type: ignore[import-untyped]
 from aiokafka.structs import ConsumerRecord  # type: ignore[import-untyped]
 
 from services.core.envelope import Envelope
@@ -26,6 +28,17 @@ READ_FETCH_MS = 10
 wait, records or not (measured: ``real_ends`` on partitions with records took 102 ms with 100, 12 ms
 with 10), so each round of a read costs this much there; a broker that answers at once with records
 (Kafka) is not slowed by it."""
+
+
+BATCH_BYTES = 512 * 1024
+"""The producer's ``max_batch_size`` where records go out in batches (:class:`Outbox`): half of Kafka's
+default ``message.max.bytes`` (1 MiB), so a default broker takes every batch. aiokafka's default, 16 KiB,
+holds about ten of our records, and aiokafka sends one request at a time per broker: a burst (the
+5,000 payouts of one coup) then went out ten records per partition per round trip, and each ``send``
+that found its partition's batch full waited for that round trip (figures: :class:`Outbox`)."""
+
+HASHES_MAX = 100_000
+"""Keys whose partitioning hash an :class:`Outbox` remembers (then it forgets them all and starts over)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +83,74 @@ def new_consumer(settings: Settings) -> AIOKafkaConsumer:
         auto_offset_reset="earliest",
         **settings.aiokafka_auth(),
     )
+
+
+class Outbox:
+    """Records sent in batches: one aiokafka record batch (``create_batch``) per topic partition,
+    handed to the producer (``send_batch``) when it is full or at :meth:`flush`; the caller awaits the
+    acknowledgements that :meth:`flush` returns, once per batch of its own.
+
+    A record goes to the partition aiokafka's default partitioner gives its key (``send`` without a
+    partition): murmur2 of the key over the topic's partitions sorted by id, the partitions read from
+    the producer's metadata once per flush (a topic that gains partitions is seen at the next batch,
+    as ``send`` would). The hashes of the last :data:`HASHES_MAX` keys are kept (murmur2 is pure
+    Python in aiokafka: about 10 us a key). Order is kept per partition: batches of one partition
+    go out in the order they were filled, as ``send``'s do.
+
+    Measured (``/tmp``-style bench in the same run on one Tansu broker, 10,000 records of 1.5 kB, keys
+    over 5,000 accounts, 3 partitions, acks awaited per 500 records; CPU of the producing process per
+    record, two runs): ``send`` per record 28 / 28 us with aiokafka's 16 KiB batches, 18 / 15 us with
+    256 KiB, 16 / 13 us with 1 MiB; ``create_batch``/``send_batch`` 19 / 18 us (16 KiB), 7 / 6 us
+    (256 KiB), 8 / 5 us (1 MiB); wall 0.41 / 0.35 s, 0.24 / 0.23 s and 0.14 / 0.11 s for send at 16 KiB,
+    send at 256 KiB and batches at 256 KiB. Hence batches, of :data:`BATCH_BYTES`.
+    """
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self.producer = producer
+        self._open: dict[tuple[str, int], tuple[Any, list[str]]] = {}
+        self._shipped: list[tuple[list[str], asyncio.Future[Any]]] = []
+        self._partitions: dict[str, list[int]] = {}
+        self._hashes: dict[bytes, int] = {}
+
+    async def partition(self, topic: str, key: bytes) -> int:
+        """The partition of ``topic`` that aiokafka's default partitioner gives ``key``."""
+        partitions = self._partitions.get(topic)
+        if partitions is None:
+            partitions = self._partitions[topic] = sorted(await self.producer.partitions_for(topic))
+        hashed = self._hashes.get(key)
+        if hashed is None:
+            if len(self._hashes) >= HASHES_MAX:
+                self._hashes.clear()
+            hashed = self._hashes[key] = murmur2(key) & 0x7FFFFFFF
+        return partitions[hashed % len(partitions)]
+
+    async def add(self, topic: str, key: bytes, value: bytes, ref: str) -> None:
+        """Add one record (``ref``: what :meth:`flush` returns for it once its batch is handed over)."""
+        where = (topic, await self.partition(topic, key))
+        slot = self._open.get(where)
+        if slot is None:
+            slot = self._open[where] = (self.producer.create_batch(), [])
+        if slot[0].append(key=key, value=value, timestamp=None) is None:  # full: ship it, start another
+            await self._ship(where, slot)
+            slot = self._open[where] = (self.producer.create_batch(), [])
+            if slot[0].append(key=key, value=value, timestamp=None) is None:
+                raise ValueError(f"a record of {len(value)} bytes is larger than a batch ({topic})")
+        slot[1].append(ref)
+
+    async def _ship(self, where: tuple[str, int], slot: tuple[Any, list[str]]) -> None:
+        builder, refs = slot
+        sent = await self.producer.send_batch(builder, where[0], partition=where[1])
+        self._shipped.append((refs, sent))
+
+    async def flush(self) -> list[tuple[list[str], asyncio.Future[Any]]]:
+        """Hand every open batch to the producer; returns each batch handed over since the last flush:
+        its records' refs and the future of its acknowledgement."""
+        for where, slot in list(self._open.items()):
+            await self._ship(where, slot)
+        self._open.clear()
+        self._partitions.clear()
+        shipped, self._shipped = self._shipped, []
+        return shipped
 
 
 async def aproduce_raw(settings: Settings, records: Iterable[tuple[str, bytes | None, bytes | None]]) -> int:

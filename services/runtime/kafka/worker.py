@@ -8,10 +8,14 @@ topic and an ``AIOKafkaProducer`` (faust's own consumer and producer are not sta
 For each record the worker decodes the bytes (:mod:`services.runtime.intake`; undecodable bytes become a
 ``casino.deadletter`` record with the reason and the original), runs the pure
 :func:`services.core.processor.step` of the processor of that topic and produces the outputs keyed by
-``Envelope.key``. Records come in batches (``getmany``: at most ``CASINO_BATCH_MAX``), every send of a
-batch is awaited, and only then are the batch's offsets committed, so an offset is never committed
-ahead of its outputs. Each record handled writes one JSON log line naming its topic, partition, offset,
-type, table and coup.
+``Envelope.key``. Records come in batches (``getmany``: at most ``CASINO_BATCH_MAX``); a batch's outputs
+go out in aiokafka record batches, one per output partition (:class:`~services.runtime.kafka.topic_io.Outbox`:
+``create_batch``/``send_batch``, measured there), their acknowledgements are awaited once for the whole
+batch, and only then are the batch's offsets committed, so an offset is never committed ahead of its
+outputs. Each batch writes one INFO ``batch`` line per input partition (first and last offset, records,
+outputs sent, dead letters, refusals, records by type); each dead letter and business refusal written
+gets a WARNING line naming the input's offset; the line per record (``record``: topic, partition,
+offset, type, key, table, coup) is DEBUG (docs/operations.md, "Logs"; measured below).
 
 **State and restarts, without transactions.** Kafka delivers at least once and the test broker has no
 transactions, so correctness rests on determinism and event ids (docs/architecture.md, "Principles"):
@@ -118,7 +122,15 @@ from services.runtime import intake
 from services.runtime.compose import SERVICES, Composition
 from services.runtime.failures import one_line
 from services.runtime.kafka import metrics
-from services.runtime.kafka.topic_io import _settings_for, new_consumer, partitions_of, probe, read_range
+from services.runtime.kafka.topic_io import (
+    BATCH_BYTES,
+    Outbox,
+    _settings_for,
+    new_consumer,
+    partitions_of,
+    probe,
+    read_range,
+)
 from services.runtime.keyring import KeyringError
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
@@ -304,24 +316,73 @@ class Pipe:
         self.settings = settings
         self.state: ProcessorState[Any] = initial_state(processor)
         self.next_offset: dict[tuple[str, int], int] = {}
-        self.last: dict[str, Any] = {}
+        self.record: Envelope | None = None
+        self.reason: str | None = None
         stage_name = getattr(processor, "stage_name", None)
         self.stage: str = stage_name() if callable(stage_name) else processor.name
 
     def apply(self, topic: str, partition: int, offset: int, value: bytes | None) -> list[Envelope]:
         """Decode and step one record of a logical topic; undecodable bytes give one dead letter.
 
-        ``last`` then holds what the record's summary log line names (type, key, table, coup)."""
+        ``record`` then holds the envelope (None when undecodable, ``reason`` saying why): what the
+        record's log lines name (:meth:`facts`)."""
         try:
             record = intake.decode(value, topic)
         except intake.DecodeError as exc:
-            self.last = {"type": None, "event_id": None, "reason": exc.reason.value}
+            self.record, self.reason = None, exc.reason.value
             position = f"dead/{self.stage}/{topic}/{partition}/{offset}"
             return [intake.dead_letter_of(self.processor, exc, topic, position)]
-        p = record.payload
-        self.last = {"type": record.type, "event_id": record.event_id, "key": record.key,
-                     "table_id": p.get("table_id"), "coup_id": p.get("coup_id")}  # fmt: skip
+        self.record, self.reason = record, None
         return step(self.processor, self.state, record, value)
+
+    @property
+    def type(self) -> str | None:
+        """The type of the record last applied (None: it did not decode)."""
+        return None if self.record is None else self.record.type
+
+    def facts(self) -> dict[str, Any]:
+        """What the record last applied concerns: type, event id, key, table, coup (or the reason it
+        did not decode); only the fields it has."""
+        record = self.record
+        if record is None:
+            return {"type": None, "reason": self.reason}
+        p = record.payload
+        found = {"type": record.type, "event_id": record.event_id, "key": record.key,
+                 "table_id": p.get("table_id"), "coup_id": p.get("coup_id")}  # fmt: skip
+        return {k: v for k, v in found.items() if v is not None}
+
+
+NOTABLE = frozenset({"DeadLetter", *metrics.REFUSAL_TYPES})
+"""Output types that get a WARNING line of their own, naming the input record that caused them."""
+
+
+@dataclass(slots=True)
+class BatchSummary:
+    """What one pipe did with one partition's records of a batch: the facts of its ``batch`` line."""
+
+    processor: str
+    topic: str
+    partition: int
+    first: int = -1
+    last: int = -1
+    records: int = 0
+    outputs: int = 0
+    sent: int = 0
+    dead_letters: int = 0
+    refusals: int = 0
+    types: dict[str | None, int] = field(default_factory=dict)
+
+    def line(self) -> dict[str, Any]:
+        """The ``batch`` log line's fields (undecodable records counted as ``undecodable``)."""
+        types = {metrics.UNDECODABLE if t is None else t: n for t, n in self.types.items()}
+        return {"processor": self.processor, "topic": self.topic, "partition": self.partition,
+                "first": self.first, "last": self.last, "records": self.records, "outputs": self.outputs,
+                "sent": self.sent, "dead_letters": self.dead_letters, "refusals": self.refusals,
+                "types": types}  # fmt: skip
+
+
+Records = Sequence[tuple[str, int, int, bytes | None]]
+"""Delivered records: ``(physical topic, partition, offset, value)``."""
 
 
 class Shell:
@@ -340,6 +401,7 @@ class Shell:
         self._reader: AIOKafkaConsumer | None = None
         self.consumer: AIOKafkaConsumer | None = None  # the group's consumer (:meth:`run`)
         self.producer: AIOKafkaProducer | None = None
+        self._outbox: Outbox | None = None
         self.committed: dict[TopicPartition, int] = {}  # the offsets this worker has committed
         self.routes: dict[str, list[Pipe]] = {}
         for pipe in self.pipes:
@@ -351,6 +413,7 @@ class Shell:
         self.metrics = metrics.WorkerMetrics(service or processors[0].name)
         self.tally = metrics.Tally()  # what the current batch did, flushed into the metrics once per batch
         self._log: Any = None
+        self._debug = False  # whether the per-record DEBUG line is on (looked up once per batch)
 
     async def reader(self) -> AIOKafkaConsumer:
         """The plain consumer (no group) used for catch-up and the output index."""
@@ -365,35 +428,58 @@ class Shell:
             await self._reader.stop()
             self._reader = None
 
-    async def send(self, envelopes: Sequence[Envelope]) -> list[tuple[str, Any]]:
-        """Send the envelopes not yet in the output index, in order; returns the pending acknowledgements."""
-        pending = []
+    @property
+    def outbox(self) -> Outbox:
+        """The batches the outputs go out in (over :attr:`producer`, which starts with :meth:`run`)."""
+        if self._outbox is None or self._outbox.producer is not self.producer:
+            assert self.producer is not None, "the worker's producer starts with run()"
+            self._outbox = Outbox(self.producer)
+        return self._outbox
+
+    async def send(self, envelopes: Sequence[Envelope]) -> list[Envelope]:
+        """Add the envelopes not yet in the output index to the outbox, in order; returns those added.
+        They go out when a batch fills or at the next :meth:`confirm`."""
+        added = []
+        outbox = self.outbox
         for env in envelopes:
             if env.event_id in self.index.ids:
                 continue
-            assert self.producer is not None, "the worker's producer starts with run()"
             physical = self.settings.topic(env.topic)
-            sent = await self.producer.send(physical, intake.encode(env), key=intake.encode_key(env))
-            pending.append((env.event_id, sent))
+            await outbox.add(physical, intake.encode_key(env), intake.encode(env), env.event_id)
+            added.append(env)
             self.tally.output(env)
-        return pending
+        return added
 
-    async def confirm(self, pending: Sequence[tuple[str, Any]]) -> int:
-        """Wait for every acknowledgement; each id confirmed joins the output index."""
-        for event_id, sent in pending:
-            await sent
-            self.index.ids.add(event_id)
-        return len(pending)
+    async def confirm(self) -> int:
+        """Hand every output added to the producer and wait for every acknowledgement; each id confirmed
+        joins the output index. Returns how many were confirmed."""
+        confirmed = 0
+        for event_ids, acked in await self.outbox.flush():
+            await acked
+            self.index.ids.update(event_ids)
+            confirmed += len(event_ids)
+        return confirmed
 
     async def publish(self, envelopes: Sequence[Envelope]) -> int:
         """Send the envelopes not yet in the output index, in order, and wait for all of them."""
-        return await self.confirm(await self.send(envelopes))
+        sent = len(await self.send(envelopes))
+        await self.confirm()
+        return sent
 
-    async def on_batch(self, pipe: Pipe, records: Sequence[tuple[str, int, int, bytes | None]]) -> None:
-        """Handle delivered ``(physical topic, partition, offset, value)`` records in order, then wait
-        for the acknowledgement of every output they caused; only then does :meth:`run` commit them,
-        so an offset is never committed ahead of its outputs. Waiting once per batch instead of once
-        per record is what lets a worker keep up with a busy table.
+    async def on_batch(self, pipe: Pipe, records: Records) -> None:
+        """Handle delivered records of any partitions with ``pipe``: :meth:`on_batches`, one part per
+        topic partition (records in the order given)."""
+        parts: dict[tuple[str, int], list[tuple[str, int, int, bytes | None]]] = {}
+        for record in records:
+            parts.setdefault((record[0], record[1]), []).append(record)
+        await self.on_batches([(pipe, part) for part in parts.values()])
+
+    async def on_batches(self, parts: Sequence[tuple[Pipe, Records]]) -> None:
+        """Handle each part's delivered records in order (a part: records of one topic partition and the
+        pipe that reads them), then hand their outputs to the producer and wait for every acknowledgement
+        once; only then does :meth:`run` commit them, so an offset is never committed ahead of its
+        outputs. Waiting once per batch instead of once per record is what lets a worker keep up with
+        a busy table. Then one ``batch`` log line per part.
 
         The pipes share the reader, the output index and the sends, so a worker handles one batch at a
         time (when each pipe was a faust agent, two first records at once raced to start the reader,
@@ -401,12 +487,26 @@ class Shell:
         """
         async with self._one_at_a_time:
             started = time.perf_counter()
-            self._log = _log()  # once per batch, not per record (configure() may still run after import)
-            pending: list[tuple[str, Any]] = []
-            for physical, partition, offset, value in records:
-                pending += await self._on_record(pipe, physical, partition, offset, value)
-            await self.confirm(pending)
-            self.metrics.flush(self.tally, pipe.processor.name, len(records), time.perf_counter() - started)
+            self._log = log = _log()  # once per batch (configure() may still run after import)
+            self._debug = log.is_enabled_for(logging.DEBUG)
+            summaries = []
+            for pipe, records in parts:
+                if not records:
+                    continue
+                physical, partition = records[0][0], records[0][1]
+                summary = BatchSummary(pipe.processor.name, self.settings.logical(physical), partition)
+                for _, _, offset, value in records:
+                    await self._on_record(pipe, summary, physical, offset, value)
+                summaries.append(summary)
+            await self.confirm()
+            seconds = time.perf_counter() - started
+            for summary in summaries:
+                for type_, n in summary.types.items():
+                    self.tally.handled[(summary.processor, summary.topic, type_)] += n
+                self.metrics.flush(self.tally, summary.processor, summary.records, seconds)
+            ms = round(seconds * 1000, 3)
+            for summary in summaries:
+                log.info("batch", **summary.line(), ms=ms)
 
     async def run(self) -> None:
         """The worker's loop (:meth:`consume`), ending the process on any error it does not handle (a
@@ -435,7 +535,9 @@ class Shell:
             rebalance_timeout_ms=int(settings.rebalance_timeout_s * 1000),
             **auth,
         )
-        self.producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_list, acks="all", **auth)
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=settings.bootstrap_list, acks="all", max_batch_size=BATCH_BYTES, **auth
+        )
         self.consumer.subscribe(sorted(self.routes), listener=_Rebalance(self))
         await self.producer.start()
         await self.consumer.start()
@@ -470,17 +572,19 @@ class Shell:
     async def _handle(self, batch: Mapping[TopicPartition, Sequence[Any]]) -> None:
         """Handle one ``getmany`` batch and commit it; fail fast (see the module docstring)."""
         assert self.consumer is not None
-        records: list[tuple[str, int, int, bytes | None]] = []
+        parts = [
+            (pipe, [(m.topic, m.partition, m.offset, m.value) for m in msgs])
+            for tp, msgs in batch.items()
+            for pipe in self.routes.get(tp.topic, [])
+        ]
         try:
-            for tp, msgs in batch.items():
-                records = [(m.topic, m.partition, m.offset, m.value) for m in msgs]
-                for pipe in self.routes.get(tp.topic, []):
-                    await self.on_batch(pipe, records)
+            await self.on_batches(parts)
         except Exception as exc:
-            first, last = (records[0], records[-1]) if records else (("", 0, 0, None),) * 2
+            first = next((records[0] for _, records in parts if records), ("", 0, 0, None))
+            last = next((records[-1] for _, records in reversed(parts) if records), first)
             _log().critical(
                 "record_failed", topic=first[0], first=first[1:3], last=last[1:3],
-                records=len(records), error=repr(exc), exc_info=True,
+                records=sum(len(records) for _, records in parts), error=repr(exc), exc_info=True,
             )  # fmt: skip
             sys.stderr.flush()
             os._exit(EXIT_CRASH)
@@ -493,38 +597,63 @@ class Shell:
         self.committed.update(offsets)
 
     async def _on_record(
-        self, pipe: Pipe, physical: str, partition: int, offset: int, value: bytes | None
-    ) -> list[tuple[str, Any]]:
-        """Refresh the index if stale, catch up, apply, send; the acknowledgements still pending."""
+        self, pipe: Pipe, summary: BatchSummary, physical: str, offset: int, value: bytes | None
+    ) -> None:
+        """Refresh the index if stale, catch up, apply, add the outputs to the outbox."""
         if self.index.stale:
             added = await self.index.refresh(self.settings, await self.reader())
             _log().info("output_index", ids=len(self.index.ids), added=added)
-        logical = self.settings.logical(physical)
+        logical, partition = summary.topic, summary.partition
+        if summary.first < 0:
+            summary.first = offset
+        summary.last = offset
+        summary.records += 1
         tp = (logical, partition)
         expected = pipe.next_offset.get(tp, 0)
         if offset < expected:
-            return []  # applied and sent by this worker already
+            return  # applied and sent by this worker already
         if offset > expected:
             await self.catch_up(pipe, physical, partition, expected, offset)
         outputs = pipe.apply(logical, partition, offset, value)
-        pending = await self.send(outputs)
+        sent = await self.send(outputs)
         pipe.next_offset[tp] = offset + 1
         self.handled += 1
-        self.tally.input(pipe.processor.name, logical, pipe.last.get("type"))
-        self.log_record(
-            pipe, logical, partition, offset, outputs=len(outputs), sent=len(pending), log=self._log
-        )
-        return pending
+        type_ = pipe.type
+        summary.types[type_] = summary.types.get(type_, 0) + 1
+        summary.outputs += len(outputs)
+        summary.sent += len(sent)
+        for env in sent:
+            if env.type in NOTABLE:
+                self.log_notable(pipe, summary, offset, env)
+        if self._debug:
+            facts = {"outputs": len(outputs), "sent": len(sent)}
+            self.log_record(pipe, logical, partition, offset, **facts, log=self._log)
+
+    def log_notable(self, pipe: Pipe, summary: BatchSummary, offset: int, env: Envelope) -> None:
+        """The WARNING line of one dead letter (``dead_letter``) or business refusal (``refusal``) sent:
+        its reason and id, and the input record that caused it (topic, partition, offset, facts)."""
+        dead = env.type == "DeadLetter"
+        if dead:
+            summary.dead_letters += 1
+        else:
+            summary.refusals += 1
+        facts = pipe.facts()
+        facts.pop("reason", None)  # an undecodable record's: the dead letter's own says it
+        facts["input_type"] = facts.pop("type", None)
+        (self._log or _log()).warning(
+            "dead_letter" if dead else "refusal", processor=pipe.processor.name, topic=summary.topic,
+            partition=summary.partition, offset=offset, **facts, output=env.type,
+            output_id=env.event_id, reason=env.payload.get("reason"),
+        )  # fmt: skip
 
     @staticmethod
     def log_record(
         pipe: Pipe, logical: str, partition: int, offset: int, *, outputs: int, sent: int, log: Any = None
     ) -> None:
-        """The one JSON line per record handled: where it came from, what it concerns, what it caused
+        """The DEBUG line of one record handled: where it came from, what it concerns, what it caused
         (``log``: a logger looked up once per batch, else looked up here)."""
-        facts = {k: v for k, v in pipe.last.items() if v is not None}
-        (log or _log()).info("record", processor=pipe.processor.name, topic=logical, partition=partition,
-                             offset=offset, **facts, outputs=outputs, sent=sent)  # fmt: skip
+        (log or _log()).debug("record", processor=pipe.processor.name, topic=logical, partition=partition,
+                              offset=offset, **pipe.facts(), outputs=outputs, sent=sent)  # fmt: skip
 
     async def catch_up(self, pipe: Pipe, physical: str, partition: int, start: int, end: int) -> None:
         """Apply a partition's records [start, end) that another run handled; send only missing outputs."""
@@ -533,7 +662,8 @@ class Shell:
         logical = self.settings.logical(physical)
         missing = 0
         for m in read.get(tp, []):
-            missing += await self.publish(pipe.apply(logical, partition, m.offset, m.value))
+            missing += len(await self.send(pipe.apply(logical, partition, m.offset, m.value)))
+        await self.confirm()
         pipe.next_offset[(logical, partition)] = end
         self.tally.replayed(pipe.processor.name, logical, len(read.get(tp, [])))
         _log().info(
