@@ -89,17 +89,22 @@ class Watch:
         self.offsets: dict[str, int] = {}
 
     def look(self) -> None:
-        """Read what was appended since the last look, stamping each type's first and last time."""
+        """Read what was appended since the last look, stamping each type's first and last time.
+
+        Reads the log's ``type`` column, not the records' bytes: the look runs inside the timed
+        window, after every batch (reading and scanning every body cost ~0.06 s of CPU a coup)."""
         now = time.perf_counter()
-        while rows := self.bus.log.read(list(WATCHED), self.after, 5000):
-            for offset, _t, _k, raw in rows:
-                for name in ("BetAccepted", "CoupResolved", "PayoutApplied"):
-                    if f'"type":"{name}"'.encode() in raw:
-                        self.first.setdefault(name, now)
-                        self.offsets.setdefault(f"first {name}", offset)
-                        self.last[name] = now
-                        self.offsets[f"last {name}"] = offset
-                        break
+        query = (
+            'SELECT "offset", type FROM records WHERE topic IN (?, ?) AND "offset" > ? '
+            'ORDER BY "offset" LIMIT 5000'
+        )
+        while rows := self.bus.log._conn.execute(query, (*WATCHED, self.after)).fetchall():
+            for offset, kind in rows:
+                if kind in ("BetAccepted", "CoupResolved", "PayoutApplied"):
+                    self.first.setdefault(kind, now)
+                    self.offsets.setdefault(f"first {kind}", offset)
+                    self.last[kind] = now
+                    self.offsets[f"last {kind}"] = offset
             self.after = rows[-1][0]
 
     def between(self, first: int, last: int) -> list[bytes]:

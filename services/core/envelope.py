@@ -184,7 +184,54 @@ def seal(
 ) -> Envelope:
     """Give ``draft`` its envelope: id, time and causation from ``cause``, seq/prev_hash from ``head``;
     ``auth_for`` (the writer's :meth:`services.core.trust.Guard.auth_for`) authenticates it from its hash."""
-    body: dict[str, Any] = {
+    body = _sealed_body(draft, event_id, occurred_at, producer, cause, head)
+    digest = sha256_hex(canonical(body))
+    return _built(body, digest, auth_for(digest) if auth_for is not None else None)
+
+
+def seal_encoded(
+    draft: Draft,
+    *,
+    event_id: str,
+    occurred_at: str,
+    producer: str,
+    cause: Envelope | None,
+    head: ChainHead | None,
+    auth_for: Callable[[str], dict[str, str]] | None = None,
+) -> tuple[Envelope, bytes]:
+    """:func:`seal`, and the record's bytes (``Envelope.to_json()``) made from the canonical JSON the
+    hash was taken over, with ``hash`` and ``auth`` spliced in (:func:`record_bytes`) instead of
+    serialising the whole envelope a second time (a shell that writes what it seals: ~7 us a record)."""
+    body = _sealed_body(draft, event_id, occurred_at, producer, cause, head)
+    content = canonical(body)
+    digest = sha256_hex(content)
+    auth = auth_for(digest) if auth_for is not None else None
+    return _built(body, digest, auth), record_bytes(content, digest, auth)
+
+
+def record_bytes(content: bytes, digest: str, auth: Mapping[str, str] | None) -> bytes:
+    """The canonical JSON of a whole envelope from ``content``, the canonical JSON of its fields but
+    ``hash`` and ``auth`` (what ``digest`` was taken over). In key order ``auth`` comes first and
+    ``hash`` right before ``key``; the first ``,"key":`` of ``content`` is the top-level one, as only
+    string or null members come before it and a ``"`` inside a string is escaped (a test compares the
+    result with :meth:`Envelope.to_json` over generated payloads)."""
+    cut = content.find(b',"key":')
+    if cut < 0 or not content.startswith(b'{"causation_hash":'):
+        raise ValueError("not the canonical JSON of a sealed envelope's fields")
+    start = b'{"auth":' + canonical(auth) + b"," if auth is not None else b"{"
+    return b"".join((start, content[1:cut], b',"hash":"', digest.encode("ascii"), b'"', content[cut:]))
+
+
+def _sealed_body(  # noqa: PLR0917 (seal's arguments, once)
+    draft: Draft,
+    event_id: str,
+    occurred_at: str,
+    producer: str,
+    cause: Envelope | None,
+    head: ChainHead | None,
+) -> dict[str, Any]:
+    """The fields of a sealed envelope but ``hash`` and ``auth`` (what the hash covers)."""
+    return {
         "event_id": event_id,
         "type": draft.type,
         "schema_version": draft.schema_version,
@@ -199,8 +246,6 @@ def seal(
         "prev_hash": (head.hash if head else None) if draft.chained else None,
         "payload": dict(draft.payload),
     }
-    digest = sha256_hex(canonical(body))
-    return _built(body, digest, auth_for(digest) if auth_for is not None else None)
 
 
 _FIELDS: Final = tuple(Envelope.model_fields)

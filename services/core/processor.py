@@ -44,7 +44,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from pydantic import ValidationError
 
 from services.core.contract import PAYLOADS, Payload, Written, payload_of, read_payload, to_draft
-from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal, stage_namespace
+from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal_encoded, stage_namespace
 from services.core.errors import DomainError, Reason
 from services.core.topics import DEADLETTER
 from services.core.trust import Guard
@@ -270,6 +270,14 @@ def step(
     Returns the envelopes to append, in order; an empty list for a re-delivered record. ``raw``: the
     bytes ``record`` was decoded from, when the shell has them (checking its hash is then cheaper).
     """
+    return [env for env, _bytes in step_encoded(processor, state, record, raw)]
+
+
+def step_encoded(
+    processor: Processor[S], state: ProcessorState[S], record: Envelope, raw: bytes | None = None
+) -> list[tuple[Envelope, bytes]]:
+    """:func:`step`, each output with its record's bytes (``Envelope.to_json()``, made as it is sealed:
+    :func:`~services.core.envelope.seal_encoded`), for a shell that writes them."""
     if record.event_id in state.applied:
         return []
     guard = processor.guard
@@ -278,7 +286,7 @@ def step(
         refusal = guard.admit(record, check_hash=judge, raw=raw, bind_key=judge)
         if refusal is not None:  # not applied: the real record under this id still will be
             draft = dead_letter(record, None, refusal.reason.value, refusal.detail, record.topic)
-            env = seal(
+            refused = seal_encoded(
                 draft,
                 event_id=derive_id(f"refused/{record.hash}", 0, stage_namespace(processor.stage_name())),
                 occurred_at=record.occurred_at,
@@ -287,7 +295,7 @@ def step(
                 head=None,
                 auth_for=guard.auth_for,
             )
-            return [env]
+            return [refused]
     try:  # validate at the edge: a malformed payload never reaches handle
         payload = None
         if processor.validates_inputs and record.type in PAYLOADS:
@@ -300,12 +308,12 @@ def step(
         detail = internal_error_detail(processor, exc)
         reason = Reason.INTERNAL_ERROR.value
         inner, drafts = state.inner, [dead_letter(record, None, reason, detail, record.topic)]
-    out: list[Envelope] = []
+    out: list[tuple[Envelope, bytes]] = []
     namespace = stage_namespace(processor.stage_name())
     for n, draft in enumerate(drafts):
         head_key = (draft.topic, draft.key)
         head = state.heads.get(head_key) if draft.chained else None
-        env = seal(
+        env, encoded = seal_encoded(
             draft,
             event_id=derive_id(record.event_id, n, namespace),
             occurred_at=record.occurred_at,
@@ -316,7 +324,7 @@ def step(
         )
         if draft.chained:
             state.heads[head_key] = ChainHead(env.seq or 0, env.hash)
-        out.append(env)
+        out.append((env, encoded))
     state.inner = inner
     state.applied.add(record.event_id)
     state.records += 1

@@ -473,10 +473,10 @@ def test_applied_ids_survive_a_rolled_back_batch_and_a_reopen(tmp_path: Path) ->
         def broken(*_: object, **__: object) -> int:
             raise sqlite3.OperationalError("disk I/O error")
 
-        append, log.append = log.append, broken  # type: ignore[method-assign]
+        append, log.append_encoded = log.append_encoded, broken  # type: ignore[method-assign]  # the runner's write
         with pytest.raises(sqlite3.OperationalError):
             runner.step_batch(2)
-        log.append = append  # type: ignore[method-assign]
+        log.append_encoded = append  # type: ignore[method-assign]
         assert set(runner.ids._ids) == log.applied_ids(runner.name)
         assert len(runner.ids._ids) == 2
         run_until_idle([runner])

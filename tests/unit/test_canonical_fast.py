@@ -25,6 +25,7 @@ from services.core.envelope import (
     name_id,
     parse_record,
     seal,
+    seal_encoded,
     stage_namespace,
 )
 from services.core.trust import Guard, Principal, PrincipalKey, mac
@@ -114,6 +115,37 @@ def test_a_sealed_envelope_is_the_one_its_bytes_decode_to(auth_for: Any, payload
     assert again.to_json() == env.to_json()
     assert env.expected_hash() == env.hash
     assert (env.auth is None) == (auth_for is None)
+
+
+TRICKY = st.text(st.sampled_from(list(',"key:\\{}[] \u00e9\u2028')), max_size=12)
+"""Text made of what the splice looks for: ``,"key":`` in values, quotes, backslashes, brackets."""
+
+
+@pytest.mark.parametrize("auth_for", [None, GUARD.auth_for])
+@given(
+    payload=st.dictionaries(TRICKY | st.text(max_size=6), TRICKY | st.integers() | st.none(), max_size=6),
+    correlation=st.none() | TRICKY,
+    chained=st.booleans(),
+)
+@example(payload={"key": ',"key":'}, correlation=',"key":"', chained=True)
+def test_the_bytes_a_seal_makes_are_the_envelopes_own(
+    auth_for: Any, payload: dict[str, Any], correlation: str | None, chained: bool
+) -> None:
+    """``seal_encoded`` splices ``hash`` and ``auth`` into the canonical JSON the hash was taken over:
+    the very bytes of ``to_json()``, whatever the payload and the cause's strings hold."""
+    cause = KEY_MODEL.model_copy(update={"correlation_id": correlation, "event_id": f"c{correlation}"})
+    kwargs: dict[str, Any] = {
+        "event_id": "e-1", "occurred_at": "2026-11-23T10:00:00.000Z", "producer": "settlement",
+        "cause": cause, "head": None, "auth_for": auth_for,
+    }  # fmt: skip
+    draft = Draft("StakeReserved", topics.WALLET_EVENTS, ',"key":', payload, chained=chained)
+    try:
+        env, encoded = seal_encoded(draft, **kwargs)
+    except (TypeError, UnicodeEncodeError):
+        return  # a payload canonical JSON refuses (a lone surrogate): seal refuses it too
+    assert encoded == env.to_json()
+    assert env == seal(draft, **kwargs)
+    assert parse_record(encoded) == env
 
 
 def _model_dump_bytes(env: Envelope) -> bytes:

@@ -76,7 +76,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from services.core.envelope import ChainHead, Envelope, parse_record
-from services.core.processor import Processor, ProcessorState, initial_state, step
+from services.core.processor import Processor, ProcessorState, initial_state, step_encoded
 from services.runtime import intake
 from services.runtime.embedded import snapshot
 from services.runtime.failures import ConfigError, NotALog
@@ -300,8 +300,13 @@ class EmbeddedLog:
         ``internal``: the records are a processor's outputs (a runner's appends), whose ids are unique
         among outputs; outside writers' records (the default) are unique among themselves.
         """
+        return self.append_encoded(((env, env.to_json()) for env in envelopes), internal=internal)
+
+    def append_encoded(self, records: Iterable[tuple[Envelope, bytes]], *, internal: bool = False) -> int:
+        """:meth:`append` of envelopes given with their bytes (``Envelope.to_json()``, as
+        :func:`services.core.processor.step_encoded` made them while sealing)."""
         flag = int(internal)
-        rows = [(env.topic, env.key, env.event_id, env.type, env.to_json(), flag) for env in envelopes]
+        rows = [(env.topic, env.key, env.event_id, env.type, body, flag) for env, body in records]
         added, i = 0, 0
         with self.transaction():
             while i < len(rows):  # one statement for the rows; past an id already there, on from the next
@@ -651,7 +656,7 @@ class Runner(Generic[S]):
             if self._since_snapshot >= self.snapshot_every:  # caught up: the snapshot that waited
                 self._snapshot()
             return BatchResult(0, 0, self.position)
-        outputs: list[Envelope] = []
+        outputs: list[tuple[Envelope, bytes]] = []
         decoded = self.log.decoded
         for offset, topic, _key, raw in rows:
             record = decoded.get(offset)
@@ -664,12 +669,13 @@ class Runner(Generic[S]):
                 intake.check_topic(record, topic, raw)
             except intake.DecodeError as exc:
                 position = f"dead/{self.name}/{topic}/{offset}"  # the runner's name: one dead letter each
-                outputs.append(intake.dead_letter_of(self.processor, exc, topic, position))
+                dead = intake.dead_letter_of(self.processor, exc, topic, position)
+                outputs.append((dead, dead.to_json()))
                 continue
             self.ids.offset = offset
-            outputs.extend(step(self.processor, self.state, record, raw))
+            outputs.extend(step_encoded(self.processor, self.state, record, raw))
         self.ids.flush()
-        self.log.append(outputs, internal=True)
+        self.log.append_encoded(outputs, internal=True)
         self.position = rows[-1][0]
         before, self.committed = self.committed, max(self.committed, self.position)
         # one statement checks that no other runner moved this consumer and commits the offset
