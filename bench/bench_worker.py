@@ -9,7 +9,8 @@ notices, in the order the session wrote them) are handled these ways, (a) and (b
     issue #16, each processor a faust agent (``take_events`` batches handed to
     :meth:`~services.runtime.kafka.worker.Shell.on_batch`, sends through faust's producer, faust acking a
     batch once its acks are in and committing every 2.8 s (faust's default)); once with the default
-    log level (one JSON log line per record) and once at ``WARNING`` (none);
+    log level (INFO: one JSON line per batch and partition; one per record before issue #16's second
+    round) and once at ``WARNING``;
 (b) **the worker**: ``python -m services.runtime.kafka.worker dealer`` itself, in a subprocess: a faust
     app whose one task owns an ``AIOKafkaConsumer`` in the service's consumer group and an
     ``AIOKafkaProducer``, and hands each ``getmany`` batch to the very same ``Shell.on_batch`` (same
@@ -18,7 +19,10 @@ notices, in the order the session wrote them) are handled these ways, (a) and (b
     (the bench process's CPU);
 (d) **processing alone**: :meth:`~services.runtime.kafka.worker.Pipe.apply` (decode + ``step``) over the
     same records in order, no Kafka (the bench process's CPU); (e) the same plus the worker's JSON log
-    line per record, written to a file (the line's price).
+    line per record (DEBUG since issue #16), written to a file (the line's price);
+(f) **sends**: the producer alone, 10,000 records of 1.5 kB acknowledged per 500: one ``send`` each
+    (aiokafka's default 16 KiB batches, and 512 KiB) against the worker's
+    :class:`~services.runtime.kafka.topic_io.Outbox` (``create_batch``/``send_batch``), CPU per record.
 
 For (a) and (b) the clock runs from the first input sent (the worker has joined its group and idled:
 ``/readyz`` answered 200) until the group's committed offsets reach the input topics' ends; CPU is the

@@ -93,16 +93,16 @@ class Outbox:
     A record goes to the partition aiokafka's default partitioner gives its key (``send`` without a
     partition): murmur2 of the key over the topic's partitions sorted by id, the partitions read from
     the producer's metadata once per flush (a topic that gains partitions is seen at the next batch,
-    as ``send`` would). The hashes of the last :data:`HASHES_MAX` keys are kept (murmur2 is pure
+    as ``send`` would). The hashes of up to :data:`HASHES_MAX` keys are kept (murmur2 is pure
     Python in aiokafka: about 10 us a key). Order is kept per partition: batches of one partition
     go out in the order they were filled, as ``send``'s do.
 
-    Measured (``/tmp``-style bench in the same run on one Tansu broker, 10,000 records of 1.5 kB, keys
-    over 5,000 accounts, 3 partitions, acks awaited per 500 records; CPU of the producing process per
-    record, two runs): ``send`` per record 28 / 28 us with aiokafka's 16 KiB batches, 18 / 15 us with
-    256 KiB, 16 / 13 us with 1 MiB; ``create_batch``/``send_batch`` 19 / 18 us (16 KiB), 7 / 6 us
-    (256 KiB), 8 / 5 us (1 MiB); wall 0.41 / 0.35 s, 0.24 / 0.23 s and 0.14 / 0.11 s for send at 16 KiB,
-    send at 256 KiB and batches at 256 KiB. Hence batches, of :data:`BATCH_BYTES`.
+    Measured (``.venv/bin/python -m bench worker``, part (f): one Tansu broker, 10,000 records of 1.5 kB,
+    keys over 5,000 accounts, 3 partitions, acks awaited per 500 records as a worker awaits them per
+    batch; CPU of the producing process per record, two runs each, alternating, twice): ``send`` per
+    record 28.2 / 28.7 and 28.7 / 28.9 us with aiokafka's 16 KiB batches, 13.8 / 14.5 and 15.1 / 14.7 us
+    with 512 KiB; this outbox 19.4 / 19.9 and 19.1 / 26.2 us with 16 KiB, 6.5 / 6.6 and 7.2 / 8.5 us with
+    512 KiB. Hence batches, of :data:`BATCH_BYTES`.
     """
 
     def __init__(self, producer: AIOKafkaProducer) -> None:

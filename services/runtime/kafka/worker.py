@@ -67,8 +67,9 @@ and takes the process's CPU time less its idle rate. Two runs on 2 cores shared 
     (e) (d) + the per-record JSON log line          1,356 / 2,028   296 /   249    0.110 / 0.158
 
 Both ways run the same :meth:`Shell.on_batch` (output index, decode, ``step``, the record's log line,
-metrics, acks awaited once per batch); (b) only swaps faust's stream, events, acking and producer for an
-``AIOKafkaConsumer`` (``getmany``, offsets committed after the batch's acks) and an ``AIOKafkaProducer``.
+metrics, acks awaited once per batch; these figures are from before the second round, below); (b)
+swaps faust's stream, events, acking and producer for an ``AIOKafkaConsumer`` (``getmany``, offsets
+committed after the batch's acks) and an ``AIOKafkaProducer``.
 Faust's per-event machinery cost 440-800 us of CPU per record, about 2.5 times the dealer's own work
 (a profile shows three times the event-loop iterations, tasks and futures per record, and twice the
 produce requests), hence (b). On a whole session the switch shows too: ``BENCH_SESSION_LOCKSTEP=0
@@ -82,6 +83,34 @@ issue's goal of 0.3 of raw aiokafka per record is out of reach for any worker lo
 decode + ``step`` alone, with no Kafka at all, is 0.18-0.24 of raw. With the switch two settings went:
 ``CASINO_PROCESSING_GUARANTEE`` (faust's transactions needed its producer; correctness never depended on
 them, see above) and ``CASINO_COMMIT_INTERVAL_S`` (offsets are committed after every batch).
+
+**The worker's own cost per record (issue #16, second round).** Three things cost per record in the
+shell: the INFO ``record`` line (structlog rendering a JSON line per record), ``AIOKafkaProducer.send``
+per output (a coroutine, the pure-Python murmur2 of the key, and aiokafka's 16 KiB batches, which hold
+about ten of our records: a ``send`` that finds its partition's batch full waits for the broker's round
+trip), and one wait for acknowledgements per input partition of a batch. Now the line per record is
+DEBUG (one INFO ``batch`` line per input partition instead, and a WARNING per dead letter or refusal:
+docs/operations.md, "Logs"), the outputs go out through an :class:`Outbox` (``create_batch`` and
+``send_batch`` of 512 KiB, murmur2 per key remembered; 6.5-8.5 us of CPU per output against 28-29 us
+for ``send``: (f) below) and the acknowledgements of a whole ``getmany`` batch are awaited once. The
+same ``bench worker`` as above, the tree before (21771d7) and this one alternating, two runs each (load
+1-2; CPU per record of the worker process, raw aiokafka 31-40 us)::
+
+    (dealer, 2,799 records)                  before: CPU us/rec  raw/way      after: CPU us/rec  raw/way
+    (b) this worker, default level (INFO)       318 / 313   0.102 / 0.126      168 / 247   0.187 / 0.136
+    (b) this worker, LOG_LEVEL=WARNING          256 / 264   0.126 / 0.150      172 / 169   0.183 / 0.198
+    (d) decode + step alone, no Kafka           119 / 121                      124 / 180
+    (f) producer alone: send, 16 KiB batches                                  28.2 / 28.7
+        send, 512 KiB batches                                                 13.8 / 15.1
+        Outbox, 512 KiB batches (this worker)                                  6.5 / 7.2
+
+What the shell adds to decode + ``step`` fell from 190-200 us to 45-65 us a record; the rest is the
+processor's own work (the 0.3 of raw aiokafka that issue #16 asks for needs decode + ``step`` itself
+near 100 us: the core's). On the speed-baccarat table (``BENCH_SPEED_RUNTIMES=kafka
+BENCH_SPEED_COUPS=2 .venv/bin/python -m bench speed``, same alternation, load 1-5) the time from the
+coup's resolution to the last wallet credit went from 11.8 / 10.3 and 12.9 / 5.5 s to 3.9 / 4.7 and
+2.2 / 2.0 s, and the bets' window (first to last accepted) from 5.9 / 8.6 and 9.1 / 4.4 s to 3.7 / 3.7
+and 2.9 / 2.1 s.
 
 Plain aiokafka helpers (:func:`produce`, :func:`consume_all`, :func:`iter_raw` and their async forms)
 serve the CLI, the replay and the tests; they live in :mod:`services.runtime.kafka.topic_io` (a reader of
