@@ -12,6 +12,9 @@ worker processes (dealer, settlement, audit, monitor) on a local Tansu broker, t
   payouts already caused) with ``KafkaBus.wait`` while the other tables' requests are in flight;
   audit and monitor catch up on their own, and the session ends with one ``drain()``.
 
+The critical path of the concurrent session, in dependent hops (:mod:`bench.hop_model`: each stage one hop,
+nothing else takes time), divides the Kafka session's time into the time a hop costs in it.
+
 All three runs must give the same replay digest (the workers run in demo mode, on the demo keyring the
 embedded session uses): the schedule, not the timing, decides the log, so lockstep and concurrent
 write the same one.
@@ -28,6 +31,7 @@ import time
 import uuid
 from pathlib import Path
 
+from bench.hop_model import critical_path
 from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import name_id, request
@@ -114,6 +118,10 @@ def main() -> dict[str, float]:
         out["concurrent s"] = event_s
         print(f"kafka session, concurrent tables (each waits for its own records): {event_s:.1f} s = "
               f"{event_s / base_s:.1f}x embedded ({_same(digest, event_digest)})")  # fmt: skip
+        hops = critical_path(TABLES, COUPS, SEED)
+        out["critical path hops"] = hops
+        print(f"critical path of the concurrent session: {hops} dependent hops (bench/hop_model.py); "
+              f"{event_s / hops * 1000:.1f} ms a hop on Kafka")
     return out
 
 

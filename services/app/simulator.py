@@ -127,10 +127,10 @@ class Session:
     written is processed before the next record): a table's next answer from the dealer before it acts
     on it; a bet's outcome (``StakeReserved`` or ``BetRejected``) and, if reserved, its ``BetPlaced``
     on the table's inbox before the next record to that table (the bets reach the dealer in the order
-    placed); before any record that may write to an account's wallet, the wallet events for it that
-    the records already written cause (:meth:`settle_due`); and before a shoe closes, every bet's at
-    the table (see :meth:`TablePlay.close_shoe`). Observers (audit, monitor) are waited for only by
-    the ``drain()`` at the end."""
+    placed); before any record that may write to an account's wallet, settlement's requests for it
+    (payouts, refunds) that the records already written cause (:meth:`settle_due`); and before a shoe
+    closes, every bet's wallet event at the table (see :meth:`TablePlay.close_shoe`). Observers (audit,
+    monitor) are waited for only by the ``drain()`` at the end."""
     owed: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
     """Event driven: each account's bets (table id, coup id, bet id) written and not known to be closed
     (rejected by the wallet, or paid or refunded): see :meth:`settle_due`."""
@@ -224,16 +224,23 @@ class Session:
         if self.event_driven:
             self.owed.setdefault(account, []).append((table_id, coup_id, bet_id))
 
-    def settle_due(self, account: str, besides: str | None = None) -> None:
+    def settle_due(self, account: str, besides: str | None = None, *, applied: bool = False) -> None:
         """Event driven: wait until every wallet event for ``account`` that the records written so far
-        cause is on the log: the payout of a bet whose coup they resolved, the refund of a bet the
+        cause is on its way: the payout of a bet whose coup they resolved, the refund of a bet the
         dealer refused. Called before any record that may write to the account's wallet (its own
         requests, and a command that may resolve a coup it bet in), it makes the account's wallet
         chain the one the lockstep session writes (where everything written is processed before the
         next record), whatever the timing: an earlier bet whose coup is still open stays owed, and its
         payout comes after, as in lockstep. ``besides``: a table whose bets are left out (before its own
         resolving command: settlement reads a table's events in order, so a refund its dealer caused
-        reaches the wallet before the payouts of the coup, without a wait)."""
+        reaches the wallet before the payouts of the coup, without a wait).
+
+        On its way: the payout or refund *request* (``PayoutIssued``, ``BetRefundDue``) on the account's
+        wallet requests, not the wallet event it becomes (``PayoutApplied``, ``StakeRefunded``): the
+        wallet stage applies an account's requests in their order on the log (the seamless adapter
+        queues them per wallet in that order too), so a request written after it is applied after it,
+        and the wait is one hop shorter (the wallet stage's). ``applied``: wait for the wallet event
+        itself (before a shoe closes: see :meth:`TablePlay.close_shoe`)."""
         if not self.event_driven or not self.owed.get(account):
             return
         self.flush()  # what is waited for may hang on a record written in this very turn
@@ -242,8 +249,10 @@ class Session:
             due = None if table_id == besides else self._due(account, table_id, coup_id, bet_id)
             if due is None:
                 left.append((table_id, coup_id, bet_id))
-            elif due:
+            elif due and applied:
                 self._wait(topics.WALLET_EVENTS, account, _settles(bet_id))
+            elif due:
+                self._wait(topics.WALLET_REQUESTS, account, _closes(bet_id))
         if left:
             self.owed[account] = left
 
@@ -367,6 +376,11 @@ def _settles(bet_id: str) -> Callable[[Envelope], bool]:
     return lambda e: e.type in closing and e.payload.get("bet_id") == bet_id
 
 
+def _closes(bet_id: str) -> Callable[[Envelope], bool]:
+    """Settlement's request that closes a reserved bet on its account's wallet: its payout or its refund."""
+    return lambda e: e.type in ("PayoutIssued", "BetRefundDue") and e.payload.get("bet_id") == bet_id
+
+
 def _verdict(bet_id: str) -> Callable[[Envelope], bool]:
     """The dealer's answer to a bet on its inbox: accepted or refused."""
     return lambda e: e.type in ("BetAccepted", "BetRefused") and e.payload.get("bet_id") == bet_id
@@ -448,7 +462,7 @@ class TablePlay:
         in lockstep. (Every coup of the table is resolved by now: those payouts are due.)"""
         s = self.session
         for account in [a for a, bets in s.owed.items() if any(t == self.spec.table_id for t, _, _ in bets)]:
-            s.settle_due(account)
+            s.settle_due(account, applied=True)
         s.command("CloseShoe", self.spec.table_id, {})
 
     def coups(self, coups: int, progress: Any = None) -> Turn:

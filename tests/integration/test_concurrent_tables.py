@@ -7,12 +7,13 @@ in-memory bus in lockstep."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from services.app.adversaries import ADVERSARIES
-from services.app.simulator import Session, TableSpec, demo_tables
+from services.app.simulator import Session, TablePlay, TableSpec, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
@@ -100,3 +101,42 @@ def test_with_every_adversary_two_timings_write_the_in_memory_log(name: str) -> 
         bus = ShuffledBus(timing)
         Session(bus, seed=5, adversaries=[adversary(5)]).run(tables, 6)
         assert streams(bus.log) == streams(mem.log)
+
+
+class _WaitLog(ShuffledBus):
+    """A shuffled bus that notes the type of every record a wait returns, and whether a shoe was closing."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.closing = False
+        self.waited: list[tuple[str, bool]] = []
+
+    def wait(self, topic: str, key: str, match: Callable[[Envelope], bool]) -> Envelope:
+        found = super().wait(topic, key, match)
+        self.waited.append((found.type, self.closing))
+        return found
+
+
+def test_a_payout_is_waited_for_as_settlements_request_not_as_the_wallet_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before an account's next request the session waits for the payout (or refund) request on the
+    account's wallet requests, not for the wallet event it becomes, one hop later: the wallet stage
+    applies an account's requests in their order (the streams stay those of every other timing,
+    above). Only before a shoe closes does it wait for the wallet event (audit signs the rounds)."""
+    bus = _WaitLog(4)
+    close_shoe = TablePlay.close_shoe
+
+    def closing(play: TablePlay) -> None:
+        bus.closing = True
+        try:
+            close_shoe(play)
+        finally:
+            bus.closing = False
+
+    monkeypatch.setattr(TablePlay, "close_shoe", closing)
+    Session(bus, seed=SEED).run(demo_tables(TABLES), COUPS)
+    assert ("PayoutIssued", False) in bus.waited
+    applied = {t for t, shoe in bus.waited if t in ("PayoutApplied", "StakeRefunded", "TransferRefused")}
+    assert applied and not {t for t, shoe in bus.waited if t in applied and not shoe}
+    assert streams(bus.log) == streams(shuffled(1).log)

@@ -4,11 +4,13 @@ The very processors of the embedded demo run as separate faust workers, one proc
 (:class:`Workers`: ``python -m services.runtime.kafka.worker NAME``, configured by ``CASINO_*`` variables);
 :class:`KafkaBus` is the outside party's view of them:
 
-* ``publish`` produces the envelopes, keyed by ``Envelope.key``, and returns without waiting for their
-  acknowledgements: the next call of the bus (another ``publish`` included) awaits them first, so a
-  publish still reaches the log before anything published after it, and a failed send still raises
-  (at that next call). ``wait`` does not await them. They go out at once all the same: the bus's
-  event loop runs all the time, in a thread of its own.
+* ``publish`` hands the envelopes to the bus's event loop and returns at once: a task there produces
+  them, keyed by ``Envelope.key``, once the previous publish's are acknowledged, so a publish still
+  reaches the log before anything published after it (across partitions too: on a cluster they may
+  have different leaders), and the caller does not wait for acknowledgements at all (it used to wait
+  for the previous publish's: 1.6 ms a publish, 0.36 s of a 2.1 s session). A failed send fails the
+  publishes after it unsent, and the bus's next call raises it (every later one too): ``publish``,
+  ``drain``, ``read``, and a ``wait`` still waiting. ``drain`` and ``read`` await every publish first.
 * ``drain`` returns once every service has processed everything reachable. It polls, in this order,
   (1) the committed offsets of every service's consumer group on each of its input partitions, then
   (2) the *real* end offset of every input partition, and stops when every committed offset equals its
@@ -286,7 +288,9 @@ class KafkaBus:
         self._buffer: dict[tuple[str, str], list[Envelope]] = defaultdict(list)
         self._seen: set[str] = set()
         self._tps: dict[str, list[TopicPartition]] = {}
-        self._inflight: list[asyncio.Future[Any]] = []
+        self._sending: asyncio.Future[None] | None = None
+        self._send_failure: BaseException | None = None
+        self._send_failure_raised = False
         self._waiter: AIOKafkaConsumer | None = None
         self._waited_topics: set[str] = set()
         self._wait_positions: dict[TopicPartition, int] = {}
@@ -337,12 +341,15 @@ class KafkaBus:
 
         async def stop() -> None:
             await self._unfollow()
-            await self._drain()
-            for client in (self._producer, self._probe, self._reader, self._waiter):
-                if client is not None:
-                    await client.stop()
-            if self._admin is not None:
-                await self._admin.close()
+            try:
+                if not self._send_failure_raised:  # else raised already: the caller knows
+                    await self._drain()
+            finally:
+                for client in (self._producer, self._probe, self._reader, self._waiter):
+                    if client is not None:
+                        await client.stop()
+                if self._admin is not None:
+                    await self._admin.close()
 
         try:
             self._run(stop())
@@ -360,24 +367,46 @@ class KafkaBus:
     # -- Bus --------------------------------------------------------------------------------------
     def publish(self, envelopes: list[Envelope]) -> None:
         """Produce the envelopes to their topics, keyed by ``Envelope.key``, once every earlier publish
-        is acknowledged; their own acks are awaited by the next call (see the module)."""
-        self._run(self._publish(envelopes))
+        is acknowledged; returns at once, waiting for neither (see the module). Raises the failure of
+        an earlier publish, as does every later call of the bus."""
+        self._raise_send_failure()
+        self._loop.call_soon_threadsafe(self._chain, list(envelopes))
 
-    async def _publish(self, envelopes: Sequence[Envelope]) -> None:
-        assert self._producer is not None
-        await self._drain()
-        self._inflight = [
-            await self._producer.send(
-                self.settings.topic(e.topic), intake.encode(e), key=intake.encode_key(e)
-            )
-            for e in envelopes
+    def _raise_send_failure(self) -> None:
+        if self._send_failure is not None:
+            self._send_failure_raised = True
+            raise self._send_failure
+
+    def _chain(self, envelopes: list[Envelope]) -> None:
+        """On the loop: a task that sends ``envelopes`` once the last publish is acknowledged."""
+        sending = self._loop.create_task(self._send_after(self._sending, envelopes))
+        sending.add_done_callback(self._sent)
+        self._sending = sending
+
+    async def _send_after(self, before: asyncio.Future[None] | None, envelopes: Sequence[Envelope]) -> None:
+        if before is not None:
+            await before  # its failure fails this publish too: nothing is sent after a failed send
+        producer, topic = self._producer, self.settings.topic
+        assert producer is not None
+        sends = [
+            await producer.send(topic(e.topic), intake.encode(e), key=intake.encode_key(e)) for e in envelopes
         ]
-
-    async def _drain(self) -> None:
-        """Await the acknowledgements of the last publish (raising its first failure)."""
-        sends, self._inflight = self._inflight, []
         for sent in sends:
             await sent
+
+    def _sent(self, sending: asyncio.Future[None]) -> None:
+        """A publish's task ended: its failure, if the first, is the bus's from now on."""
+        if sending is self._sending:
+            self._sending = None
+        if not sending.cancelled() and sending.exception() is not None and self._send_failure is None:
+            self._send_failure = sending.exception()
+
+    async def _drain(self) -> None:
+        """Await the acknowledgements of every publish so far (raising a failed one's error)."""
+        if self._sending is not None:
+            with contextlib.suppress(Exception):  # kept by _sent, raised below
+                await self._sending
+        self._raise_send_failure()
 
     def publish_raw(self, records: Iterable[tuple[str, bytes | None, bytes | None]]) -> None:
         """Produce ``(logical topic, key, value)`` records as they are (malformed ones included)."""
@@ -476,7 +505,8 @@ class KafkaBus:
                 self.workers.check()
             if time.monotonic() > deadline:
                 raise DrainTimeout(f"workers still behind after {self.drain_timeout_s} s: {behind[:12]}")
-            await asyncio.sleep(POLL_S)
+            if behind:  # else the confirming poll at once: waiting adds nothing to what it proves
+                await asyncio.sleep(POLL_S)
 
     async def _advance(self, logical: str) -> None:
         """Read ``logical`` from the bus's positions to the real ends into the per-key buffers."""
@@ -518,6 +548,7 @@ class KafkaBus:
                 if self._following is not None and self._following.done():
                     self._following.result()  # the follower failed: its error
                     raise RuntimeError("the bus's waiter stopped")
+                self._raise_send_failure()  # what is waited for may never come
                 if time.monotonic() >= deadline:
                     raise DrainTimeout(f"no record on {topic} under {key} came in {timeout_s} s")
                 if self.workers is not None:
