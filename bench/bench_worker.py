@@ -363,8 +363,28 @@ def _send_records() -> list[tuple[bytes, bytes]]:
     return [(f"player:{n % 5000:05d}".encode(), b"%05d" % n + b"x" * 1495) for n in range(SEND_RECORDS)]
 
 
-async def _by_send(settings: Settings, topic: str, batch_bytes: int) -> float:
-    """CPU seconds of this process to send the records one ``send`` each, acks awaited per chunk."""
+async def _by_send(producer: AIOKafkaProducer, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    """Send the records one ``send`` each, acks awaited per chunk."""
+    for n in range(0, len(records), SEND_CHUNK):
+        acks = [await producer.send(topic, value, key=key) for key, value in records[n : n + SEND_CHUNK]]
+        for ack in acks:
+            await ack
+
+
+async def _by_outbox(producer: AIOKafkaProducer, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    """Send the records through an :class:`Outbox` (``create_batch``, ``send_batch``), acks awaited per
+    chunk."""
+    outbox = Outbox(producer)
+    for n in range(0, len(records), SEND_CHUNK):
+        for key, value in records[n : n + SEND_CHUNK]:
+            await outbox.add(topic, key, value, "")
+        for _, ack in await outbox.flush():
+            await ack
+
+
+async def _send_cpu(settings: Settings, topic: str, batch_bytes: int, way: Any) -> float:
+    """CPU seconds of this process to send :func:`_send_records` one ``way`` (:func:`_by_send`,
+    :func:`_by_outbox`) through a warmed producer of ``batch_bytes`` batches."""
     producer = AIOKafkaProducer(
         bootstrap_servers=settings.bootstrap_list, acks="all", max_batch_size=batch_bytes
     )
@@ -373,32 +393,7 @@ async def _by_send(settings: Settings, topic: str, batch_bytes: int) -> float:
         await producer.send_and_wait(topic, b"warm", key=b"warm")
         records = _send_records()
         cpu_from = time.process_time()
-        for n in range(0, len(records), SEND_CHUNK):
-            acks = [await producer.send(topic, value, key=key) for key, value in records[n : n + SEND_CHUNK]]
-            for ack in acks:
-                await ack
-        return time.process_time() - cpu_from
-    finally:
-        await producer.stop()
-
-
-async def _by_outbox(settings: Settings, topic: str, batch_bytes: int) -> float:
-    """CPU seconds of this process to send the records through an :class:`Outbox` (``create_batch``,
-    ``send_batch``), acks awaited per chunk."""
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap_list, acks="all", max_batch_size=batch_bytes
-    )
-    await producer.start()
-    try:
-        await producer.send_and_wait(topic, b"warm", key=b"warm")
-        records = _send_records()
-        outbox = Outbox(producer)
-        cpu_from = time.process_time()
-        for n in range(0, len(records), SEND_CHUNK):
-            for key, value in records[n : n + SEND_CHUNK]:
-                await outbox.add(topic, key, value, "")
-            for _, ack in await outbox.flush():
-                await ack
+        await way(producer, topic, records)
         return time.process_time() - cpu_from
     finally:
         await producer.stop()
@@ -421,7 +416,7 @@ def sends(broker: str, rounds: int = 2) -> dict[str, list[float]]:
             topic = f"sends-{uuid.uuid4().hex[:8]}"
             asyncio.run(_create(settings, topic))
             out[name].append(
-                asyncio.run(way(settings, settings.topic(topic), batch_bytes)) / SEND_RECORDS * 1e6
+                asyncio.run(_send_cpu(settings, settings.topic(topic), batch_bytes, way)) / SEND_RECORDS * 1e6
             )
     return out
 
