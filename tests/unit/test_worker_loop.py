@@ -17,6 +17,7 @@ from aiokafka.record.default_records import DefaultRecordBatch  # type: ignore[i
 from structlog.testing import capture_logs
 
 from services.core import topics
+from services.runtime import intake
 from services.runtime.kafka.metrics import shell_status
 from services.runtime.kafka.topic_io import Outbox
 from services.runtime.kafka.worker import Shell
@@ -67,6 +68,7 @@ class FakeProducer:
 
     def __init__(self, batch_bytes: int = 16384, partitions: int = 3) -> None:
         self.sent: list[tuple[str, int, bytes]] = []
+        self.values: list[bytes] = []
         self.batches: list[int] = []
         self.batch_bytes = batch_bytes
         self.partitions = partitions
@@ -80,6 +82,7 @@ class FakeProducer:
     async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> asyncio.Future[None]:
         records = list(DefaultRecordBatch(bytes(batch._build())))
         self.sent += [(topic, partition, r.key) for r in records]
+        self.values += [bytes(r.value) for r in records]
         self.batches.append(len(records))
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         done.set_result(None)
@@ -127,6 +130,22 @@ async def test_a_batch_is_committed_after_its_outputs_are_sent() -> None:
     assert consumer.commits == [{TP0: 2, TP1: 1}]
     assert shell.committed == {TP0: 2, TP1: 1}
     assert len(shell.index.ids) == 4  # every acknowledged output joined the index
+
+
+async def test_each_output_goes_out_as_its_envelopes_canonical_json() -> None:
+    """The worker sends the bytes :func:`step_encoded` made as it sealed each output (the dead letter of
+    an undecodable record included): each is a whole record that decodes, checks its hash, and is
+    exactly its envelope's canonical JSON."""
+    bad = SimpleNamespace(topic=TP1.topic, partition=1, offset=0, value=b"\xff not json")
+    shell = _shell(FakeConsumer([]))
+    await shell._handle({TP0: [_msg(TP0, 0, n=4), _msg(TP0, 1, n=7)], TP1: [bad]})
+    assert isinstance(shell.producer, FakeProducer)
+    assert len(shell.producer.values) == 4  # Added x2, the Milestone, the dead letter
+    for value in shell.producer.values:
+        env = intake.decode(value, None)
+        assert env.to_json() == value
+        assert env.hash == env.expected_hash()
+    assert {intake.decode(v, None).type for v in shell.producer.values} >= {"DeadLetter"}
 
 
 async def test_records_of_several_partitions_in_one_list_are_applied_partition_by_partition() -> None:

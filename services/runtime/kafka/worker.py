@@ -145,7 +145,7 @@ from faust.app.base import BootStrategy
 
 from services.core import topics
 from services.core.envelope import Envelope
-from services.core.processor import Processor, ProcessorState, initial_state, step
+from services.core.processor import Processor, ProcessorState, initial_state, step_encoded
 from services.core.trust import PrincipalKey, Refusal, verify
 from services.runtime import intake
 from services.runtime.compose import SERVICES, Composition
@@ -337,6 +337,10 @@ class OutputIndex:
         return not isinstance(verify(env, self.own_keys), Refusal)
 
 
+Output = tuple[Envelope, bytes]
+"""An output of a step and its record's bytes (``Envelope.to_json()``), as the worker sends it."""
+
+
 class Pipe:
     """One processor inside a worker: its state and the next offset applied per input partition."""
 
@@ -350,8 +354,10 @@ class Pipe:
         stage_name = getattr(processor, "stage_name", None)
         self.stage: str = stage_name() if callable(stage_name) else processor.name
 
-    def apply(self, topic: str, partition: int, offset: int, value: bytes | None) -> list[Envelope]:
-        """Decode and step one record of a logical topic; undecodable bytes give one dead letter.
+    def apply(self, topic: str, partition: int, offset: int, value: bytes | None) -> list[Output]:
+        """Decode and step one record of a logical topic; undecodable bytes give one dead letter. Each
+        output comes with its record's bytes (:func:`~services.core.processor.step_encoded`: made from
+        the JSON its hash was taken over, not serialised a second time).
 
         ``record`` then holds the envelope (None when undecodable, ``reason`` saying why): what the
         record's log lines name (:meth:`facts`)."""
@@ -360,9 +366,10 @@ class Pipe:
         except intake.DecodeError as exc:
             self.record, self.reason = None, exc.reason.value
             position = f"dead/{self.stage}/{topic}/{partition}/{offset}"
-            return [intake.dead_letter_of(self.processor, exc, topic, position)]
+            dead = intake.dead_letter_of(self.processor, exc, topic, position)
+            return [(dead, intake.encode(dead))]
         self.record, self.reason = record, None
-        return step(self.processor, self.state, record, value)
+        return step_encoded(self.processor, self.state, record, value)
 
     @property
     def type(self) -> str | None:
@@ -465,16 +472,16 @@ class Shell:
             self._outbox = Outbox(self.producer)
         return self._outbox
 
-    async def send(self, envelopes: Sequence[Envelope]) -> list[Envelope]:
-        """Add the envelopes not yet in the output index to the outbox, in order; returns those added.
-        They go out when a batch fills or at the next :meth:`confirm`."""
+    async def send(self, outputs: Sequence[Output]) -> list[Envelope]:
+        """Add the outputs (envelope and record bytes) not yet in the output index to the outbox, in
+        order; returns the envelopes added. They go out when a batch fills or at the next :meth:`confirm`."""
         added = []
         outbox = self.outbox
-        for env in envelopes:
+        for env, value in outputs:
             if env.event_id in self.index.ids:
                 continue
             physical = self.settings.topic(env.topic)
-            await outbox.add(physical, intake.encode_key(env), intake.encode(env), env.event_id)
+            await outbox.add(physical, intake.encode_key(env), value, env.event_id)
             added.append(env)
             self.tally.output(env)
         return added
@@ -488,12 +495,6 @@ class Shell:
             self.index.ids.update(event_ids)
             confirmed += len(event_ids)
         return confirmed
-
-    async def publish(self, envelopes: Sequence[Envelope]) -> int:
-        """Send the envelopes not yet in the output index, in order, and wait for all of them."""
-        sent = len(await self.send(envelopes))
-        await self.confirm()
-        return sent
 
     async def on_batch(self, pipe: Pipe, records: Records) -> None:
         """Handle delivered records of any partitions with ``pipe``: :meth:`on_batches`, one part per
