@@ -48,8 +48,13 @@ class Echo(Processor[dict[str, int]]):
 def _inputs(n: int) -> list[Envelope]:
     return [
         request(
-            "Ping", topics.TABLE_INBOX, f"table-{i % 8}", {"value": i},
-            event_id=name_id("bench", str(i)), occurred_at="2026-11-22T20:00:00.000Z", producer="bench",
+            "Ping",
+            topics.TABLE_INBOX,
+            f"table-{i % 8}",
+            {"value": i},
+            event_id=name_id("bench", str(i)),
+            occurred_at="2026-11-22T20:00:00.000Z",
+            producer="bench",
         )
         for i in range(n)
     ]

@@ -165,8 +165,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise AssertionError(f"contenders disagree: {full} / {machine}")
     bare = rates["bare loop (baseline)"]
     print(f"engine deal / bare loop   {rates['engine deal (tuple)'] / bare:.2f}  (goal >= 0.5)")
-    print(f"engine play / bare loop   {rates['engine play (CoupResult)'] / bare:.2f}  "
-          "(+ one frozen CoupResult and two HandResults per coup)")
+    print(
+        f"engine play / bare loop   {rates['engine play (CoupResult)'] / bare:.2f}  "
+        "(+ one frozen CoupResult and two HandResults per coup)"
+    )
     print(f"state machine / bare loop {rates['engine state machine'] / bare:.3f}")
     odds_module._enumerate_cached.cache_clear()
     started = time.perf_counter()
@@ -176,8 +178,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     odds_module._enumerate_cached.cache_clear()
     report = odds_module.odds_report("punto_banco", DECKS)
     report_s = time.perf_counter() - started
-    print(f"exact enumeration, punto banco {DECKS} decks: {enum_s * 1000:.0f} ms "
-          f"({len(enum.shapes)} shapes, total {enum.total:,}); full odds report {report_s * 1000:.0f} ms")
+    print(
+        f"exact enumeration, punto banco {DECKS} decks: {enum_s * 1000:.0f} ms "
+        f"({len(enum.shapes)} shapes, total {enum.total:,}); full odds report {report_s * 1000:.0f} ms"
+    )
     edges = {spot: report["bets"][spot]["house_edge"] for spot in ("banker", "player", "tie")}
     print("house edge " + ", ".join(f"{spot} {edge:.4%}" for spot, edge in edges.items()))
 

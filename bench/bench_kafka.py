@@ -102,7 +102,11 @@ async def _baseline(broker: str, sizes: Sequence[tuple[bytes, bytes]]) -> float:
 
 
 async def produce_consume(
-    broker: str | list[str], topic: str, records: Sequence[tuple[bytes | None, bytes]], *, fetch_max_wait_ms: int
+    broker: str | list[str],
+    topic: str,
+    records: Sequence[tuple[bytes | None, bytes]],
+    *,
+    fetch_max_wait_ms: int,
 ) -> tuple[float, float]:
     """The raw baseline: produce ``records`` (key, value) to ``topic`` (acks awaited) and consume them all
     back with one plain aiokafka consumer; the wall and this process's CPU seconds it took."""
@@ -245,7 +249,9 @@ async def raw_hop(broker: str, hops: int, worker_wait_ms: int, waiter_wait_ms: i
 
 
 def _pct(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if len(values) > 1 else values[0]
+    return (
+        statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if len(values) > 1 else values[0]
+    )
 
 
 def main() -> dict[str, float]:

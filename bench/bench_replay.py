@@ -106,8 +106,10 @@ def main() -> None:
 
     print(f"bench_replay: {report.records:,} events, {size_mib:,.0f} MiB JSONL ({path}), {ROUNDS} rounds")
     for i, (json_rate, replay_rate) in enumerate(rounds, 1):
-        print(f"  round {i}: json.loads baseline {json_rate:10,.0f} events/s, replay (full audit) "
-              f"{replay_rate:8,.0f} events/s, ratio {replay_rate / json_rate:.3f}")
+        print(
+            f"  round {i}: json.loads baseline {json_rate:10,.0f} events/s, replay (full audit) "
+            f"{replay_rate:8,.0f} events/s, ratio {replay_rate / json_rate:.3f}"
+        )
     json_rate = statistics.median(r[0] for r in rounds)
     replay_rate = statistics.median(r[1] for r in rounds)
     print(f"  json.loads baseline : {json_rate:12,.0f} events/s  (median of the rounds)")

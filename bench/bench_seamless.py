@@ -83,7 +83,9 @@ async def raw_calls(url: str, first: int) -> float:
                  "bet_id": f"raw{first + n}", "amount_minor": 100, "currency": "EUR", "call": "debit"}  # fmt: skip
             body = body_of(p)
             async with gate:
-                r = await http.post("/debit", content=body, headers={"X-Signature": signature(SECRET.encode(), body)})
+                r = await http.post(
+                    "/debit", content=body, headers={"X-Signature": signature(SECRET.encode(), body)}
+                )
             assert r.json()["status"] == "ok"
 
         started = time.perf_counter()

@@ -115,13 +115,17 @@ def main(requests: int = REQUESTS) -> dict[str, float]:
             server.terminate()
             server.wait(30)
     base_rps, base_p99 = results["health_rps"], results["health_p99_ms"]
-    print(f"serve baseline /v1/health: {base_rps:,.0f} requests/s, p50 {results['health_p50_ms']:.2f} ms, "
-          f"p99 {base_p99:.2f} ms ({requests} requests, {CONCURRENCY} in flight, loopback)")
+    print(
+        f"serve baseline /v1/health: {base_rps:,.0f} requests/s, p50 {results['health_p50_ms']:.2f} ms, "
+        f"p99 {base_p99:.2f} ms ({requests} requests, {CONCURRENCY} in flight, loopback)"
+    )
     print(f"(statement: a page of {int(results['statement_lines'])} lines of player:001)")
     for name in ("balance", "statement"):
         rps, p99 = results[f"{name}_rps"], results[f"{name}_p99_ms"]
-        print(f"serve {name}: {rps:,.0f} requests/s (ratio {rps / base_rps:.3f} of baseline), "
-              f"p50 {results[f'{name}_p50_ms']:.2f} ms, p99 {p99:.2f} ms (ratio {p99 / base_p99:.2f}x)")
+        print(
+            f"serve {name}: {rps:,.0f} requests/s (ratio {rps / base_rps:.3f} of baseline), "
+            f"p50 {results[f'{name}_p50_ms']:.2f} ms, p99 {p99:.2f} ms (ratio {p99 / base_p99:.2f}x)"
+        )
     return results
 
 

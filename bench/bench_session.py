@@ -91,7 +91,9 @@ def warm_up(bus: KafkaBus) -> None:
 def on_kafka(broker: str, logs: Path, *, lockstep: bool) -> tuple[float, str]:
     """Seconds for the session on fresh topics (after every group joined and consumed), and its replay
     digest (the warm-up's records left out)."""
-    base = Settings(bootstrap_servers=broker, topic_prefix=f"bs{uuid.uuid4().hex[:8]}.", partitions=3, demo_mode=True)
+    base = Settings(
+        bootstrap_servers=broker, topic_prefix=f"bs{uuid.uuid4().hex[:8]}.", partitions=3, demo_mode=True
+    )
     with running(quick_settings(base, env={}), logs) as bus:
         warm_up(bus)
         started = time.perf_counter()
@@ -120,8 +122,10 @@ def main() -> dict[str, float]:
               f"{event_s / base_s:.1f}x embedded ({_same(digest, event_digest)})")  # fmt: skip
         hops = critical_path(TABLES, COUPS, SEED)
         out["critical path hops"] = hops
-        print(f"critical path of the concurrent session: {hops} dependent hops (bench/hop_model.py); "
-              f"{event_s / hops * 1000:.1f} ms a hop on Kafka")
+        print(
+            f"critical path of the concurrent session: {hops} dependent hops (bench/hop_model.py); "
+            f"{event_s / hops * 1000:.1f} ms a hop on Kafka"
+        )
     return out
 
 

@@ -347,7 +347,11 @@ def on_kafka() -> dict[str, float]:
                     f"{fig['bets'] / fig['raw bets']:.1f}x); resolution -> last of {fig['credited']} credits "
                     f"{fig['credits']:.2f} s (raw aiokafka, same {nc} records: {fig['raw credits']:.2f} s: "
                     f"{fig['credits'] / fig['raw credits']:.1f}x)"
-                    + (f"; then audit and monitor caught up in {fig['observers']:.2f} s" if KAFKA_OBSERVERS else "")
+                    + (
+                        f"; then audit and monitor caught up in {fig['observers']:.2f} s"
+                        if KAFKA_OBSERVERS
+                        else ""
+                    )
                 )
                 for k in ("bets", "credits"):
                     results[f"kafka {k} max s"] = max(results.get(f"kafka {k} max s", 0.0), fig[k])

@@ -70,8 +70,12 @@ def main() -> None:
     per_with, per_without = with_auth / n * 1e6, without / n * 1e6
     print(f"{n} records stepped ({len(log)} in the log, {COUPS} coups x {len(DEFAULT_TABLES)} tables)")
     print(f"step without auth: {per_without:.1f} us/record; with auth: {per_with:.1f} us/record")
-    print(f"auth cost: {per_with - per_without:.1f} us/record; ratio with/without: {per_with / per_without:.3f}")
-    print(f"verify + authorize + sign alone: {alone:.1f} us/record (hash over the raw bytes, one HMAC each way)")
+    print(
+        f"auth cost: {per_with - per_without:.1f} us/record; ratio with/without: {per_with / per_without:.3f}"
+    )
+    print(
+        f"verify + authorize + sign alone: {alone:.1f} us/record (hash over the raw bytes, one HMAC each way)"
+    )
 
 
 if __name__ == "__main__":

@@ -350,7 +350,7 @@ class EdgeSorter(Adversary):
         """Move past the coup's cards."""
         t = play.spec.table_id
         if t in self.order:
-            done = _coup_cards(play.config, self.order[t][self.pos[t]:self.pos[t] + 6])
+            done = _coup_cards(play.config, self.order[t][self.pos[t] : self.pos[t] + 6])
             self.pos[t] += done[0] if done else 6
 
 

@@ -120,13 +120,22 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("bets", "bets accepted (a player-banker's cover reserve is not a bet)"),
     ("refused", "bets refused (over a limit, unfunded, ...)"),
     ("handle", "the stakes of the accepted bets"),
-    ("paid back", "all credited to players: winnings plus the stakes returned on winning and pushed bets; "
-     "at a player-banked table (chemin de fer, baccarat banque, french club), what the banker's bank "
-     "returns to the player-banker too"),
-    ("commission", "taken from winnings: the house's 5 % on banker wins and its levy on a player-banker's "
-     "win; at french club the 10 % on banker bets, which the player-banker receives"),
-    ("result", "handle − paid back: what the house kept, commission included; at a player-banked table "
-     "it includes the player-banker's win or loss"),
+    (
+        "paid back",
+        "all credited to players: winnings plus the stakes returned on winning and pushed bets; "
+        "at a player-banked table (chemin de fer, baccarat banque, french club), what the banker's bank "
+        "returns to the player-banker too",
+    ),
+    (
+        "commission",
+        "taken from winnings: the house's 5 % on banker wins and its levy on a player-banker's "
+        "win; at french club the 10 % on banker bets, which the player-banker receives",
+    ),
+    (
+        "result",
+        "handle − paid back: what the house kept, commission included; at a player-banked table "
+        "it includes the player-banker's win or loss",
+    ),
     ("hold %", "result ÷ handle × 100"),
 )
 """The table's columns after ``table``/``variant``, each with what it is in a casino manager's words."""
@@ -212,7 +221,7 @@ def _whole(console: Console, table: Table) -> bool:
     lines = [line.split() for line in probe.file.getvalue().splitlines()]  # type: ignore[attr-defined]
     figures = [c for c in table.columns if c.no_wrap]
     rows = zip(*(list(c.cells) for c in figures), strict=True)
-    return all(any(line[-len(figures):] == list(row) for line in lines) for row in rows)
+    return all(any(line[-len(figures) :] == list(row) for line in lines) for row in rows)
 
 
 def _table(title: str, labels: list[tuple[str, list[str]]], figures: list[tuple[str, list[str]]]) -> Table:
@@ -397,6 +406,8 @@ def _stored_options(path: Path) -> dict[str, int] | None:
     if not isinstance(data, dict) or set(data) != {"seed", "tables", "coups"}:
         return None
     return {k: int(v) for k, v in data.items()} if all(type(v) is int for v in data.values()) else None
+
+
 def _write_public_keyring(path: Path, composition: Composition) -> None:
     """The public half of the demo's checkpoint key beside its log, where ``replay --db`` finds it."""
     doc = public_keyring(composition.checkpoint_public_keys())

@@ -58,9 +58,11 @@ def run(seed: int, rounds: int, adversary: Adversary | None = None) -> MemoryBus
     tables the adversary needs (:attr:`Adversary.variants`) otherwise."""
     bus = fast_bus(Composition.demo())
     session = Session(bus, seed=seed, adversaries=[adversary] if adversary else [])
-    tables = list(TABLES) if adversary is None else [
-        TableSpec(f"A{i + 1:02d}-{v.replace('_', '-')}", v) for i, v in enumerate(adversary.variants)
-    ]
+    tables = (
+        list(TABLES)
+        if adversary is None
+        else [TableSpec(f"A{i + 1:02d}-{v.replace('_', '-')}", v) for i, v in enumerate(adversary.variants)]
+    )
     session.run(tables, rounds)
     return bus
 

@@ -84,7 +84,7 @@ def parse_input(text: str) -> dict[str, Any]:
     for d in decisions:
         _require(
             isinstance(d, dict) and isinstance(d.get("hand"), str) and isinstance(d.get("choice"), str),
-            "decisions: each is {\"hand\": str, \"choice\": \"draw\"|\"stand\"}",
+            'decisions: each is {"hand": str, "choice": "draw"|"stand"}',
         )
     bets = data.get("bets", [])
     _require(isinstance(bets, list), "bets: a list of {bet_id, account_id, spot, stake_minor}")

@@ -7,7 +7,6 @@ the same body gives the same answer, with another body 409. A background thread 
 into the read model every ``poll_seconds``; the page follows it through server-sent events.
 """
 
-
 import asyncio
 import hashlib
 import json

@@ -134,7 +134,9 @@ def cli() -> None:
               "(1 to 1,000).  [default: one per variant]")  # fmt: skip
 @click.option("--coups", type=int, default=None, help="Coups per table (1 to 100,000).  [default: 60]")
 @click.option("--seed", type=int, default=None, help="The session's seed.  [default: 2026]")
-@click.option("--db", default=None, metavar="PATH", help="SQLite log to write.  [default: var/demo-seed<SEED>.db]")
+@click.option(
+    "--db", default=None, metavar="PATH", help="SQLite log to write.  [default: var/demo-seed<SEED>.db]"
+)
 @click.option("--resume", is_flag=True, help="Continue the interrupted session in --db.")
 @click.option("--force", is_flag=True, help="Replace an existing --db file (and its keyring).")
 @click.option("--kafka", default=None, metavar="HOST:PORT", help="Drive the session through Kafka, each "
@@ -205,7 +207,9 @@ def export(**o: Any) -> argparse.Namespace:
               "coup's page) to FILE.")  # fmt: skip
 @click.option("--table", multiple=True, metavar="TABLE", help="Limit to this table (repeatable).  "
               "[default: every table]")  # fmt: skip
-@click.option("--since", default=None, metavar="ISO", help="Scope: records at or after this ISO 8601 instant.")
+@click.option(
+    "--since", default=None, metavar="ISO", help="Scope: records at or after this ISO 8601 instant."
+)
 @click.option("--until", default=None, metavar="ISO", help="Scope: records before this ISO 8601 instant.")
 @click.option("--coup", default=None, metavar="ID", help="Print one game round in full (with --html: write "
               "it there).")  # fmt: skip
@@ -285,10 +289,14 @@ def keys_new(**o: Any) -> argparse.Namespace:
 
 @keys.command("public", short_help="The public half of a keyring, for regulators.")
 @click.option("--in", "keyring_in", required=True, metavar="KEYRING", help="The keyring file (secrets).")
-@click.option("--out", required=True, metavar="PUBLIC", help="The public keyring to write (keys in it are kept).")
+@click.option(
+    "--out", required=True, metavar="PUBLIC", help="The public keyring to write (keys in it are kept)."
+)
 def keys_public(**o: Any) -> argparse.Namespace:
     """The audit's Ed25519 checkpoint keys, public half only; keys already in PUBLIC are kept."""
-    return _done("keys", _handler("services.runtime.keys_public", "keys_public_main"), keys_command="public", **o)
+    return _done(
+        "keys", _handler("services.runtime.keys_public", "keys_public_main"), keys_command="public", **o
+    )
 
 
 # ------------------------------------------------------------------------------ Kafka
@@ -326,7 +334,12 @@ def topics() -> None:
 def topics_create(**o: Any) -> argparse.Namespace:
     """The deploy's topic job: every topic of the list that does not exist yet, with its partitions,
     replication and retention; a topic that exists is left as it is."""
-    return _done("topics", _handler("services.runtime.kafka.worker", "topics_create_main"), topics_command="create", **o)
+    return _done(
+        "topics",
+        _handler("services.runtime.kafka.worker", "topics_create_main"),
+        topics_command="create",
+        **o,
+    )
 
 
 # ------------------------------------------------------------------------------ back office
@@ -344,7 +357,9 @@ def _bo(name: str) -> Callable[[argparse.Namespace], int]:
 
 
 @cli.command(short_help="The back-office HTTP API and page over the read model.")
-@click.option("--db", required=True, metavar="PATH", help="The embedded log (the read model lives beside it).")
+@click.option(
+    "--db", required=True, metavar="PATH", help="The embedded log (the read model lives beside it)."
+)
 @click.option("--port", type=int, default=8000, show_default=True, help="TCP port.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--keyring", default=None, metavar="FILE", help="Keyring with the API keys.  [default: "
@@ -394,7 +409,9 @@ def _tabular(f: Callable[..., Any]) -> Callable[..., Any]:
 @cli.command(short_help="An account's statement as JSON or CSV.")
 @click.option("--db", required=True, metavar="PATH", help="The embedded log.")
 @click.option("--account", required=True, metavar="ID", help="The account.")
-@click.option("--since", default=None, metavar="ISO", help="From this instant.  [default: the first transfer]")
+@click.option(
+    "--since", default=None, metavar="ISO", help="From this instant.  [default: the first transfer]"
+)
 @click.option("--until", default=None, metavar="ISO", help="Before this instant.  [default: now]")
 @_tabular
 @_periods
@@ -406,7 +423,9 @@ def statement(**o: Any) -> argparse.Namespace:
 @cli.command(short_help="Table results per gaming day (or shift) as JSON or CSV.")
 @click.option("--db", required=True, metavar="PATH", help="The embedded log.")
 @click.option("--table", multiple=True, metavar="TABLE", help="A table (repeatable).  [default: all]")
-@click.option("--day", default=None, metavar="YYYY-MM-DD", help="Gaming day.  [default: the latest with play]")
+@click.option(
+    "--day", default=None, metavar="YYYY-MM-DD", help="Gaming day.  [default: the latest with play]"
+)
 @click.option("--shifts", is_flag=True, help="One line per shift.")
 @_tabular
 @_periods

@@ -149,6 +149,7 @@ def _without_absent_auth(fields: Mapping[str, Any]) -> dict[str, Any]:
         del data["auth"]
     return data
 
+
 @dataclass(frozen=True, slots=True)
 class ChainHead:
     """The last event written on one topic and key: its ``seq`` and ``hash``."""

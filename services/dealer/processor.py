@@ -140,6 +140,7 @@ def _same_prefix(wagers: tuple[Wager, ...], known: tuple[Wager, ...]) -> bool:
     n = min(len(wagers), len(known))
     return n == 0 or wagers[n - 1] is known[n - 1]
 
+
 REFUSAL_CODES = frozenset(RefusalReason)
 """The codes a ``BetRefused`` may carry; a variant refusing a bet for a reason the contract does not
 list would be a dead letter (every variant's code is listed: ``bad_amount`` since issue #11)."""

@@ -326,9 +326,7 @@ Alerts = list[Alert]
 # --- detectors: small pure functions ----------------------------------------------------------------
 
 
-def past_posting(
-    punter: Punter, coup_number: int, refused: BetRefused, rec: Seen
-) -> tuple[Punter, Alerts]:
+def past_posting(punter: Punter, coup_number: int, refused: BetRefused, rec: Seen) -> tuple[Punter, Alerts]:
     """A late bet (refused as ``betting_closed``/``wrong_coup``): one alert, its severity by how many
     late attempts the account made within :data:`PAST_POSTING_WINDOW_COUPS` coups."""
     reason = refused.reason.value
@@ -638,9 +636,7 @@ def edge_sorting(punter: Punter, wager: Wager, first_card: str, rec: Seen) -> tu
     return replace(punter, edge_micro=0, edge_bets=()), [found]
 
 
-def bot_regularity(
-    punter: Punter, wager: Wager, delay_ms: int, rec: Seen
-) -> tuple[Punter, Alerts]:
+def bot_regularity(punter: Punter, wager: Wager, delay_ms: int, rec: Seen) -> tuple[Punter, Alerts]:
     """An account's first bet of each coup: the same stake and the same timing after the window opened
     (within :data:`BOT_JITTER_MS`) :data:`BOT_RUN` coups in a row."""
     run = punter.bot
@@ -653,8 +649,10 @@ def bot_regularity(
                "account_id": wager.account_id, "coup_id": rec.coup_id}  # fmt: skip
     observed = {"bets": len(run), "stake_minor": wager.stake_minor, "delays_ms": [d for _, _, d in run]}
     threshold = {"run": BOT_RUN, "jitter_ms": BOT_JITTER_MS, "repeat_probability_max": str(BOT_REPEAT_MAX)}
-    detail = (f"{wager.account_id} bet {wager.stake_minor} about {delay_ms} ms after the window opened, "
-              f"{len(run)} coups in a row")
+    detail = (
+        f"{wager.account_id} bet {wager.stake_minor} about {delay_ms} ms after the window opened, "
+        f"{len(run)} coups in a row"
+    )
     found = alert(
         Detector.BOT_REGULARITY, Severity.WARNING, rec.key, subject=subject, observed=observed,
         threshold=threshold, detail=detail, honest_probability=run_probability(BOT_REPEAT_MAX, BOT_RUN - 1),
@@ -682,7 +680,7 @@ def linked_hedge(t: TableWatch, coup: Coup, rec: Seen) -> tuple[TableWatch, Aler
     since = coup.number - LINK_WINDOW_COUPS
     accounts = sorted(single)
     for i, a in enumerate(accounts):
-        for b in accounts[i + 1:]:
+        for b in accounts[i + 1 :]:
             (sa, ma), (sb, mb) = single[a], single[b]
             if sa == sb or not _matched(ma, mb):
                 continue

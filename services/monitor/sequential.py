@@ -55,9 +55,7 @@ def run_length(q: Fraction, checks_per_10k: int, target: Fraction = FALSE_ALARMS
 
 def binomial_tail(n: int, p: Fraction, k: int) -> Fraction:
     """``P(Binomial(n, p) ≥ k)``, exactly."""
-    return sum(
-        (Fraction(math.comb(n, i)) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)), Fraction(0)
-    )
+    return sum((Fraction(math.comb(n, i)) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)), Fraction(0))
 
 
 def binomial_threshold(n: int, p: Fraction, checks_per_10k: int,

@@ -132,7 +132,9 @@ def reconcile(ours: Mapping[str, Mapping[str, Any]], theirs: list[dict[str, Any]
             debit = by_id.get(str(mine["reference_transaction_id"]))
             want = int(debit["amount_minor"]) if debit is not None else 0
         if (found["kind"], found["account_id"], found["amount_minor"]) != (
-            mine["kind"], mine["account_id"], want
+            mine["kind"],
+            mine["account_id"],
+            want,
         ):
             out.append(Difference("amount_mismatch", tx, {**mine, "amount_minor": want}, found))
     for tx, row in by_id.items():

@@ -27,9 +27,7 @@ PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 BACKENDS = ("sqlite", "postgresql")
 
 
-def play(
-    path: Path, *, tables: int = 3, coups: int = 14, seed: int = 7, keyring: Path | None = None
-) -> Path:
+def play(path: Path, *, tables: int = 3, coups: int = 14, seed: int = 7, keyring: Path | None = None) -> Path:
     """A seeded session played through the whole embedded pipeline into the log at ``path``, on the
     keyring file ``keyring`` (the one ``serve`` will sign and verify with), else the demo keyring."""
     ring = load_keyring(keyring) if keyring is not None else demo_keyring()

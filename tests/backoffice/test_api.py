@@ -319,7 +319,7 @@ def test_the_stream_announces_the_position(shared: tuple[str, dict[str, str]]) -
     with httpx.stream("GET", f"{url}/v1/stream?max_seconds=1", headers=auth(keys["operator"])) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
         text = "".join(r.iter_text())
-    assert text.startswith("event: position\ndata: {\"position\": ")
+    assert text.startswith('event: position\ndata: {"position": ')
     position = int(text.split('"position": ')[1].split("}")[0])
     assert position > 0
 

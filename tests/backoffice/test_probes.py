@@ -16,7 +16,9 @@ from services.runtime.kafka.metrics import samples
 from tests.backoffice.conftest import free_port, play, wait_until
 
 
-def test_serve_answers_health_readiness_and_metrics(tmp_path: Path, keyring: tuple[Path, dict[str, str]]) -> None:
+def test_serve_answers_health_readiness_and_metrics(
+    tmp_path: Path, keyring: tuple[Path, dict[str, str]]
+) -> None:
     """Started on a log, serve turns /readyz 200 at the log's last projected offset, answers /healthz
     200 without a key, counts requests in /metrics by route template and status (a 401 and an unknown
     path included) and shows the read model's position and readiness under service "serve"."""

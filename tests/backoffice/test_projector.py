@@ -136,7 +136,11 @@ def test_table_reports_agree_with_the_demo_summary(engine: Engine, demo_log: Pat
         for table_id, t in summary.items():
             r = queries.table_report(c, table_id, day)
             assert (r["coups"], r["bets"], r["handle_minor"], r["win_minor"], r["commission_minor"]) == (
-                t.coups, t.bets, t.handle_minor, t.house_minor, t.commission_minor
+                t.coups,
+                t.bets,
+                t.handle_minor,
+                t.house_minor,
+                t.commission_minor,
             )
             shifts = queries.table_shifts(c, table_id, day)
             assert sum(x["handle_minor"] for x in shifts) == r["handle_minor"]
@@ -151,8 +155,9 @@ def test_alerts_and_findings_are_projected(engine: Engine, demo_log: Path) -> No
     with engine.connect() as c:
         assert c.execute(select(func.count()).select_from(s.alerts)).scalar() == len(anomalies)
         assert c.execute(select(func.count()).select_from(s.findings)).scalar() == len(found)
-        listed = queries.alerts(c, table_id=None, account_id=None, severity=None, since=None, cursor=0,
-                                limit=queries.MAX_PAGE)
+        listed = queries.alerts(
+            c, table_id=None, account_id=None, severity=None, since=None, cursor=0, limit=queries.MAX_PAGE
+        )
     assert [a["subject"] for a in listed["alerts"]] == [r["payload"]["subject"] for r in anomalies][:500]
 
 
@@ -178,10 +183,20 @@ def test_gaming_day_and_shift(occurred_at: str, cutoff: int, shift_hours: int, d
 def test_invalid_records_are_skipped(engine: Engine) -> None:
     """Garbage and forged-looking records on an input topic are counted as skipped, not projected."""
     projector = Projector(engine)
-    forged = {"event_id": "x", "type": "FundsDeposited", "topic": "casino.wallet.events", "key": "a",
-              "occurred_at": "2026-01-01T00:00:00Z", "producer": "evil", "hash": "0", "payload": {"no": 1}}
-    rows = [(1, "casino.wallet.events", "a", b"not json"),
-            (2, "casino.wallet.events", "a", json.dumps(forged).encode())]
+    forged = {
+        "event_id": "x",
+        "type": "FundsDeposited",
+        "topic": "casino.wallet.events",
+        "key": "a",
+        "occurred_at": "2026-01-01T00:00:00Z",
+        "producer": "evil",
+        "hash": "0",
+        "payload": {"no": 1},
+    }
+    rows = [
+        (1, "casino.wallet.events", "a", b"not json"),
+        (2, "casino.wallet.events", "a", json.dumps(forged).encode()),
+    ]
     assert projector.apply(rows) == 2
     assert projector.skipped == 2 and projector.position() == 2
     assert dump_rows(engine)["bo_accounts"] == []

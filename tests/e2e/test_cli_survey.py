@@ -290,5 +290,3 @@ def test_a_demo_killed_midway_and_resumed_ends_as_an_uninterrupted_one(tmp_path:
     assert again.returncode == 0, again.stderr
     digest = [line for line in ref.stdout.splitlines() if line.startswith("digest:")]
     assert digest and digest == [line for line in again.stdout.splitlines() if line.startswith("digest:")]
-
-

@@ -52,7 +52,9 @@ def test_the_contract_commands_are_all_there() -> None:
 
 
 @pytest.mark.parametrize("path", [p for p, _ in COMMANDS], ids=[" ".join(p) for p, _ in COMMANDS])
-def test_every_option_of_every_command_is_explained(path: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_option_of_every_command_is_explained(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
     """``COMMAND --help`` exits 0 and names every option with a help text; an option with a default
     says it, and an option with a fixed set of values lists them."""
     command = dict(COMMANDS)[path]
@@ -82,7 +84,9 @@ def test_variant_help_lists_every_variant(capsys: pytest.CaptureFixture[str]) ->
 
 def test_version_is_the_installed_one() -> None:
     """``--version`` prints the package's version and exits 0."""
-    done = subprocess.run([*CLI, "--version"], capture_output=True, text=True, env=ENV, timeout=60, check=False)
+    done = subprocess.run(
+        [*CLI, "--version"], capture_output=True, text=True, env=ENV, timeout=60, check=False
+    )
     assert done.returncode == 0
     assert done.stdout.strip() == f"casino-ledger {importlib.metadata.version('casino-ledger')}"
 
@@ -163,7 +167,10 @@ def test_export_to_dash_writes_the_log_to_stdout(small_log: Path, tmp_path: Path
     to_file = tmp_path / "x.jsonl"
     done = subprocess.run([*CLI, "export", "--db", str(small_log), "--out", str(to_file)], capture_output=True,
                           env=ENV, timeout=60, check=True, cwd=tmp_path)  # fmt: skip
-    assert json.loads(done.stdout) == {"exported": len(to_file.read_bytes().splitlines()), "out": str(to_file)}
+    assert json.loads(done.stdout) == {
+        "exported": len(to_file.read_bytes().splitlines()),
+        "out": str(to_file),
+    }
     dash = subprocess.run([*CLI, "export", "--db", str(small_log), "--out", "-"], capture_output=True,
                           env=ENV, timeout=60, check=True, cwd=tmp_path)  # fmt: skip
     assert dash.stdout == to_file.read_bytes()
@@ -192,7 +199,15 @@ def _summaries(big: bool) -> dict[str, TableSummary]:
         handle = (2_156_760 + 91_234 * i) * scale
         paid = handle - (147_683 - 61_000 * i) * scale  # some tables lose: negative results
         rows[f"T{i:02d}-{variant.replace('_', '-')}"] = TableSummary(
-            f"T{i:02d}-{variant.replace('_', '-')}", variant, "EUR", 60, 290 + i, i, handle, paid, 12_758 * scale
+            f"T{i:02d}-{variant.replace('_', '-')}",
+            variant,
+            "EUR",
+            60,
+            290 + i,
+            i,
+            handle,
+            paid,
+            12_758 * scale,
         )
     return rows
 
@@ -226,7 +241,11 @@ def test_money_cells_are_whole_at_any_width(width: int, big: bool) -> None:
 
 def test_plurals() -> None:
     """One table, two tables; one variant, seven variants."""
-    assert (plural(1, "table"), plural(2, "table"), plural(1_000, "coup")) == ("1 table", "2 tables", "1,000 coups")
+    assert (plural(1, "table"), plural(2, "table"), plural(1_000, "coup")) == (
+        "1 table",
+        "2 tables",
+        "1,000 coups",
+    )
 
 
 def test_demo_at_80_columns_in_a_fresh_shell(tmp_path: Path) -> None:
@@ -264,7 +283,9 @@ def test_demo_at_80_columns_in_a_fresh_shell(tmp_path: Path) -> None:
     assert explained.returncode == 0, explained.stderr
 
 
-def test_report_to_a_file_says_where(small_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_to_a_file_says_where(
+    small_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``report --out FILE`` writes the file and names it on stderr; ``--out -`` writes JSON to stdout."""
     out = tmp_path / "r.json"
     assert main(["report", "--db", str(small_log), "--out", str(out)]) == 0
@@ -317,7 +338,9 @@ def test_demo_in_a_terminal_80_columns_wide(tmp_path: Path) -> None:
         chunks.append(chunk)
     os.close(controller)
     assert proc.wait(120) == 0
-    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", b"".join(chunks).decode("utf-8", "replace"))
+    screen = re.sub(
+        r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", b"".join(chunks).decode("utf-8", "replace")
+    )
     lines = [line.rstrip("\r") for line in screen.replace("\r\n", "\n").split("\n")]
     table = lines[: next(i for i, line in enumerate(lines) if line.startswith("coups:"))]
     assert max(len(line) for line in table if "T0" in line or "handle" in line) <= 80, "\n".join(table)

@@ -53,6 +53,7 @@ def test_a_restart_from_json_snapshots_writes_the_uninterrupted_log(tmp_path: Pa
 
     def play(db: Path, restart: bool) -> dict[tuple[str, str], list[bytes]]:
         with EmbeddedLog(db) as log:
+
             def fresh() -> list[Runner[Any]]:
                 return [Runner(log, p, n, snapshot_every=40, batch_limit=25) for n, p in default_pipeline()]
 

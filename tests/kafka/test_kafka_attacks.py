@@ -83,6 +83,7 @@ def test_forgeries_are_refused_and_alerted_and_money_is_untouched_on_kafka(
     per_payout = Counter(str(e.payload["payout_id"]) for e in records if e.type == "PayoutApplied")
     assert per_payout == Counter(str(e.payload["payout_id"]) for e in reference if e.type == "PayoutApplied")
     assert set(per_payout.values()) == {1}
+
     def coups(log: list[Envelope]) -> list[tuple[object, ...]]:  # bets reach the dealer in any order
         return [(p["coup_id"], p["outcome"], p["hands"], sorted(p["bet_ids"]))
                 for p in (e.payload for e in log if e.type == "CoupResolved")]  # fmt: skip

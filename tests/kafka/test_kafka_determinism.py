@@ -52,6 +52,7 @@ def test_the_same_session_gives_the_same_kafka_log(kafka_broker: str, tmp_path: 
     first, second = play(kafka_broker, tmp_path / "first"), play(kafka_broker, tmp_path / "second")
     assert streams(first) == streams(second)
     assert sum(e.type == "BetAccepted" for e in first) > TABLES * COUPS
+
     def checkpoints(run: list[Envelope]) -> list[tuple[str, int]]:
         return sorted((e.key, int(e.payload["rounds"])) for e in run if e.type == "AuditCheckpoint")
 

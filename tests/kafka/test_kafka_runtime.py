@@ -77,8 +77,12 @@ def start_worker(
     with log.open("ab") as out, (err or log).open("ab") as errors:
         return subprocess.Popen(
             [
-                sys.executable, "-m", "services.runtime.kafka.worker", "toy",
-                "--factory", "tests.kafka.toy:make_toy",
+                sys.executable,
+                "-m",
+                "services.runtime.kafka.worker",
+                "toy",
+                "--factory",
+                "tests.kafka.toy:make_toy",
             ],
             cwd=REPO,
             env=env,

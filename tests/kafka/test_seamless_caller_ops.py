@@ -60,7 +60,9 @@ def test_the_caller_serves_health_readiness_and_metrics(kafka_broker: str, tmp_p
         exe = Path(sys.executable).parent / "casino-ledger"
         log = tmp_path / "caller.log"
         with log.open("wb") as out:
-            caller = subprocess.Popen([str(exe), "seamless-caller"], env=env, stdout=out, stderr=subprocess.STDOUT)
+            caller = subprocess.Popen(
+                [str(exe), "seamless-caller"], env=env, stdout=out, stderr=subprocess.STDOUT
+            )
         url = f"http://127.0.0.1:{port}"
         try:
             healths: list[int] = []
@@ -78,7 +80,10 @@ def test_the_caller_serves_health_readiness_and_metrics(kafka_broker: str, tmp_p
             asyncio.run(aproduce_raw(settings, [(topics.WALLET_EVENTS, b"player:001", b"\xff not json")]))
             handled = ('casino_records_handled_total{processor="seamless",service="seamless",'
                        f'topic="{topics.WALLET_EVENTS}",type="undecodable"}}')  # fmt: skip
-            _wait("the undecodable record counted", lambda: samples(probe(f"{url}/metrics")[1]).get(handled) == 1)
+            _wait(
+                "the undecodable record counted",
+                lambda: samples(probe(f"{url}/metrics")[1]).get(handled) == 1,
+            )
             s = samples(probe(f"{url}/metrics")[1])
             assert s['casino_assigned_partitions{service="seamless"}'] == 2
             assert s['casino_ready{service="seamless"}'] == 1

@@ -89,8 +89,10 @@ def run(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         _wait("/readyz to answer 200", ready)
         _wait(
             "every output and dead letter",
-            lambda: len(consume_all(kafka_broker, [topics.WALLET_EVENTS], settings)) >= expected
-            and len(asyncio.run(aconsume_raw(settings, [topics.DEADLETTER]))) >= len(MALFORMED),
+            lambda: (
+                len(consume_all(kafka_broker, [topics.WALLET_EVENTS], settings)) >= expected
+                and len(asyncio.run(aconsume_raw(settings, [topics.DEADLETTER]))) >= len(MALFORMED)
+            ),
         )
         # the counters are flushed once a batch's outputs are acknowledged: poll until they show it all
         handled = 'casino_records_handled_total{processor="toy",service="toy",topic="casino.wallet.requests",'

@@ -39,9 +39,11 @@ SCALARS = (
 )
 JSON = st.recursive(
     SCALARS,
-    lambda inner: st.lists(inner, max_size=5)
-    | st.tuples(inner, inner)
-    | st.dictionaries(st.text(CHARS), inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(CHARS), inner, max_size=5)
+    ),
     max_leaves=30,
 )
 

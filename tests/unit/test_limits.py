@@ -139,13 +139,27 @@ OPEN_TABLE = {"table_id": "T1", "variant": "punto_banco", "currency": "EUR"}
         ({**OPEN_TABLE, "options": {"long": "x" * (JSON_MAX_CHARS + 1)}}, "characters"),
         ({**OPEN_TABLE, "options": {"k" * (JSON_MAX_CHARS + 1): 1}}, "characters"),
         ({**OPEN_TABLE, "options": {f"o{i}": i for i in range(ITEMS_MAX + 1)}}, "options"),
-        ({**OPEN_TABLE, "limits": {f"s{i}": {"min_minor": 1, "max_minor": 2} for i in range(ITEMS_MAX + 1)}},
-         "limits"),
+        (
+            {
+                **OPEN_TABLE,
+                "limits": {f"s{i}": {"min_minor": 1, "max_minor": 2} for i in range(ITEMS_MAX + 1)},
+            },
+            "limits",
+        ),
         ({**OPEN_TABLE, "table_id": "T" * 257}, "table_id"),
         ({**OPEN_TABLE, "operator": "o" * 257}, "operator"),
     ],
-    ids=["deep", "very-deep", "many-nodes", "long-string", "long-key", "many-options", "many-limits",
-         "long-table-id", "long-operator"],
+    ids=[
+        "deep",
+        "very-deep",
+        "many-nodes",
+        "long-string",
+        "long-key",
+        "many-options",
+        "many-limits",
+        "long-table-id",
+        "long-operator",
+    ],
 )
 def test_oversized_payloads_are_refused_with_a_clear_error(payload: dict[str, Any], needle: str) -> None:
     """Free-form options nested, numerous or long beyond the limits, too many limits, overlong ids: a

@@ -321,7 +321,7 @@ def test_the_seed_example_split_is_playable() -> None:
 
 
 def test_one_cent_on_the_ponte_needs_one_cent_of_cover() -> None:
-    """"Le banquier [...] fait une mise de départ" and "il donne sa mise au ponte": with only his stake on
+    """ "Le banquier [...] fait une mise de départ" and "il donne sa mise au ponte": with only his stake on
     the table a ponte bet of one cent cannot be paid when the ponte wins; one cent reserved from his
     wallet is all it takes — the refusal is only what his wallet cannot cover."""
     cent = w("a", "alice", "ponte", 1)
@@ -330,7 +330,7 @@ def test_one_cent_on_the_ponte_needs_one_cent_of_cover() -> None:
 
 
 def test_a_second_player_may_match_the_bank_on_banker() -> None:
-    """"Soit le joueur décide de suivre la mise exacte du banquier, sur un des trois résultats possibles":
+    """ "Soit le joueur décide de suivre la mise exacte du banquier, sur un des trois résultats possibles":
     two players each matching the 100.00 bank on ``banker`` need 80.00 of cover (each wins 100.00 and
     gives 10.00 back, "doivent donner 10% de leur mise au banquier"), no more."""
     first, second = w("a", "alice", "banker", 10_000), w("b", "bob", "banker", 10_000)
@@ -341,7 +341,7 @@ def test_a_second_player_may_match_the_bank_on_banker() -> None:
 
 
 def test_the_only_limit_is_the_bankers_stake() -> None:
-    """"Le joueur ne peut aller plus haut que la mise du banquier": whatever the cover, one player's
+    """ "Le joueur ne peut aller plus haut que la mise du banquier": whatever the cover, one player's
     total over the three spots is at most the bank's stake; a cover is the banker's alone, after his
     stake."""
     placed = [*BANK, w("c", "carol", "bank_cover", 1_000_000), w("a1", "alice", "tie", 7_500)]
@@ -503,7 +503,7 @@ def test_settle_refuses_in_one_line(
 
 
 def test_the_cover_comes_from_the_bankers_wallet_and_no_further() -> None:
-    """"Le banquier, désigné parmi les joueurs pour tenir la banque": his cover is reserved from his own
+    """ "Le banquier, désigné parmi les joueurs pour tenir la banque": his cover is reserved from his own
     wallet like a stake (wallet → escrow), and the wallet stage refuses what the wallet does not hold."""
     wallet = WalletStage()
     state = wallet.initial()

@@ -270,8 +270,9 @@ def test_a_hostile_record_is_refused_or_dead_lettered_never_an_internal_error(
     else:
         payload[name] = value
     before = h.state.inner
-    env = request(kind, topics.WALLET_REQUESTS, "p0", payload, event_id="hostile", occurred_at=AT,
-                  producer="t")
+    env = request(
+        kind, topics.WALLET_REQUESTS, "p0", payload, event_id="hostile", occurred_at=AT, producer="t"
+    )
     if kind == "SeamlessCallAnswered":
         env = env.model_copy(update={"causation_id": asked.event_id})
     outs = step(h.stage, h.state, env)

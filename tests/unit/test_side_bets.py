@@ -118,7 +118,10 @@ def test_settlement(name: str, spot: str, result: str, win: int, commission: int
     accounts = Accounts(escrow="escrow", house="house", commission="commission")
     (payout,) = VARIANT.settle(coup(name), [Wager("b1", "alice", spot, 100)], CONFIG, accounts)
     assert (payout.result, payout.win_minor, payout.commission_minor, payout.credit_minor) == (
-        result, win, commission, credit
+        result,
+        win,
+        commission,
+        credit,
     )
     assert sum(amount for _, amount in payout.postings) == 0
 

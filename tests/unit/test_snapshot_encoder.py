@@ -96,5 +96,5 @@ def test_a_flat_map_round_trips_and_decodes_only_exact_values() -> None:
 def test_bytes_are_those_of_the_standard_encoder() -> None:
     """orjson writes the snapshot; the bytes are the standard library's compact JSON (integers past 64
     bits included, by the fallback)."""
-    data = {"é": [1, -(1 << 70), None, True, "x\u2028\"y"], "b": {"k": "v"}}
+    data = {"é": [1, -(1 << 70), None, True, 'x\u2028"y'], "b": {"k": "v"}}
     assert snapshot.to_bytes(data) == json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()

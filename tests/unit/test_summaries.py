@@ -32,5 +32,7 @@ def test_a_bank_cover_is_neither_handle_nor_paid_and_leaves_the_house_result_unc
     assert summary.house_minor == everything - (cover_stake - cover_credit)
     row = next(t for t in replay(bus.log).to_dict()["tables"] if t["table_id"] == TABLE)
     assert (row["bets"], row["handle_minor"], row["paid_minor"]) == (
-        summary.bets, summary.handle_minor, summary.paid_minor,
+        summary.bets,
+        summary.handle_minor,
+        summary.paid_minor,
     )

@@ -85,9 +85,12 @@ class TableConfig:
         """Rebuild the configuration a ``TableOpened`` event recorded: equal to the one written (a list
         option, such as ``side_bets``, is read back as the tuple :meth:`Variant.config` made of it)."""
         return TableConfig(
-            variant=str(data["variant"]), decks=int(data["decks"]), tie_pays=int(data["tie_pays"]),
+            variant=str(data["variant"]),
+            decks=int(data["decks"]),
+            tie_pays=int(data["tie_pays"]),
             commission_bps=int(data["commission_bps"]),
-            commission_rounding=str(data["commission_rounding"]), punters=int(data["punters"]),
+            commission_rounding=str(data["commission_rounding"]),
+            punters=int(data["punters"]),
             options=tuple(sorted((k, _frozen(v)) for k, v in dict(data.get("options") or {}).items())),
         )
 
@@ -369,7 +372,6 @@ def get_variant(variant_id: str) -> Variant:
         ) from None
 
 
-
 def start(config: TableConfig) -> CoupState:
     """A fresh coup at a table of ``config``: every hand empty."""
     return _started(get_variant(config.variant), config)
@@ -406,13 +408,9 @@ def apply_decision(state: CoupState, hand: str, choice: str) -> CoupState:
 def _decided(state: CoupState, step: Step, hand: str, choice: str) -> CoupState:
     """:func:`apply_decision` given the step due in ``state``."""
     if not isinstance(step, Decide) or step.hand != hand:
-        raise DomainError(
-            Reason.DECISION_NOT_DUE, f"no decision is due from {hand!r} ({_describe(step)})"
-        )
+        raise DomainError(Reason.DECISION_NOT_DUE, f"no decision is due from {hand!r} ({_describe(step)})")
     if choice not in step.options:
-        raise DomainError(
-            Reason.INVALID_CHOICE, f"{hand} may choose {list(step.options)}, not {choice!r}"
-        )
+        raise DomainError(Reason.INVALID_CHOICE, f"{hand} may choose {list(step.options)}, not {choice!r}")
     return CoupState(state.config, state.hands, (*state.decisions, (hand, choice)), state.cards_used)
 
 
@@ -462,6 +460,4 @@ def resolve(
         elif strategy is not None:
             state = _decided(state, step, step.hand, strategy(state, step))
         else:
-            raise DomainError(
-                Reason.DECISION_REQUIRED, f"{step.hand} must choose and no decision was given"
-            )
+            raise DomainError(Reason.DECISION_REQUIRED, f"{step.hand} must choose and no decision was given")

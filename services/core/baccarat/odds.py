@@ -350,8 +350,6 @@ def _strategy(variant: Variant, name: str | None) -> tuple[str, Strategy] | None
     return name, strategies[name]
 
 
-
-
 # --- grading and the report ----------------------------------------------------------------------
 
 
@@ -508,4 +506,3 @@ def odds_text(variant_id: str, decks: int, strategy: str | None = None, **overri
     lines += ["", "house edge = minus the bettor's expected net per unit staked; each figure includes:"]
     lines += [f"  {spot}: {row['includes']}" for spot, row in report["bets"].items()]
     return "\n".join(lines)
-

@@ -181,8 +181,6 @@ class SeamlessCallRequested(Payload):
     request: TypeName
 
 
-
-
 class Transfer(Payload):
     """A movement applied to one wallet, exactly once per ``transfer_id``. Holds: postings balance, the
     wallet's balance moves by exactly its own postings, and by ``amount_minor`` (in or out)."""

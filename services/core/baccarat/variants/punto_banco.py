@@ -326,7 +326,10 @@ class BankedTwoHandGame(TwoHandGame):
             self.commission_setting(),
             rounding_setting("floor", "the house's rule (a commission is rounded down by default)"),
             Setting(
-                "side_bets", "names", default_side, "beyond the seeds: the usual casino paytables",
+                "side_bets",
+                "names",
+                default_side,
+                "beyond the seeds: the usual casino paytables",
                 values=tuple(self.side_bets_available),
             ),
         )

@@ -74,8 +74,12 @@ class Super6(CommissionFreeGame):
         return (
             *super().settings(),
             Setting(
-                "super_6_pays", "int", str(SUPER_6_PAYS), "beyond the seeds: the rule card (12:1 or 15:1)",
-                minimum=1, maximum=50,
+                "super_6_pays",
+                "int",
+                str(SUPER_6_PAYS),
+                "beyond the seeds: the rule card (12:1 or 15:1)",
+                minimum=1,
+                maximum=50,
             ),
         )
 
