@@ -26,6 +26,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check services tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
