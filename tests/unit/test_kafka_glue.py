@@ -140,14 +140,15 @@ def test_pipe_dead_letters_undecodable_bytes_with_a_stable_id() -> None:
     first = pipe.apply(topics.WALLET_REQUESTS, 2, 17, b"\x00garbage")
     again = Pipe(Toy(), Settings()).apply(topics.WALLET_REQUESTS, 2, 17, b"\x00garbage")
     assert first == again
-    (letter,) = first
+    ((letter, value),) = first
+    assert value == letter.to_json()  # the bytes the worker sends
     assert (letter.topic, letter.key, letter.payload["reason"]) == (
         topics.DEADLETTER,
         topics.WALLET_REQUESTS,
         "undecodable",
     )
     assert letter.payload["original"] == "\x00garbage"
-    assert pipe.apply(topics.WALLET_REQUESTS, 2, 18, b"\x00garbage")[0].event_id != letter.event_id
+    assert pipe.apply(topics.WALLET_REQUESTS, 2, 18, b"\x00garbage")[0][0].event_id != letter.event_id
 
 
 def test_pipe_applies_a_record_once() -> None:
@@ -155,7 +156,8 @@ def test_pipe_applies_a_record_once() -> None:
     pipe = Pipe(Toy(), Settings())
     raw = DEPOSIT.to_json()
     outputs = pipe.apply(topics.WALLET_REQUESTS, 0, 0, raw)
-    assert [json.loads(o.to_json())["payload"] for o in outputs] == [{"n": 5, "total": 5}]
+    assert [json.loads(value)["payload"] for _, value in outputs] == [{"n": 5, "total": 5}]
+    assert [value for _, value in outputs] == [o.to_json() for o, _ in outputs]
     assert pipe.apply(topics.WALLET_REQUESTS, 0, 1, raw) == []
 
 
@@ -167,6 +169,6 @@ def test_request_on_a_wrong_topic_is_not_applied() -> None:
         "Deposit", topics.TABLE_INBOX, "acct-1", payload,
         event_id="stray", occurred_at="2026-01-01T00:00:00.000Z", producer="test",
     )  # fmt: skip
-    (letter,) = pipe.apply(topics.WALLET_REQUESTS, 0, 0, stray.to_json())
+    ((letter, _),) = pipe.apply(topics.WALLET_REQUESTS, 0, 0, stray.to_json())
     assert letter.payload["reason"] == "invalid_payload"
     assert pipe.state.applied == set()
