@@ -164,9 +164,9 @@ class Tally:
     written: Counter[tuple[str, str]] = field(default_factory=Counter)
     watched: list[Envelope] = field(default_factory=list)
 
-    def input(self, processor: str, topic: str, type_: str | None) -> None:
-        """One input record handled (``type_`` None: it did not decode)."""
-        self.handled[(processor, topic, type_)] += 1
+    def input(self, processor: str, topic: str, type_: str | None, records: int = 1) -> None:
+        """``records`` input records of one type handled (``type_`` None: they did not decode)."""
+        self.handled[(processor, topic, type_)] += records
 
     def replayed(self, processor: str, topic: str, records: int) -> None:
         """``records`` input records re-applied by a catch-up."""

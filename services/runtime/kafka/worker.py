@@ -532,7 +532,7 @@ class Shell:
             seconds = time.perf_counter() - started
             for summary in summaries:
                 for type_, n in summary.types.items():
-                    self.tally.handled[(summary.processor, summary.topic, type_)] += n
+                    self.tally.input(summary.processor, summary.topic, type_, n)
                 self.metrics.flush(self.tally, summary.processor, summary.records, seconds)
             ms = round(seconds * 1000, 3)
             for summary in summaries:
