@@ -23,7 +23,7 @@ import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict
@@ -80,12 +80,16 @@ _VARIANT_DIGIT: Final = "89ab89ab89ab89ab"
 indexed by the digit before (its low two bits are kept)."""
 
 
+_VARIANT_OF_DIGIT: Final = {f"{i:x}": _VARIANT_DIGIT[i] for i in range(16)}
+""":data:`_VARIANT_DIGIT` by the hex digit itself (one lookup instead of ``int(digit, 16)`` and one)."""
+
+
 def uuid5_str(namespace: uuid.UUID, name: str) -> str:
     """``str(uuid.uuid5(namespace, name))`` without building the ``UUID`` object (property-tested equal):
     the SHA-1's first 32 hex digits, the 13th replaced by the version (5) and the 17th given the
     variant's top bits, cut into the 8-4-4-4-12 groups."""
     x = hashlib.sha1(namespace.bytes + name.encode("utf-8"), usedforsecurity=False).hexdigest()
-    return f"{x[:8]}-{x[8:12]}-5{x[13:16]}-{_VARIANT_DIGIT[int(x[16], 16)]}{x[17:20]}-{x[20:32]}"
+    return f"{x[:8]}-{x[8:12]}-5{x[13:16]}-{_VARIANT_OF_DIGIT[x[16]]}{x[17:20]}-{x[20:32]}"
 
 
 def derive_id(cause: str, n: int, namespace: uuid.UUID = NAMESPACE) -> str:
@@ -158,11 +162,12 @@ class ChainHead:
     hash: str
 
 
-@dataclass(frozen=True, slots=True)
-class Draft:
+class Draft(NamedTuple):
     """An output a processor decided on, before it is sealed into an :class:`Envelope`.
 
-    ``chained``: the topic is an event stream whose writer numbers and chains its events.
+    ``chained``: the topic is an event stream whose writer numbers and chains its events. A named tuple
+    (immutable, like the frozen dataclass it was): one is made per output, and a frozen dataclass's
+    ``__init__`` costs a microsecond more.
     """
 
     type: str
