@@ -340,6 +340,9 @@ ENVELOPE_MAX_CHARS: Final[Mapping[str, int]] = {
     "causation_id": 256, "causation_hash": 64, "correlation_id": 256, "prev_hash": 64, "hash": 64,
 }  # fmt: skip
 """The longest value of each envelope string field (a topic name is at most 249 characters in Kafka)."""
+_ENVELOPE_MAX_CHARS_ITEMS: Final = tuple(ENVELOPE_MAX_CHARS.items())
+_validate_envelope: Final = Envelope.__pydantic_validator__.validate_python
+"""``Envelope.model_validate`` without its Python wrapper (what it calls)."""
 
 
 _DIGITS_AS_ZEROS: Final = bytes.maketrans(b"123456789", b"000000000")
@@ -379,9 +382,10 @@ def parse_record(raw: bytes | str | Mapping[str, Any]) -> Envelope:
     if isinstance(raw, bytes | str) and len(raw) > RECORD_MAX_BYTES:
         raise ValueError(f"a record is at most {RECORD_MAX_BYTES} bytes, this one has {len(raw)}")
     data = loads(raw) if isinstance(raw, bytes | str) else dict(raw)
-    env = Envelope.model_validate(data)
-    for name, most in ENVELOPE_MAX_CHARS.items():
-        value = getattr(env, name)
+    env: Envelope = _validate_envelope(data)
+    fields = env.__dict__
+    for name, most in _ENVELOPE_MAX_CHARS_ITEMS:
+        value = fields[name]
         if value is not None and len(value) > most:
             raise ValueError(f"envelope field {name} is at most {most} characters, not {len(value)}")
     return env

@@ -386,9 +386,11 @@ def next_step(state: CoupState) -> Step:
     return get_variant(state.config.variant).next_step(state)
 
 
-def apply_card(state: CoupState, card: Card) -> CoupState:
-    """Deal ``card`` to the hand it is due to; refuse it when no card is due."""
-    step = next_step(state)
+def apply_card(state: CoupState, card: Card, due: Step | None = None) -> CoupState:
+    """Deal ``card`` to the hand it is due to; refuse it when no card is due. ``due``: the caller's
+    ``next_step(state)`` when it has just computed it (the dealer, dealing from its shoe), so it is
+    not computed again; ``None`` computes it."""
+    step = next_step(state) if due is None else due
     if not isinstance(step, Deal):
         raise DomainError(Reason.CARD_NOT_DUE, f"no card is due ({_describe(step)}), got {card}")
     return _dealt(state, step, parse_card(card))
