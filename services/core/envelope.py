@@ -22,11 +22,12 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict
+
+from services.core.values import immutable
 
 NAMESPACE: Final = uuid.UUID("6f3a8a52-9c1e-5d7b-a1f0-ca51e0ba55a7")
 """The uuid5 namespace of every derived id in casino-ledger. Never change it: ids would change."""
@@ -154,7 +155,7 @@ def _without_absent_auth(fields: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ChainHead:
     """The last event written on one topic and key: its ``seq`` and ``hash``."""
 

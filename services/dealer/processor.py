@@ -73,6 +73,7 @@ from services.core.ledger import Wager
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import Aggregate, Event, Private
 from services.core.shoe import SHUFFLE_ALGORITHM, commitment, play_window, shuffle
+from services.core.values import immutable
 
 DEMO_SHOE_KEY = hashlib.sha256(b"casino-ledger demo shoe key: never use in production").digest()
 """A public shoe key for unit tests of the bare processor. The composition root
@@ -147,7 +148,7 @@ REFUSAL_CODES = frozenset(RefusalReason)
 list would be a dead letter (every variant's code is listed: ``bad_amount`` since issue #11)."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Shoe:
     """The shoe in play. ``order`` is known for an RNG shoe; for a smart shoe it is the cards read so
     far (a card the shoe has already given as many times as its decks hold is refused)."""
@@ -161,7 +162,7 @@ class Shoe:
     stop: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Table:
     """One table's dealer state."""
 
@@ -174,14 +175,14 @@ class Table:
     coups: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class DealerState:
     """Every table this dealer owns, by id."""
 
     tables: Mapping[str, Table] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ShoeSeeded(Private):
     """Private fact (folded, never recorded): the seed an ``OpenShoe`` chose itself (``seed_hex``, demo
     and test mode only). ``ShoeOpened`` publishes only the commitment and the seed stays secret until

@@ -46,6 +46,7 @@ from services.core.contract import (
 )
 from services.core.contract.base import Payload
 from services.core.ledger import Wager
+from services.core.values import immutable
 
 Phase = Literal["betting", "closed", "dealing"]
 """Where a coup stands: bets taken, betting closed, cards being dealt (resolved coups are no longer
@@ -71,7 +72,7 @@ def wager_of(bet: Bet) -> Wager:
     return Wager(bet.bet_id, bet.account_id, bet.spot, bet.stake_minor)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Coup:
     """One coup in play (see the module)."""
 

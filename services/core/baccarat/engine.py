@@ -30,6 +30,7 @@ from services.core.cards import CARD_POINTS, Card, check_shoe_holds, hand_total,
 from services.core.errors import DomainError, Reason
 from services.core.ledger import Accounts, Grade, Payout, Wager, payout_against
 from services.core.shoe import ShoeRules
+from services.core.values import immutable
 
 ROUNDING_NAMES: tuple[str, ...] = ("floor", "half_up", "ceil")
 """The rounding rules a table may name (:data:`services.core.ledger.ROUNDINGS`; a test keeps them equal)."""
@@ -101,14 +102,14 @@ class TableConfig:
         return replace(self, options=tuple(sorted(merged.items())))
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Deal:
     """The next card goes to ``hand``."""
 
     hand: str
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Decide:
     """``hand`` must choose one of ``options``; ``cell`` names the rule that leaves it free."""
 
@@ -117,7 +118,7 @@ class Decide:
     cell: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class HandResult:
     """One hand at the end of a coup."""
 
@@ -126,7 +127,7 @@ class HandResult:
     total: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CoupResult:
     """Everything a coup decided.
 
@@ -193,7 +194,7 @@ def result_from_dict(data: Mapping[str, Any], hand_order: Sequence[str]) -> Coup
     )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Resolved:
     """The coup is over."""
 
@@ -203,7 +204,7 @@ class Resolved:
 Step = Deal | Decide | Resolved
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CoupState:
     """A coup in progress: the cards dealt to each hand in order, and the decisions taken."""
 
