@@ -14,7 +14,10 @@ from services.core.ledger import Wager
 from services.core.processor import Event
 from services.core.values import immutable
 from services.dealer.processor import DealerState, Shoe, Table
+from services.monitor.accounts import AccountsState, Player
+from services.monitor.processor import MonitorState, Punter, Seen, ShoeWatch, TableWatch
 from services.runtime.embedded import snapshot
+from services.settlement.processor import PayoutState, PayoutTable, WalletState
 
 
 @immutable
@@ -45,9 +48,13 @@ def test_a_value_is_a_slotted_dataclass_that_replace_copies() -> None:
     assert (p.y, q.y) == ("a", "b")
 
 
-@pytest.mark.parametrize("cls", [Coup, CoupState, Deal, ChainHead, Wager, Event, DealerState, Shoe, Table])
-def test_the_core_values_are_immutable_dataclasses_with_slots(cls: type) -> None:
-    """Each hot value class of the core and the dealer is a slotted dataclass with a field hash."""
+HOT = [Coup, CoupState, Deal, ChainHead, Wager, Event, DealerState, Shoe, Table, AccountsState, Player,
+       MonitorState, Punter, Seen, ShoeWatch, TableWatch, PayoutState, PayoutTable, WalletState]  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", HOT)
+def test_the_hot_values_are_immutable_dataclasses_with_slots(cls: type) -> None:
+    """Each hot value class of the core and the processors is a slotted dataclass with a field hash."""
     assert dataclasses.is_dataclass(cls)
     assert "__slots__" in cls.__dict__
     assert cls.__hash__ is not None
