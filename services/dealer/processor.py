@@ -67,11 +67,11 @@ from services.core.contract import (
     TableOpened,
     Written,
 )
-from services.core.envelope import Envelope
+from services.core.envelope import Draft, Envelope
 from services.core.errors import DomainError, Reason
 from services.core.ledger import Wager
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
-from services.core.processor import Aggregate, Event, Private
+from services.core.processor import Aggregate, Event, Private, drafts_of
 from services.core.shoe import SHUFFLE_ALGORITHM, commitment, play_window, shuffle
 from services.core.values import immutable
 
@@ -202,6 +202,18 @@ class DealingBegan(Private):
     coup_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class Reached(Private):
+    """Private fact (folded, never recorded): the table the dealer's look-ahead reached after the events
+    before it. Dealing ahead (``DealCoup``, a ``CardRead``, a ``Decision``), ``decide`` folds each
+    card it deals through :func:`_evolve_coup`, the fold's own function, to know what is due next;
+    :meth:`Dealer.apply` then starts its fold at this fact instead of folding those events a second
+    time. Folded from the first event (a reader of the events as decided), it sets the table the events
+    before it give; the recorded events alone rebuild the same table (``test_decide_evolve``)."""
+
+    table: Table
+
+
 Out = list[Payload | Private]
 """The events one input causes, in order, all on this table's stream."""
 
@@ -285,6 +297,21 @@ class Dealer(Aggregate[DealerState]):
                 raise
             out = [_refused(record, payload, Refusal(err.reason, err.message))]
         return [Event(record.key, record.occurred_at, event) for event in out]
+
+    def apply(
+        self, state: DealerState, record: Envelope, payload: Payload | None
+    ) -> tuple[DealerState, list[Draft]]:
+        """:meth:`~services.core.processor.Aggregate.apply`, the fold started at the last
+        :class:`Reached` fact (the table the look-ahead already folded the events before it into)."""
+        events = self.decide(state, record, payload)
+        start = 0
+        for i in range(len(events) - 1, -1, -1):
+            if isinstance(events[i].payload, Reached):
+                start = i
+                break
+        for event in events[start:]:
+            state = self.evolve(state, event)
+        return state, drafts_of(events)
 
     def evolve(self, state: DealerState, event: Event) -> DealerState:
         """The tables after one of the dealer's own events (:func:`evolve_table`)."""
@@ -502,6 +529,7 @@ def _advance(t: Table, rec: Envelope, out: Out) -> Out:
         step = next_step(coup.state)
         if isinstance(step, Deal):
             if shoe.mode == "smart":
+                out.append(Reached(t))
                 return out
             if shoe.position >= len(shoe.order):
                 raise DomainError(Reason.SHOE_EXHAUSTED, f"shoe {shoe.shoe_id} has no card left")
@@ -509,6 +537,7 @@ def _advance(t: Table, rec: Envelope, out: Out) -> Out:
             t = _evolve_coup(t, dealt, step)
             out.append(dealt)
             continue
+        out.append(Reached(t))
         if isinstance(step, Decide):
             out.append(DecisionRequested(
                 table_id=t.table_id, coup_id=coup.coup_id, hand=step.hand, options=tuple(step.options),
@@ -570,6 +599,8 @@ def evolve_table(
     model class costs five times ``type() is``), a coup's bets and cards first: nine events in ten."""
     if (type(event) is BetAccepted or type(event) is CardDealt) and table is not None:
         return _evolve_coup(table, event)
+    if isinstance(event, Reached):
+        return event.table
     if isinstance(event, TableOpened):
         config = TableConfig.from_dict(event.config.model_dump(mode="json"))
         limits = {s: (v.min_minor, v.max_minor) for s, v in event.limits.items()}
