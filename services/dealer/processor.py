@@ -29,6 +29,7 @@ from services.core.baccarat import (
     Decide,
     Step,
     TableConfig,
+    Variant,
     get_variant,
     next_step,
 )
@@ -440,14 +441,16 @@ def on_bet_placed(
     if bet.currency != t.currency:
         raise Refusal(Reason.CURRENCY_MISMATCH, f"table plays {t.currency}, bet is {bet.currency}")
     variant = get_variant(t.config.variant)
-    if wager.spot not in variant.spots(t.config):
+    if wager.spot not in _offered(variant, t.config):
         raise Refusal(Reason.UNKNOWN_SPOT, f"{t.config.variant} has no spot {wager.spot!r}")
     lo, hi = t.limits.get(wager.spot, (1, 1 << 62))
     if wager.stake_minor < lo:
         raise Refusal(Reason.UNDER_LIMIT, f"{wager.spot} takes at least {lo}")
     if wager.stake_minor > hi:
         raise Refusal(Reason.OVER_LIMIT, f"{wager.spot} takes at most {hi}")
-    refusal = variant.accepts(t.config, coup.wagers, wager)
+    # the base rule only checks the spot, done above (house-banked games); the others judge the coup
+    base_rule = type(variant).accepts is Variant.accepts
+    refusal = None if base_rule else variant.accepts(t.config, coup.wagers, wager)
     if refusal is not None:
         detail = f"{t.config.variant} refuses this bet: {refusal}"
         if refusal not in REFUSAL_CODES:  # a code the contract does not list: a dead letter
@@ -457,6 +460,20 @@ def on_bet_placed(
         bet_id=wager.bet_id, account_id=wager.account_id, table_id=t.table_id, coup_id=coup.coup_id,
         spot=wager.spot, stake_minor=wager.stake_minor, currency=t.currency,
     )]  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _offered_at(variant_id: str, config: TableConfig) -> frozenset[str]:
+    return frozenset(get_variant(variant_id).spots(config))
+
+
+def _offered(variant: Variant, config: TableConfig) -> frozenset[str]:
+    """The spots a table of ``config`` offers (``variant.spots``, computed once per configuration: a
+    variant's side bets are read from the options for every bet otherwise)."""
+    try:
+        return _offered_at(variant.id, config)
+    except TypeError:  # an option value that is not hashable: asked afresh
+        return frozenset(variant.spots(config))
 
 
 def on_close_betting(table: Table | None, rec: Envelope, command: CloseBetting) -> Out:
