@@ -67,6 +67,7 @@ from services.core.contract import (
     TableConfigRecord,
     TableOpened,
     Written,
+    trusted,
 )
 from services.core.envelope import Draft, Envelope
 from services.core.errors import DomainError, Reason
@@ -456,10 +457,10 @@ def on_bet_placed(
         if refusal not in REFUSAL_CODES:  # a code the contract does not list: a dead letter
             raise DomainError(Reason(refusal), detail)
         raise Refusal(Reason(refusal), detail)
-    return [BetAccepted(
-        bet_id=wager.bet_id, account_id=wager.account_id, table_id=t.table_id, coup_id=coup.coup_id,
-        spot=wager.spot, stake_minor=wager.stake_minor, currency=t.currency,
-    )]  # fmt: skip
+    return [trusted(BetAccepted, {  # every value validated already: the bet's, the table's, the coup's
+        "bet_id": wager.bet_id, "account_id": wager.account_id, "table_id": t.table_id,
+        "coup_id": coup.coup_id, "spot": wager.spot, "stake_minor": wager.stake_minor, "currency": t.currency,
+    })]  # fmt: skip
 
 
 @functools.lru_cache(maxsize=64)
@@ -550,7 +551,7 @@ def _advance(t: Table, rec: Envelope, out: Out) -> Out:
                 return out
             if shoe.position >= len(shoe.order):
                 raise DomainError(Reason.SHOE_EXHAUSTED, f"shoe {shoe.shoe_id} has no card left")
-            dealt = _card_dealt(t, step.hand, shoe.order[shoe.position])
+            dealt = _card_drawn(t, step.hand, shoe.order[shoe.position])
             t = _evolve_coup(t, dealt, step)
             out.append(dealt)
             continue
@@ -563,6 +564,17 @@ def _advance(t: Table, rec: Envelope, out: Out) -> Out:
             return out
         out.append(_resolved(t, rec, step.result))
         return out
+
+
+def _card_drawn(t: Table, hand: str, card: str) -> CardDealt:
+    """:func:`_card_dealt` of a card an RNG shoe deals to the hand due (:func:`trusted`: the table's,
+    shoe's and coup's ids validated when they were opened, a hand the engine names, a card of the
+    shoe's own order)."""
+    assert t.coup is not None and t.shoe is not None
+    return trusted(CardDealt, {
+        "table_id": t.table_id, "shoe_id": t.shoe.shoe_id, "coup_id": t.coup.coup_id, "hand": hand,
+        "card": card, "shoe_position": t.shoe.position,
+    })  # fmt: skip
 
 
 def _card_dealt(t: Table, hand: str, card: str) -> CardDealt:

@@ -134,7 +134,7 @@ def _wrong_account(m: pytest.MonkeyPatch) -> None:
 
 
 def _card_out_of_order(m: pytest.MonkeyPatch) -> None:
-    real = dealer_mod._card_dealt
+    real = dealer_mod._card_drawn
 
     def dealt(t: Any, hand: str, card: str) -> Any:
         pos = t.shoe.position
@@ -142,7 +142,7 @@ def _card_out_of_order(m: pytest.MonkeyPatch) -> None:
             card = t.shoe.order[21 - pos]
         return real(t, hand, card)
 
-    m.setattr(dealer_mod, "_card_dealt", dealt)
+    m.setattr(dealer_mod, "_card_drawn", dealt)
 
 
 MUTATIONS: list[tuple[str, Callable[[pytest.MonkeyPatch], None], str]] = [

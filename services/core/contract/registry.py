@@ -14,6 +14,7 @@ from services.core.envelope import Draft, Envelope
 from services.core.reasons import DomainError, Reason
 
 __all__ = [
+    "FLAT",
     "PAYLOADS",
     "SCHEMA_VERSIONS",
     "TOPIC_OF_TYPE",
@@ -26,6 +27,7 @@ __all__ = [
     "payload_of",
     "read_payload",
     "to_draft",
+    "trusted",
     "type_of",
     "upcast",
     "validate_payload",
@@ -184,12 +186,40 @@ _DRAFTED: Final[Mapping[type[Payload], tuple[str, str, bool, int]]] = {
 the topic is chained and the schema version (one lookup per output instead of four)."""
 
 
+FLAT: Final[frozenset[type[Payload]]] = frozenset({table.BetAccepted, table.CardDealt})
+"""Payloads of scalar fields only (strings and integers), made by the thousand: their JSON dump is the
+dict of their fields as they hold them (``tests/unit/test_written_outputs.py`` checks the field types and
+the dumps), so :func:`to_draft` copies that dict instead of running pydantic's serializer, and
+:func:`trusted` may build them."""
+
+_set_attr: Final = object.__setattr__
+
+
+def trusted(model: type[P], data: dict[str, Any]) -> P:
+    """``model`` (one of :data:`FLAT`) holding ``data`` as it is, not validated: for the outputs the
+    dealer makes by the thousand (a bet accepted, a card dealt) from values already validated (the
+    input's fields, the table's state), where validating costs more than the rest of building one. As
+    :class:`Written`, ``data`` must be exactly what :func:`dump_payload` of the validated model gives,
+    every field, in the model's order (``tests/unit/test_written_outputs.py`` validates every one a
+    seeded session writes); the record's reader validates it like any other."""
+    assert model in FLAT, f"{model.__name__} is not a flat payload"
+    built = model.__new__(model)
+    _set_attr(built, "__dict__", data)
+    _set_attr(built, "__pydantic_fields_set__", set(data))
+    _set_attr(built, "__pydantic_extra__", None)
+    _set_attr(built, "__pydantic_private__", None)
+    return built
+
+
 def to_draft(model: Payload | Written, key: str) -> Draft:
     """A draft of ``model`` on its topic under ``key``, chained when the topic is an event stream."""
     cls = model.model if isinstance(model, Written) else type(model)
     drafted = _DRAFTED.get(cls)
     if drafted is None:
         raise DomainError(Reason.UNKNOWN_TYPE, f"{cls.__name__} is not an event payload")
-    data = model.data if isinstance(model, Written) else dump_payload(model)
+    if isinstance(model, Written):
+        data = model.data
+    else:
+        data = dict(model.__dict__) if cls in FLAT else dump_payload(model)
     type_, topic, chained, version = drafted
     return Draft(type_, topic, key, data, chained, version)
