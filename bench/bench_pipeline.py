@@ -7,7 +7,9 @@ inserting the very same record bytes in as many transactions as the pipeline com
 ``EmbeddedBus`` commits groups of the session's steps: a handful; before, every runner round of every
 step), and reading them back. The ratio is what the processors, validation and hash chains cost
 over the disk. A second baseline writes them in transactions of :data:`FIXED_BATCH`, so that fewer
-commits in the pipeline show as a better ratio instead of a faster baseline.
+commits in the pipeline show as a better ratio instead of a faster baseline. A third is the issue's
+own (#16): the same records in transactions of :data:`FIXED_BATCH` with ``synchronous=FULL`` (an fsync
+per commit), whatever the log's setting.
 
 Run: ``.venv/bin/python -m bench pipeline``.
 """
@@ -83,6 +85,7 @@ def main() -> None:
         batch = max(1, round(len(raws) / commits)) if commits else 3
         raw_seconds = run_raw(Path(tmp) / "raw.db", raws, batch=batch, sync=sync)
         fixed_seconds = run_raw(Path(tmp) / "raw100.db", raws, batch=FIXED_BATCH, sync=sync)
+        issue_seconds = run_raw(Path(tmp) / "raw100full.db", raws, batch=FIXED_BATCH, sync="FULL")
     n = len(raws)
     pipe, base = n / seconds, n / raw_seconds
     print(
@@ -97,6 +100,11 @@ def main() -> None:
     print(
         f"raw sqlite3, same records in batches of {FIXED_BATCH} (a baseline that does not move with the "
         f"pipeline's commits): {fixed_seconds:.2f} s = {fixed:,.0f} events/s; ratio pipeline/raw: {pipe / fixed:.3f}"
+    )
+    issue = n / issue_seconds
+    print(
+        f"raw sqlite3, same records in batches of {FIXED_BATCH}, synchronous=FULL (issue #16's baseline): "
+        f"{issue_seconds:.2f} s = {issue:,.0f} events/s; ratio pipeline/raw: {pipe / issue:.3f}"
     )
 
 
