@@ -11,11 +11,13 @@ commits in the pipeline show as a better ratio instead of a faster baseline. A t
 own (#16): the same records in transactions of :data:`FIXED_BATCH` with ``synchronous=FULL`` (an fsync
 per commit), whatever the log's setting.
 
-Run: ``.venv/bin/python -m bench pipeline``.
+Run: ``.venv/bin/python -m bench pipeline`` (``BENCH_PIPELINE_EVENT_DRIVEN=1``: the session event
+driven on the bus, :class:`~services.runtime.embedded.log.EmbeddedBus`).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import tempfile
 import time
@@ -27,6 +29,9 @@ from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.logging import configure
 
 COUPS = 40
+EVENT_DRIVEN = os.environ.get("BENCH_PIPELINE_EVENT_DRIVEN", "0") == "1"
+"""Whether the session runs event driven on the bus (``EmbeddedBus(event_driven=True)``), else it
+advances the bus between its steps."""
 FIXED_BATCH = 100
 """The issue's baseline: the same records written in transactions of 100, whatever the pipeline did."""
 
@@ -34,7 +39,7 @@ FIXED_BATCH = 100
 def run_pipeline(db: Path, coups: int) -> tuple[float, list[bytes], int, str]:
     """Seconds for a seeded session, the bytes of every record it logged, the transactions it
     committed and the log's ``synchronous`` setting."""
-    bus = EmbeddedBus(db)
+    bus = EmbeddedBus(db, event_driven=EVENT_DRIVEN)
     publishes = 0
     publish = bus.publish
 
