@@ -136,11 +136,12 @@ def test_sigkill_anywhere_loses_nothing_and_pays_nothing_twice(tmp_path: Path, e
     assert got.digest == want.digest
 
 
-def test_malformed_input_is_dead_lettered_and_play_goes_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize("event_driven", [False, True], ids=["advancing", "event-driven"])
+def test_malformed_input_is_dead_lettered_and_play_goes_on(tmp_path: Path, event_driven: bool) -> None:
     """Garbage bytes and a float amount on the input topics become dead letters with a reason code,
     and the session still settles every accepted bet."""
     db = tmp_path / "bad.db"
-    bus = EmbeddedBus(db)
+    bus = EmbeddedBus(db, event_driven=event_driven)
     try:
         bus.log.append_raw(topics.WALLET_REQUESTS, "player:001", b"{not json")
         bus.log.append_raw(topics.TABLE_INBOX, "T01-punto-banco", b'{"type": "OpenTable"}')
