@@ -5,7 +5,7 @@ the uninterrupted log."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -104,3 +104,37 @@ def test_a_session_cut_off_at_any_wait_resumes_to_the_uninterrupted_log(tmp_path
         play(db, event_driven=True)
         assert whole_log(db) == want, f"cut off after wait {stop_at}"
     assert not drop or dropped >= 6, "the kills dropped nothing uncommitted: the test shows nothing"
+
+
+class _StopAtStep(EmbeddedBus):
+    """The advancing bus (as the demo ran before it waited), stopping the session right after its
+    ``stop_at``-th ``advance`` with everything committed."""
+
+    def __init__(self, path: Path, stop_at: int) -> None:
+        super().__init__(path, group_records=150)
+        self.stop_at, self.steps = stop_at, 0
+
+    def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
+        super().advance(envelopes)
+        self.steps += 1
+        if self.steps == self.stop_at:
+            self.close()
+            raise _Stopped
+
+
+def test_a_log_the_advancing_session_left_resumes_event_driven_to_every_stream(tmp_path: Path) -> None:
+    """A log cut off while the session advanced the bus (a demo run before it waited: ``--resume``)
+    resumes event driven to every stream of an uninterrupted run."""
+    play(tmp_path / "ref.db", event_driven=False)
+    want = log_streams(tmp_path / "ref.db")
+    counting = _StopAtStep(tmp_path / "count.db", stop_at=-1)
+    try:
+        Session(counting, seed=SEED).run(TABLES, COUPS)
+    finally:
+        counting.close()
+    for stop_at in range(3, counting.steps, counting.steps // 5):
+        db = tmp_path / f"cut-{stop_at}.db"
+        with pytest.raises(_Stopped):
+            Session(_StopAtStep(db, stop_at), seed=SEED).run(TABLES, COUPS)
+        play(db, event_driven=True)
+        assert log_streams(db) == want, f"cut off after step {stop_at}"
