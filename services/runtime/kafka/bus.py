@@ -75,7 +75,7 @@ from services.core import topics
 from services.core.envelope import Envelope
 from services.runtime import intake
 from services.runtime.compose import Composition
-from services.runtime.kafka.topic_io import aconsume_all, new_consumer, partitions_of, read_range
+from services.runtime.kafka.topic_io import aconsume_all, new_consumer, partitions_of, read_range, rest
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
 
@@ -254,6 +254,7 @@ async def real_ends(consumer: AIOKafkaConsumer, tps: Sequence[TopicPartition]) -
                 waiting.discard(tp)
         if time.monotonic() > deadline:
             raise DrainTimeout(f"no record at the listed end of {sorted(map(str, waiting))}")
+    rest(consumer)
     return ends
 
 
