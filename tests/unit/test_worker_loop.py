@@ -98,22 +98,48 @@ def _shell(consumer: FakeConsumer) -> Shell:
     return shell
 
 
-async def test_a_short_fetch_is_topped_up_once_within_the_batch_wait() -> None:
-    """A first fetch below ``batch_max`` is followed by one fetch for the rest, waiting ``batch_wait_ms``;
-    the records of a partition stay in offset order."""
+def _landing(shell: Shell, *, landed: bool) -> asyncio.Future[None]:
+    """Make ``shell`` look as if its last batch were still landing (or had landed)."""
+    landing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    if landed:
+        landing.set_result(None)
+    shell._landing = landing
+    return landing
+
+
+async def test_a_short_fetch_is_topped_up_once_within_the_batch_wait_while_the_last_batch_lands() -> None:
+    """A first fetch below ``batch_max`` while the last batch's outputs are unacknowledged is followed by
+    one fetch for the rest, waiting ``batch_wait_ms``; the records of a partition stay in offset order."""
     consumer = FakeConsumer(
         [{TP0: [_msg(TP0, 0)]}, {TP0: [_msg(TP0, 1)], TP1: [_msg(TP1, 0)]}, {TP1: [_msg(TP1, 1)]}]
     )
-    batch = await _shell(consumer)._batch()
+    shell = _shell(consumer)
+    _landing(shell, landed=False)
+    batch = await shell._batch()
     assert {tp: [m.offset for m in msgs] for tp, msgs in batch.items()} == {TP0: [0, 1], TP1: [0]}
     assert consumer.asked == [(1000, 4), (7, 3)]
 
 
+@pytest.mark.parametrize("landed", [None, True], ids=["nothing shipped", "landed"])
+async def test_a_short_fetch_is_not_topped_up_when_nothing_is_in_flight(landed: bool | None) -> None:
+    """With no batch landing (none shipped yet, or the last one committed) a short fetch is handled as it
+    is: waiting for more would only delay it."""
+    consumer = FakeConsumer([{TP0: [_msg(TP0, 0)]}, {TP1: [_msg(TP1, 0)]}])
+    shell = _shell(consumer)
+    if landed is not None:
+        _landing(shell, landed=landed)
+    batch = await shell._batch()
+    assert {tp: [m.offset for m in msgs] for tp, msgs in batch.items()} == {TP0: [0]}
+    assert consumer.asked == [(1000, 4)]
+
+
 @pytest.mark.parametrize("first", [{}, {TP0: [_msg(TP0, i) for i in range(4)]}], ids=["empty", "full"])
 async def test_an_empty_or_full_fetch_is_not_topped_up(first: Mapping[TopicPartition, list[Any]]) -> None:
-    """Nothing fetched (idle) or ``batch_max`` fetched: no second fetch."""
+    """Nothing fetched (idle) or ``batch_max`` fetched: no second fetch, even while a batch lands."""
     consumer = FakeConsumer([first, {TP1: [_msg(TP1, 0)]}])
-    batch = await _shell(consumer)._batch()
+    shell = _shell(consumer)
+    _landing(shell, landed=False)
+    batch = await shell._batch()
     assert sum(map(len, batch.values())) == sum(map(len, first.values()))
     assert len(consumer.asked) == 1
 
