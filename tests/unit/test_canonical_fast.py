@@ -26,6 +26,7 @@ from services.core.envelope import (
     parse_record,
     seal,
     seal_encoded,
+    sha256_hex,
     stage_namespace,
 )
 from services.core.trust import Guard, Principal, PrincipalKey, mac
@@ -191,3 +192,26 @@ def test_a_dataclass_or_a_model_in_a_payload_is_refused_at_sealing_as_before(val
     with pytest.raises(TypeError):
         seal(Draft("X", topics.WALLET_EVENTS, "k", {"v": value}), event_id="e", occurred_at="t",
              producer="p", cause=None, head=None)  # fmt: skip
+
+
+_NESTED = st.recursive(
+    st.none() | st.booleans() | st.integers() | TRICKY,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TRICKY, inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(st.dictionaries(TRICKY, _NESTED, max_size=5), st.booleans())
+def test_the_expected_hash_is_the_hash_of_the_dumped_body(payload: dict[str, Any], signed: bool) -> None:
+    """``expected_hash`` (from the fields as held) is SHA-256 of the canonical pydantic dump without
+    ``hash`` and ``auth``, signed or not."""
+    env = KEY_MODEL.model_copy(
+        update={"payload": payload, "auth": {"key_id": "k", "mac": "m"} if signed else None}
+    )
+    assert env.expected_hash() == sha256_hex(canonical(env.body()))
+
+
+def test_the_expected_hash_of_a_payload_holding_a_model_is_taken_over_its_dump() -> None:
+    """A payload holding a model (not JSON: the fast path refuses it) is hashed over pydantic's dump."""
+    env = KEY_MODEL.model_copy(update={"payload": {"held": KEY_MODEL}})
+    assert env.expected_hash() == sha256_hex(canonical(env.body()))
