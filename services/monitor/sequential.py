@@ -22,6 +22,7 @@ that sees ``n`` observations per 10 000 coups therefore raises at most ``n / e^h
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Final
@@ -53,8 +54,10 @@ def run_length(q: Fraction, checks_per_10k: int, target: Fraction = FALSE_ALARMS
     return k
 
 
+@functools.lru_cache(maxsize=256)
 def binomial_tail(n: int, p: Fraction, k: int) -> Fraction:
-    """``P(Binomial(n, p) ≥ k)``, exactly."""
+    """``P(Binomial(n, p) ≥ k)``, exactly (kept per arguments: each alert of a detector asks it again
+    with the same window and rate, and exact fractions cost milliseconds)."""
     return sum((Fraction(math.comb(n, i)) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)), Fraction(0))
 
 
