@@ -184,7 +184,7 @@ class DealerState:
     tables: Mapping[str, Table] = field(default_factory=dict)
 
 
-@immutable
+@dataclass(frozen=True, slots=True)
 class ShoeSeeded(Private):
     """Private fact (folded, never recorded): the seed an ``OpenShoe`` chose itself (``seed_hex``, demo
     and test mode only). ``ShoeOpened`` publishes only the commitment and the seed stays secret until
