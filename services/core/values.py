@@ -17,9 +17,7 @@ equality and a hash over its fields, exactly as the frozen one had (``tests/unit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar
-
-from typing_extensions import dataclass_transform
+from typing import TypeVar, dataclass_transform
 
 T = TypeVar("T")
 
