@@ -7,13 +7,18 @@ inserting the very same record bytes in as many transactions as the pipeline com
 ``EmbeddedBus`` commits groups of the session's steps: a handful; before, every runner round of every
 step), and reading them back. The ratio is what the processors, validation and hash chains cost
 over the disk. A second baseline writes them in transactions of :data:`FIXED_BATCH`, so that fewer
-commits in the pipeline show as a better ratio instead of a faster baseline.
+commits in the pipeline show as a better ratio instead of a faster baseline. A third is the issue's
+own (#16): the same records in transactions of :data:`FIXED_BATCH` with ``synchronous=FULL`` (an fsync
+per commit), whatever the log's setting.
 
-Run: ``.venv/bin/python -m bench pipeline``.
+Run: ``.venv/bin/python -m bench pipeline``. The session runs event driven on the bus, as the demo's
+(:class:`~services.runtime.embedded.log.EmbeddedBus`); ``BENCH_PIPELINE_EVENT_DRIVEN=0`` plays it
+advancing the bus after every table's turn instead.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import tempfile
 import time
@@ -25,6 +30,9 @@ from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.logging import configure
 
 COUPS = 40
+EVENT_DRIVEN = os.environ.get("BENCH_PIPELINE_EVENT_DRIVEN", "1") == "1"
+"""Whether the session runs event driven on the bus (``EmbeddedBus(event_driven=True)``, as the demo
+does), else it advances the bus between its steps."""
 FIXED_BATCH = 100
 """The issue's baseline: the same records written in transactions of 100, whatever the pipeline did."""
 
@@ -32,7 +40,7 @@ FIXED_BATCH = 100
 def run_pipeline(db: Path, coups: int) -> tuple[float, list[bytes], int, str]:
     """Seconds for a seeded session, the bytes of every record it logged, the transactions it
     committed and the log's ``synchronous`` setting."""
-    bus = EmbeddedBus(db)
+    bus = EmbeddedBus(db, event_driven=EVENT_DRIVEN)
     publishes = 0
     publish = bus.publish
 
@@ -83,6 +91,7 @@ def main() -> None:
         batch = max(1, round(len(raws) / commits)) if commits else 3
         raw_seconds = run_raw(Path(tmp) / "raw.db", raws, batch=batch, sync=sync)
         fixed_seconds = run_raw(Path(tmp) / "raw100.db", raws, batch=FIXED_BATCH, sync=sync)
+        issue_seconds = run_raw(Path(tmp) / "raw100full.db", raws, batch=FIXED_BATCH, sync="FULL")
     n = len(raws)
     pipe, base = n / seconds, n / raw_seconds
     print(
@@ -97,6 +106,11 @@ def main() -> None:
     print(
         f"raw sqlite3, same records in batches of {FIXED_BATCH} (a baseline that does not move with the "
         f"pipeline's commits): {fixed_seconds:.2f} s = {fixed:,.0f} events/s; ratio pipeline/raw: {pipe / fixed:.3f}"
+    )
+    issue = n / issue_seconds
+    print(
+        f"raw sqlite3, same records in batches of {FIXED_BATCH}, synchronous=FULL (issue #16's baseline): "
+        f"{issue_seconds:.2f} s = {issue:,.0f} events/s; ratio pipeline/raw: {pipe / issue:.3f}"
     )
 
 

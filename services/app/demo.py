@@ -305,7 +305,7 @@ def main(args: argparse.Namespace) -> int:
     if composition is None:
         return 2
     _write_public_keyring(Path(f"{path}{PUBLIC_KEYRING_SUFFIX}"), composition)
-    bus = EmbeddedBus(path, composition.pipeline())
+    bus = EmbeddedBus(path, composition.pipeline(), event_driven=True)
     try:
         bus.log.set_meta(META_KEY, json.dumps(options, sort_keys=True))
         _play(console, Session(bus, seed=seed, keyring=composition.keyring), tables, coups)
@@ -380,15 +380,32 @@ def _prepare(db: Path | None, args: argparse.Namespace) -> dict[str, int] | None
 
 
 def _empty_log(path: Path) -> bool:
-    """Whether ``path`` is an embedded log without a record (a demo stopped between creating it and
-    storing its options in it: nothing of the session is there, so ``--resume`` starts it)."""
+    """Whether ``path`` is an embedded log without a record, or an SQLite file without a table yet (a
+    demo stopped between creating it and storing its options in it, or between opening the file and
+    creating its tables: nothing of the session is there, so ``--resume`` starts it)."""
     from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
 
     try:
         with EmbeddedLog(path, readonly=True) as log:
             return log.count() == 0
-    except (NotALog, sqlite3.Error):
+    except NotALog:
+        return _no_table(path)
+    except sqlite3.Error:
         return False
+
+
+def _no_table(path: Path) -> bool:
+    """Whether ``path`` is an SQLite file (an empty file is one) that holds no table at all."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]) == 0
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
 
 
 def _stored_options(path: Path) -> dict[str, int] | None:

@@ -242,8 +242,9 @@ def test_demo_never_overwrites_an_existing_file_unless_forced(tmp_path: Path) ->
 
 def test_resume_starts_a_demo_killed_before_it_stored_its_options(tmp_path: Path) -> None:
     """A kill between the log's creation and the session options stored in it leaves an empty log:
-    `--resume` starts the session there (it refused with status 2, a flake of the kill test below); a
-    log with records but no options, or another program's file, is still refused and left as it was."""
+    `--resume` starts the session there (it refused with status 2, a flake of the kill test below), as
+    it does on a file killed before its tables were made; a log with records but no options, or
+    another program's file, is still refused and left as it was."""
     db = tmp_path / "empty.db"
     EmbeddedLog(db).close()  # what the demo had made when it was killed
     args = ["demo", "--seed", "8", "--tables", "1", "--coups", "2", "--quiet"]
@@ -252,6 +253,18 @@ def test_resume_starts_a_demo_killed_before_it_stored_its_options(tmp_path: Path
     assert resumed.returncode == 0, resumed.stderr
     with EmbeddedLog(db, readonly=True) as log:
         assert log.count() > 0 and log.meta("demo") is not None
+
+    # killed earlier still: the file opened (empty) or in WAL mode, before any table (refused, a flake)
+    bare, wal = tmp_path / "bare.db", tmp_path / "wal.db"
+    bare.touch()
+    with sqlite3.connect(wal) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+    for started in (bare, wal):
+        resumed = subprocess.run([*CLI, *args, "--resume", "--db", str(started)], env=BASE_ENV,
+                                 capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+        assert resumed.returncode == 0, resumed.stderr
+        with EmbeddedLog(started, readonly=True) as log:
+            assert log.count() > 0 and log.meta("demo") is not None
 
     foreign = tmp_path / "foreign.db"
     with sqlite3.connect(foreign) as conn:

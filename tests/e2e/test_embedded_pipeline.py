@@ -100,9 +100,11 @@ def test_missing_log_is_a_clear_error(tmp_path: Path) -> None:
         assert "nope.db" in done.stderr
 
 
-def _session_worker(db: Path, seed: int, coups: int) -> Callable[[Callable[[], None]], None]:
+def _session_worker(
+    db: Path, seed: int, coups: int, *, event_driven: bool
+) -> Callable[[Callable[[], None]], None]:
     def work(ready: Callable[[], None]) -> None:
-        bus = EmbeddedBus(db)
+        bus = EmbeddedBus(db, event_driven=event_driven)
         ready()
         try:
             Session(bus, seed=seed).run(list(DEFAULT_TABLES[:3]), coups)
@@ -112,14 +114,20 @@ def _session_worker(db: Path, seed: int, coups: int) -> Callable[[Callable[[], N
     return work
 
 
-def test_sigkill_anywhere_loses_nothing_and_pays_nothing_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("event_driven", [False, True], ids=["advancing", "event-driven"])
+def test_sigkill_anywhere_loses_nothing_and_pays_nothing_twice(tmp_path: Path, event_driven: bool) -> None:
     """The whole pipeline, SIGKILLed at 20 seeded moments and resumed each time (the simulator restarts
     from scratch; the log ignores the records it re-sends), ends with every stream and the replay digest
-    of an uninterrupted run: nothing lost, nothing paid twice."""
+    of an uninterrupted run: nothing lost, nothing paid twice. Whether the session advances the bus or
+    waits on it (as the demo does)."""
     ref, db = tmp_path / "ref.db", tmp_path / "killed.db"
     _play(ref, seed=21, coups=12, tables=3)
     report = run_with_kills(
-        _session_worker(db, 21, 12), kills=20, seed=20261122, max_delay_s=0.2, timeout_s=120
+        _session_worker(db, 21, 12, event_driven=event_driven),
+        kills=20,
+        seed=20261122,
+        max_delay_s=0.2,
+        timeout_s=120,
     )
     assert report.kills == 20
     assert log_streams(db) == log_streams(ref)
@@ -128,11 +136,12 @@ def test_sigkill_anywhere_loses_nothing_and_pays_nothing_twice(tmp_path: Path) -
     assert got.digest == want.digest
 
 
-def test_malformed_input_is_dead_lettered_and_play_goes_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize("event_driven", [False, True], ids=["advancing", "event-driven"])
+def test_malformed_input_is_dead_lettered_and_play_goes_on(tmp_path: Path, event_driven: bool) -> None:
     """Garbage bytes and a float amount on the input topics become dead letters with a reason code,
     and the session still settles every accepted bet."""
     db = tmp_path / "bad.db"
-    bus = EmbeddedBus(db)
+    bus = EmbeddedBus(db, event_driven=event_driven)
     try:
         bus.log.append_raw(topics.WALLET_REQUESTS, "player:001", b"{not json")
         bus.log.append_raw(topics.TABLE_INBOX, "T01-punto-banco", b'{"type": "OpenTable"}')

@@ -421,6 +421,64 @@ def test_two_runners_with_one_name_are_caught(tmp_path: Path) -> None:
         assert b.step_batch().records == 2  # it reloaded the state and offset, and goes on from there
 
 
+def test_two_runners_with_one_name_in_one_transaction_are_caught_at_its_commit(tmp_path: Path) -> None:
+    """Batches of one transaction write their consumer's offset once, just before it commits: a second
+    runner of the same name that committed first is caught there, and the transaction rolls back."""
+    with EmbeddedLog(tmp_path / "log.db") as log:
+        write_inputs(log, 6)
+        a, b = Runner(log, Echo(), batch_limit=2), Runner(log, Echo(), batch_limit=2)
+        b.step_batch()
+        head = log.head()
+        with pytest.raises(ConsumerMoved), log.transaction():
+            a.step_batch()
+            a.step_batch()
+        assert log.head() == head
+        assert log.committed("echo") == b.committed
+
+
+def test_the_batches_of_one_transaction_write_the_offset_and_applied_ids_once(tmp_path: Path) -> None:
+    """Inside one transaction (the bus's group commit) a runner's batches leave their committed offset
+    and applied ids in memory and write them together before the commit: one statement each, not one
+    per batch, with the same result as a transaction per batch."""
+    statements: list[str] = []
+    with EmbeddedLog(tmp_path / "log.db") as log:
+        write_inputs(log, 9)
+        runner = Runner(log, Echo(), batch_limit=2)
+        marked: list[int] = []
+        mark = log.mark_applied_many
+        log.mark_applied_many = lambda consumer, ids: (marked.append(len(ids)), mark(consumer, ids))[1]  # type: ignore[method-assign]
+        log._conn.set_trace_callback(statements.append)
+        with log.transaction():
+            for _ in range(4):
+                runner.step_batch()
+            assert log.committed("echo") == 0  # not written yet
+        log._conn.set_trace_callback(None)
+        assert sum("INTO consumers" in s for s in statements) == 1
+        assert marked == [8]
+        assert log.committed("echo") == runner.position
+        assert len(log.applied_ids("echo")) == 8
+        expected = reference_log(tmp_path / "ref.db", 9)
+        run_until_idle([runner])
+        assert rows(log) == expected
+
+
+def test_an_idle_runner_reads_what_another_connection_appended(tmp_path: Path) -> None:
+    """A runner that has read everything skips its reads while nothing is appended to its topics, but
+    a record another connection (an outside writer, another process) commits is read all the same."""
+    db = tmp_path / "log.db"
+    with EmbeddedLog(db) as log:
+        write_inputs(log, 3)
+        runner = Runner(log, Echo())
+        run_until_idle([runner])
+        assert runner.idle()
+        with EmbeddedLog(db) as other:
+            other.append([ping(3)])
+        assert run_until_idle([runner]) == 1
+        assert [e.payload["value"] for e in on(log, topics.TABLE_EVENTS)] == [0, 1, 2, 3]
+        log.append([ping(4)])  # through this connection: the runner is no longer idle at once
+        assert not runner.idle()
+
+
 def test_a_readonly_log_reads_and_refuses_writes(tmp_path: Path) -> None:
     """A log opened read-only yields the same records and cannot append."""
     with EmbeddedLog(tmp_path / "log.db") as log:
