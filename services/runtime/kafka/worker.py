@@ -12,10 +12,13 @@ For each record the worker decodes the bytes (:mod:`services.runtime.intake`; un
 go out in aiokafka record batches, one per output partition (:class:`~services.runtime.kafka.topic_io.Outbox`:
 ``create_batch``/``send_batch``, measured there), their acknowledgements are awaited once for the whole
 batch, and only then are the batch's offsets committed, so an offset is never committed ahead of its
-outputs. Each batch writes one INFO ``batch`` line per input partition (first and last offset, records,
-outputs sent, dead letters, refusals, records by type); each dead letter and business refusal written
-gets a WARNING line naming the input's offset; the line per record (``record``: topic, partition,
-offset, type, key, table, coup) is DEBUG (docs/operations.md, "Logs"; measured below).
+outputs. The acknowledgements and the commit of one batch happen while the worker handles the next
+(:meth:`Shell._pipelined`: at most two batches in flight, commits in batch order), and a short batch is
+topped up only while the previous one is in flight (:meth:`Shell._batch`). Each batch writes one INFO
+``batch`` line per input partition (first and last offset, records, outputs sent, dead letters,
+refusals, records by type); each dead letter and business refusal written gets a WARNING line naming
+the input's offset; the line per record (``record``: topic, partition, offset, type, key, table, coup)
+is DEBUG (docs/operations.md, "Logs"; measured below).
 
 **State and restarts, without transactions.** Kafka delivers at least once and the test broker has no
 transactions, so correctness rests on determinism and event ids (docs/architecture.md, "Principles"):
