@@ -38,9 +38,10 @@ import os
 import random
 import statistics
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
@@ -50,7 +51,7 @@ from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.envelope import name_id, request
 from services.core.trust import Principal, authenticate
-from services.runtime.kafka.bus import WAIT_FETCH_MS, quick_settings, running
+from services.runtime.kafka.bus import WAIT_FETCH_MS, KafkaBus, quick_settings, running
 from services.runtime.kafka.topic_io import new_consumer, partitions_of, read_range
 from services.runtime.keyring import demo_keyring
 from services.runtime.logging import configure
@@ -65,6 +66,77 @@ PARTITIONS = 3
 HOUSE_TABLES = [t for t in DEFAULT_TABLES if t.variant in ("punto_banco", "ez_baccarat", "super6")]
 OUTSIDE = ("operator", "terminal")
 """The producers of the records the simulator writes (everything else is the services' output)."""
+
+
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int, tid: int | None = None) -> float:
+    """User + system CPU seconds of a live process, or of one of its threads (``/proc/.../stat``
+    fields 14 and 15); 0 when it is gone."""
+    path = f"/proc/{pid}/task/{tid}/stat" if tid is not None else f"/proc/{pid}/stat"
+    try:
+        fields = Path(path).read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * TICK_S
+
+
+def broker_pid() -> int | None:
+    """The pid of the Tansu broker this process started (:func:`tests.helpers.broker.tansu`)."""
+    me = os.getpid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            head, _, rest = stat.read_text().rpartition(")")
+        except OSError:
+            continue
+        if head.partition("(")[2].startswith("tansu") and int(rest.split()[1]) == me:
+            return int(stat.parent.name)
+    return None
+
+
+class CpuMeter:
+    """CPU seconds of named processes (or threads: ``(pid, tid)``) between :meth:`start` and :meth:`stop`,
+    and the wall time: where a Kafka bench's CPU goes (broker, each worker, this process's threads)."""
+
+    def __init__(self, named: Mapping[str, int | tuple[int, int]]) -> None:
+        self.named = {k: v if isinstance(v, tuple) else (v, None) for k, v in named.items()}
+        self.begin: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+        self.wall = 0.0
+
+    def _now(self) -> dict[str, float]:
+        return {name: cpu_s(pid, tid) for name, (pid, tid) in self.named.items()}
+
+    def start(self) -> None:
+        self.begin, self.wall = self._now(), time.perf_counter()
+
+    def stop(self) -> dict[str, float]:
+        self.wall = time.perf_counter() - self.wall
+        self.used = {k: v - self.begin[k] for k, v in self._now().items()}
+        return self.used
+
+    def line(self) -> str:
+        """One line: each one's CPU seconds, the total, and the share of the 2 cores' wall time."""
+        total = sum(self.used.values())
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in self.used.items())
+        return (
+            f"CPU s over {self.wall:.2f} s wall: {parts}; total {total:.2f} ({total / self.wall:.2f} cores)"
+        )
+
+
+def bus_cpu(bus: KafkaBus) -> CpuMeter:
+    """A meter of the broker, each worker of ``bus``, this process's main thread and the bus's thread."""
+    named: dict[str, int | tuple[int, int]] = {}
+    broker = broker_pid()
+    if broker is not None:
+        named["tansu"] = broker
+    if bus.workers is not None:
+        named |= {name: proc.pid for name, proc in bus.workers.procs.items()}
+    me = os.getpid()
+    named["simulator"] = (me, threading.main_thread().native_id or me)
+    named["bus thread"] = (me, bus._thread.native_id or me)
+    return CpuMeter(named)
 
 
 def _settings(broker: str) -> Settings:

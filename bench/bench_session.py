@@ -31,6 +31,7 @@ import time
 import uuid
 from pathlib import Path
 
+from bench.bench_kafka import bus_cpu
 from bench.hop_model import critical_path
 from services.app.simulator import Session, demo_tables
 from services.core import topics
@@ -96,9 +97,17 @@ def on_kafka(broker: str, logs: Path, *, lockstep: bool) -> tuple[float, str]:
     )
     with running(quick_settings(base, env={}), logs) as bus:
         warm_up(bus)
+        meter = bus_cpu(bus)
+        meter.start()
+        time.sleep(1.0)
+        meter.stop()
+        print(f"idle, before the session: {meter.line()}")
+        meter.start()
         started = time.perf_counter()
         Session(bus, seed=SEED, lockstep=lockstep).run(demo_tables(TABLES), COUPS)
         elapsed = time.perf_counter() - started
+        meter.stop()
+        print(meter.line())
         records = [e for e in bus.consume_all() if e.key not in (WARM_ACCOUNT, WARM_TABLE)]
     return elapsed, replay(records).digest
 

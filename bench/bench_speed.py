@@ -52,7 +52,7 @@ from typing import Any
 
 from aiokafka import TopicPartition  # type: ignore[import-untyped]
 
-from bench.bench_kafka import produce_consume
+from bench.bench_kafka import bus_cpu, produce_consume
 from bench.bench_pipeline import run_raw
 from services.app.simulator import CURRENCY, Session, TablePlay, TableSpec
 from services.core import topics
@@ -306,6 +306,8 @@ async def _raw(settings: Settings, records: list[tuple[bytes, bytes]]) -> float:
 def kafka_coup(session: Session, play: TablePlay, bus: KafkaBus, stamps: Stamps) -> dict[str, Any]:
     """One coup of speed baccarat on Kafka; its figures (seconds) and the windows' records."""
     t = TABLE.table_id
+    meter = bus_cpu(bus)
+    meter.start()
     open_coup(session, play, drain=False)
     bet_ids = place_bets(session, play)
     session.flush()
@@ -314,6 +316,8 @@ def kafka_coup(session: Session, play: TablePlay, bus: KafkaBus, stamps: Stamps)
     session.command("DealCoup", t, {})
     session.finish(play._play_out())
     bus.advance()  # dealer and settlement have committed everything: every credit is on the log
+    meter.stop()
+    print(f"kafka coup, bets placed to credits committed: {meter.line()}")
     started = time.perf_counter()
     bus.drain()  # audit and monitor catch up (printed beside the figures)
     observers = time.perf_counter() - started

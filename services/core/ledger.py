@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from services.core.errors import DomainError, Reason
+from services.core.values import immutable
 
 BPS: Final = 10_000
 
@@ -75,7 +76,7 @@ def commission_minor(base_minor: int, bps: int, rounding: str = "floor") -> int:
     return round_ratio(base_minor * bps, BPS, rounding)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Settlement:
     """One bet's money: what it won, what commission it paid, what goes back to the wallet."""
 
@@ -108,7 +109,7 @@ def refund(stake_minor: int) -> Settlement:
 # --- grades, wagers, accounts, payouts --------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Grade:
     """How one bet on one spot fares in a resolved coup, per unit staked.
 
@@ -127,7 +128,7 @@ LOSE = Grade("lose")
 PUSH = Grade("push")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Wager:
     """An accepted bet as the engine sees it: who staked how much on which spot."""
 
@@ -153,7 +154,7 @@ class Accounts:
     bank: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Payout:
     """One bet's settlement: the money and the balanced postings that move it.
 

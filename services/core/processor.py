@@ -48,6 +48,7 @@ from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal_e
 from services.core.errors import DomainError, Reason
 from services.core.topics import DEADLETTER
 from services.core.trust import Guard
+from services.core.values import immutable
 
 S = TypeVar("S")
 
@@ -108,7 +109,7 @@ class TypedProcessor(Processor[S]):
         """Apply one record given its typed payload (see :meth:`Processor.apply`)."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Event:
     """One event as a processor's ``decide`` makes it and its ``evolve`` folds it: the stream it goes to
     (``key``), when it happened (``occurred_at``: :func:`step` seals every output with its input's

@@ -27,7 +27,9 @@ from services.core.baccarat import (
     CoupResult,
     Deal,
     Decide,
+    Step,
     TableConfig,
+    Variant,
     get_variant,
     next_step,
 )
@@ -65,13 +67,15 @@ from services.core.contract import (
     TableConfigRecord,
     TableOpened,
     Written,
+    trusted,
 )
-from services.core.envelope import Envelope
+from services.core.envelope import Draft, Envelope
 from services.core.errors import DomainError, Reason
 from services.core.ledger import Wager
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
-from services.core.processor import Aggregate, Event, Private
+from services.core.processor import Aggregate, Event, Private, drafts_of
 from services.core.shoe import SHUFFLE_ALGORITHM, commitment, play_window, shuffle
+from services.core.values import immutable
 
 DEMO_SHOE_KEY = hashlib.sha256(b"casino-ledger demo shoe key: never use in production").digest()
 """A public shoe key for unit tests of the bare processor. The composition root
@@ -146,7 +150,7 @@ REFUSAL_CODES = frozenset(RefusalReason)
 list would be a dead letter (every variant's code is listed: ``bad_amount`` since issue #11)."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Shoe:
     """The shoe in play. ``order`` is known for an RNG shoe; for a smart shoe it is the cards read so
     far (a card the shoe has already given as many times as its decks hold is refused)."""
@@ -160,7 +164,7 @@ class Shoe:
     stop: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Table:
     """One table's dealer state."""
 
@@ -173,14 +177,14 @@ class Table:
     coups: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class DealerState:
     """Every table this dealer owns, by id."""
 
     tables: Mapping[str, Table] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ShoeSeeded(Private):
     """Private fact (folded, never recorded): the seed an ``OpenShoe`` chose itself (``seed_hex``, demo
     and test mode only). ``ShoeOpened`` publishes only the commitment and the seed stays secret until
@@ -198,6 +202,18 @@ class DealingBegan(Private):
     it, that card would be refused ``card_not_due``). The contract has no event for it."""
 
     coup_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reached(Private):
+    """Private fact (folded, never recorded): the table the dealer's look-ahead reached after the events
+    before it. Dealing ahead (``DealCoup``, a ``CardRead``, a ``Decision``), ``decide`` folds each
+    card it deals through :func:`_evolve_coup`, the fold's own function, to know what is due next;
+    :meth:`Dealer.apply` then starts its fold at this fact instead of folding those events a second
+    time. Folded from the first event (a reader of the events as decided), it sets the table the events
+    before it give; the recorded events alone rebuild the same table (``test_decide_evolve``)."""
+
+    table: Table
 
 
 Out = list[Payload | Private]
@@ -265,15 +281,15 @@ class Dealer(Aggregate[DealerState]):
         table = state.tables.get(record.key)
         out: Out
         try:
-            if isinstance(payload, BetPlaced) and payload.stake_minor > self.amount_max_minor:
-                raise Refusal(Reason.AMOUNT_TOO_LARGE, f"a stake is at most {self.amount_max_minor}")
-            if isinstance(payload, OpenShoe):
+            if type(payload) is BetPlaced:  # the exact class (``handler`` is its): half the inputs
+                if payload.stake_minor > self.amount_max_minor:
+                    raise Refusal(Reason.AMOUNT_TOO_LARGE, f"a stake is at most {self.amount_max_minor}")
+                out = on_bet_placed(table, record, payload, self.accepted)
+            elif isinstance(payload, OpenShoe):
                 if payload.seed_hex is not None and not self.allow_seed_hex:
                     detail = "a shoe's seed comes from the dealer's secret; seed_hex is for demo and tests"
                     raise Refusal(Reason.SEED_NOT_ALLOWED, detail)
                 out = on_open_shoe(table, record, payload, self.shoe_key)
-            elif isinstance(payload, BetPlaced):
-                out = on_bet_placed(table, record, payload, self.accepted)
             else:
                 out = handler(table, record, payload)
         except Refusal as refusal:
@@ -283,6 +299,21 @@ class Dealer(Aggregate[DealerState]):
                 raise
             out = [_refused(record, payload, Refusal(err.reason, err.message))]
         return [Event(record.key, record.occurred_at, event) for event in out]
+
+    def apply(
+        self, state: DealerState, record: Envelope, payload: Payload | None
+    ) -> tuple[DealerState, list[Draft]]:
+        """:meth:`~services.core.processor.Aggregate.apply`, the fold started at the last
+        :class:`Reached` fact (the table the look-ahead already folded the events before it into)."""
+        events = self.decide(state, record, payload)
+        start = 0
+        for i in range(len(events) - 1, -1, -1):
+            if isinstance(events[i].payload, Reached):
+                start = i
+                break
+        for event in events[start:]:
+            state = self.evolve(state, event)
+        return state, drafts_of(events)
 
     def evolve(self, state: DealerState, event: Event) -> DealerState:
         """The tables after one of the dealer's own events (:func:`evolve_table`)."""
@@ -411,23 +442,39 @@ def on_bet_placed(
     if bet.currency != t.currency:
         raise Refusal(Reason.CURRENCY_MISMATCH, f"table plays {t.currency}, bet is {bet.currency}")
     variant = get_variant(t.config.variant)
-    if wager.spot not in variant.spots(t.config):
+    if wager.spot not in _offered(variant, t.config):
         raise Refusal(Reason.UNKNOWN_SPOT, f"{t.config.variant} has no spot {wager.spot!r}")
     lo, hi = t.limits.get(wager.spot, (1, 1 << 62))
     if wager.stake_minor < lo:
         raise Refusal(Reason.UNDER_LIMIT, f"{wager.spot} takes at least {lo}")
     if wager.stake_minor > hi:
         raise Refusal(Reason.OVER_LIMIT, f"{wager.spot} takes at most {hi}")
-    refusal = variant.accepts(t.config, coup.wagers, wager)
+    # the base rule only checks the spot, done above (house-banked games); the others judge the coup
+    base_rule = type(variant).accepts is Variant.accepts
+    refusal = None if base_rule else variant.accepts(t.config, coup.wagers, wager)
     if refusal is not None:
         detail = f"{t.config.variant} refuses this bet: {refusal}"
         if refusal not in REFUSAL_CODES:  # a code the contract does not list: a dead letter
             raise DomainError(Reason(refusal), detail)
         raise Refusal(Reason(refusal), detail)
-    return [BetAccepted(
-        bet_id=wager.bet_id, account_id=wager.account_id, table_id=t.table_id, coup_id=coup.coup_id,
-        spot=wager.spot, stake_minor=wager.stake_minor, currency=t.currency,
-    )]  # fmt: skip
+    return [trusted(BetAccepted, {  # every value validated already: the bet's, the table's, the coup's
+        "bet_id": wager.bet_id, "account_id": wager.account_id, "table_id": t.table_id,
+        "coup_id": coup.coup_id, "spot": wager.spot, "stake_minor": wager.stake_minor, "currency": t.currency,
+    })]  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _offered_at(variant_id: str, config: TableConfig) -> frozenset[str]:
+    return frozenset(get_variant(variant_id).spots(config))
+
+
+def _offered(variant: Variant, config: TableConfig) -> frozenset[str]:
+    """The spots a table of ``config`` offers (``variant.spots``, computed once per configuration: a
+    variant's side bets are read from the options for every bet otherwise)."""
+    try:
+        return _offered_at(variant.id, config)
+    except TypeError:  # an option value that is not hashable: asked afresh
+        return frozenset(variant.spots(config))
 
 
 def on_close_betting(table: Table | None, rec: Envelope, command: CloseBetting) -> Out:
@@ -460,8 +507,9 @@ def on_card_read(table: Table | None, rec: Envelope, read: CardRead) -> Out:
             Reason.CARD_NOT_IN_SHOE,
             f"{card}: shoe {t.shoe.shoe_id} ({t.config.decks} deck(s)) has dealt all {held} of it",
         )
-    dealt = _dealt(t, card)
-    return _advance(_evolve_coup(t, dealt), rec, [dealt])
+    due = next_step(t.coup.state)
+    dealt = _card_dealt(t, due.hand if isinstance(due, Deal) else "?", card)
+    return _advance(_evolve_coup(t, dealt, due), rec, [dealt])
 
 
 def on_decision(table: Table | None, rec: Envelope, decision: Decision) -> Out:
@@ -499,13 +547,15 @@ def _advance(t: Table, rec: Envelope, out: Out) -> Out:
         step = next_step(coup.state)
         if isinstance(step, Deal):
             if shoe.mode == "smart":
+                out.append(Reached(t))
                 return out
             if shoe.position >= len(shoe.order):
                 raise DomainError(Reason.SHOE_EXHAUSTED, f"shoe {shoe.shoe_id} has no card left")
-            dealt = _dealt(t, shoe.order[shoe.position])
-            t = _evolve_coup(t, dealt)
+            dealt = _card_drawn(t, step.hand, shoe.order[shoe.position])
+            t = _evolve_coup(t, dealt, step)
             out.append(dealt)
             continue
+        out.append(Reached(t))
         if isinstance(step, Decide):
             out.append(DecisionRequested(
                 table_id=t.table_id, coup_id=coup.coup_id, hand=step.hand, options=tuple(step.options),
@@ -516,12 +566,21 @@ def _advance(t: Table, rec: Envelope, out: Out) -> Out:
         return out
 
 
-def _dealt(t: Table, card: str) -> CardDealt:
-    """The ``CardDealt`` of ``card`` to the hand due (``"?"`` when no card is due: the engine then
-    refuses the card as the table folds it)."""
-    assert t.coup is not None and t.coup.state is not None and t.shoe is not None
-    step = next_step(t.coup.state)
-    hand = step.hand if isinstance(step, Deal) else "?"
+def _card_drawn(t: Table, hand: str, card: str) -> CardDealt:
+    """:func:`_card_dealt` of a card an RNG shoe deals to the hand due (:func:`trusted`: the table's,
+    shoe's and coup's ids validated when they were opened, a hand the engine names, a card of the
+    shoe's own order)."""
+    assert t.coup is not None and t.shoe is not None
+    return trusted(CardDealt, {
+        "table_id": t.table_id, "shoe_id": t.shoe.shoe_id, "coup_id": t.coup.coup_id, "hand": hand,
+        "card": card, "shoe_position": t.shoe.position,
+    })  # fmt: skip
+
+
+def _card_dealt(t: Table, hand: str, card: str) -> CardDealt:
+    """The ``CardDealt`` of ``card`` to ``hand``, the hand due (``"?"`` when no card is due: the engine
+    then refuses the card as the table folds it)."""
+    assert t.coup is not None and t.shoe is not None
     return CardDealt(
         table_id=t.table_id, shoe_id=t.shoe.shoe_id, coup_id=t.coup.coup_id, hand=hand, card=card,
         shoe_position=t.shoe.position,
@@ -563,7 +622,14 @@ def evolve_table(
     """``table`` (``None`` before ``TableOpened``) after one of the dealer's own events, recorded at
     ``occurred_at``: the only way a table changes. An RNG shoe's order and seed follow from the
     dealer's ``shoe_key`` (:func:`shoe_seed`) or, for a seed the command chose, from :class:`ShoeSeeded`;
-    refusals and ``DecisionRequested`` change nothing."""
+    refusals and ``DecisionRequested`` change nothing.
+
+    Dispatched on the exact class (the contract's classes are final; ``isinstance`` against a pydantic
+    model class costs five times ``type() is``), a coup's bets and cards first: nine events in ten."""
+    if (type(event) is BetAccepted or type(event) is CardDealt) and table is not None:
+        return _evolve_coup(table, event)
+    if isinstance(event, Reached):
+        return event.table
     if isinstance(event, TableOpened):
         config = TableConfig.from_dict(event.config.model_dump(mode="json"))
         limits = {s: (v.min_minor, v.max_minor) for s, v in event.limits.items()}
@@ -592,17 +658,21 @@ def evolve_table(
     return _evolve_coup(table, event)
 
 
-def _evolve_coup(t: Table, event: Payload | Private) -> Table:
+def _evolve_coup(t: Table, event: Payload | Private, due: Step | None = None) -> Table:
     """The table after an event of its open coup: dealing began, a bet accepted, betting closed, a
     card dealt (the shoe moves on; a smart shoe's order is what it has read so far), a decision made;
-    any other event leaves it as it is."""
+    any other event leaves it as it is. ``due``: for a card dealt while the coup is dealing, the step
+    due before it, when the caller has just computed it (the dealer's look-ahead)."""
     if t.coup is None:
         return t
     if isinstance(event, DealingBegan):
         return replace(t, coup=t.coup.deal(t.config))
-    coup = evolve_coup(t.coup, event, t.config) if isinstance(event, Payload) else t.coup
+    if due is not None and type(event) is CardDealt and t.coup.state is not None:
+        coup = t.coup.card(event.card, due)
+    else:
+        coup = evolve_coup(t.coup, event, t.config) if isinstance(event, Payload) else t.coup
     shoe = t.shoe
-    if isinstance(event, CardDealt) and shoe is not None:  # built directly: the hot path of the fold
+    if type(event) is CardDealt and shoe is not None:  # built directly: the hot path of the fold
         order = (*shoe.order, event.card) if shoe.mode == "smart" else shoe.order
         shoe = Shoe(shoe.shoe_id, shoe.mode, order, shoe.seed_hex, shoe.commitment, event.shoe_position + 1,
                     shoe.stop)  # fmt: skip

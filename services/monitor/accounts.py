@@ -24,7 +24,7 @@ Detectors:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from fractions import Fraction
 from typing import Final
 
@@ -36,6 +36,7 @@ from services.core.envelope import Draft, Envelope
 from services.core.ledger import BPS
 from services.core.processor import Event, Reactor
 from services.core.reasons import Detector, DomainError, Severity
+from services.core.values import immutable
 from services.monitor.processor import HEDGE_SIDES, LINK_BAND_BPS, UNREADABLE, Alerts, alert, millis
 from services.monitor.sequential import binomial_tail, binomial_threshold
 
@@ -73,7 +74,7 @@ CAGE: Final = "cage"
 """The ``table_id`` of an alert about deposits (they are made at the cashier's cage)."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Player:
     """One account: its last deposits ``(event_id, in_band)``, last even-money stakes ``(event_id,
     table_id, spot, stake_minor, at_ms)`` and whether each made a cross-table hedge."""
@@ -83,7 +84,7 @@ class Player:
     hedges: tuple[bool, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class AccountsState:
     """Every account followed, by id."""
 

@@ -61,7 +61,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, Final, NamedTuple, TypeVar
@@ -94,6 +94,7 @@ from services.core.ledger import BPS, Wager, settle
 from services.core.processor import Event, Reactor
 from services.core.reasons import CATEGORY, Detector, Severity
 from services.core.trust import PRIMARY_CONSUMER, REFUSALS
+from services.core.values import immutable
 from services.monitor.sequential import (
     FALSE_ALARMS_PER_10K_TARGET,
     binomial_tail,
@@ -194,7 +195,7 @@ DETAIL_MAX_CHARS: Final = 300
 # --- state ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Punter:
     """What the monitor remembers of one account at one table.
 
@@ -216,7 +217,7 @@ class Punter:
     faced_run: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ShoeWatch:
     """One shoe: copies of each card dealt, the last position and the event that dealt it."""
 
@@ -228,7 +229,7 @@ class ShoeWatch:
     not_due: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class TableWatch:
     """What the monitor knows of one table. ``config`` is ``None`` until a readable ``TableOpened``."""
 
@@ -264,7 +265,7 @@ class TableWatch:
         return replace(self, punters=punters)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class MonitorState:
     """Every table watched, by id."""
 
@@ -309,7 +310,7 @@ class Alert(NamedTuple):
         return Event(self.key, occurred_at, self.found)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Seen:
     """The event a detector fires on, as its alert names it: its id, its key (the table: the alert's
     key), and the coup and shoe it belongs to where it names them."""

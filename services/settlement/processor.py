@@ -18,7 +18,7 @@ Only wallets are balanced here (the key of this stage is the wallet's account id
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from services.core import topics
@@ -52,6 +52,7 @@ from services.core.errors import DomainError, Reason
 from services.core.ledger import Payout, Wager, cage_account, table_accounts
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import Event, Reactor
+from services.core.values import immutable
 
 __all__ = ["PayoutStage", "WalletStage", "cage_account", "payout_payload", "table_accounts"]
 
@@ -59,7 +60,7 @@ __all__ = ["PayoutStage", "WalletStage", "cage_account", "payout_payload", "tabl
 # --- payout stage -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class PayoutTable:
     """What the payout stage knows of one table."""
 
@@ -68,7 +69,7 @@ class PayoutTable:
     wagers: Mapping[str, tuple[Wager, ...]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class PayoutState:
     """Every table's config and the accepted bets of its open coups."""
 
@@ -153,7 +154,7 @@ def _refund_due(refused: BetRefused, table_id: str) -> BetRefundDue:
 # --- wallet stage -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class WalletState:
     """Wallet balances and currencies, and the fingerprint of every transfer applied, by id.
 

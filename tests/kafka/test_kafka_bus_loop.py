@@ -14,7 +14,7 @@ import pytest
 
 from services.core import topics
 from services.runtime import intake
-from services.runtime.kafka.bus import KafkaBus, quick_settings
+from services.runtime.kafka.bus import DrainTimeout, KafkaBus, quick_settings
 from services.runtime.kafka.topic_io import aconsume_all
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
@@ -140,3 +140,21 @@ def test_publish_waits_for_no_acknowledgement_and_sends_in_order(bus: KafkaBus) 
             bus.read(topics.WALLET_REQUESTS, a)
     finally:
         bus._producer = real
+
+
+def test_a_wait_looks_at_each_record_read_already_once(bus: KafkaBus) -> None:
+    """A wait matches every record read under its key once, not once on the caller's thread and again
+    on the loop's: on the speed table every table event is waited for under one key."""
+    key = account()
+    sent = [deposit(key, n) for n in range(1, 6)]
+    bus.publish(sent)
+    bus.wait(topics.WALLET_REQUESTS, key, lambda e: e.event_id == sent[-1].event_id)
+    looked: list[str] = []
+
+    def never(env: object) -> bool:
+        looked.append(getattr(env, "event_id", ""))
+        return False
+
+    with pytest.raises(DrainTimeout):
+        bus.wait(topics.WALLET_REQUESTS, key, never, timeout_s=0.2)
+    assert sorted(looked) == sorted(e.event_id for e in sent)

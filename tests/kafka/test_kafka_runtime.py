@@ -18,17 +18,22 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from aiokafka import TopicPartition  # type: ignore[import-untyped]
 
 from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.processor import initial_state, step
+from services.runtime.kafka.bus import real_ends
 from services.runtime.kafka.topic_io import (
     RawRecord,
     aconsume_raw,
     aproduce,
     aproduce_raw,
     consume_all,
+    new_consumer,
+    partitions_of,
     produce,
+    read_range,
 )
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
@@ -295,3 +300,33 @@ def test_produce_and_consume_all_round_trip_every_record_of_a_pipelined_batch(ka
     assert sorted(e.event_id for e in got) == sorted(e.event_id for e in sent)
     for key in KEYS:
         assert [e for e in got if e.key == key] == [e for e in sent if e.key == key]
+
+
+def test_a_reader_stops_fetching_once_a_read_is_done(kafka_broker: str) -> None:
+    """After read_range and real_ends the plain reader's partitions are paused (aiokafka would otherwise
+    fetch them in the background, every fetch wait, until the next read), and the next read_range on
+    the same partitions still reads them (its assign starts them unpaused)."""
+    settings = settings_for(kafka_broker)
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
+    sent = deposits(0, 30)
+    produce(kafka_broker, sent, settings)
+
+    async def reads() -> tuple[set[TopicPartition], set[TopicPartition], int, set[TopicPartition], int]:
+        consumer = new_consumer(settings)
+        await consumer.start()
+        try:
+            tps = await partitions_of(consumer, [settings.topic(topics.WALLET_REQUESTS)])
+            ends = await real_ends(consumer, tps)
+            after_ends = set(consumer.paused())
+            first, _ = await read_range(consumer, {}, ends)
+            after_read = set(consumer.paused())
+            again, _ = await read_range(consumer, {}, ends)
+            counts = sum(map(len, first.values())), sum(map(len, again.values()))
+            return set(tps), after_ends, counts[0], after_read, counts[1]
+        finally:
+            await consumer.stop()
+
+    tps, after_ends, first, after_read, again = asyncio.run(reads())
+    assert after_ends and after_ends <= tps  # real_ends assigns the partitions that have records
+    assert after_read == tps
+    assert first == again == len(sent)

@@ -134,15 +134,15 @@ def _wrong_account(m: pytest.MonkeyPatch) -> None:
 
 
 def _card_out_of_order(m: pytest.MonkeyPatch) -> None:
-    real = dealer_mod._dealt
+    real = dealer_mod._card_drawn
 
-    def dealt(t: Any, card: str) -> Any:
+    def dealt(t: Any, hand: str, card: str) -> Any:
         pos = t.shoe.position
         if pos in (10, 11):  # the 11th and 12th cards of each shoe dealt in swapped order
             card = t.shoe.order[21 - pos]
-        return real(t, card)
+        return real(t, hand, card)
 
-    m.setattr(dealer_mod, "_dealt", dealt)
+    m.setattr(dealer_mod, "_card_drawn", dealt)
 
 
 MUTATIONS: list[tuple[str, Callable[[pytest.MonkeyPatch], None], str]] = [

@@ -17,7 +17,7 @@ from services.core.baccarat import TableConfig, get_variant
 from services.core.contract import Transfer, dump_payload, read_payload, to_draft
 from services.core.envelope import Envelope, request
 from services.core.processor import Event, Private, Reactor, initial_state, step
-from services.dealer.processor import Dealer, DealingBegan, ShoeSeeded
+from services.dealer.processor import Dealer, DealingBegan, Reached, ShoeSeeded
 from services.monitor.accounts import AccountMonitor
 from services.monitor.processor import Monitor
 from services.settlement.processor import PayoutStage, WalletStage
@@ -140,7 +140,10 @@ def test_a_smart_shoes_first_card_is_due_after_deal_coup() -> None:
     assert "CommandRefused" not in kinds
     assert kinds.count("CardDealt") == 4
     assert kinds[-1] == "CoupResolved"
-    assert [e.payload for e in events if _private(e)] == [DealingBegan("T1/S1/1")]
+    assert [e.payload for e in events if isinstance(e.payload, DealingBegan)] == [DealingBegan("T1/S1/1")]
+    reached = [e.payload for e in events if isinstance(e.payload, Reached)]
+    assert len(reached) == 5  # after DealCoup and each card: the table the look-ahead reached
+    assert reached[-1].table.coup is not None and reached[-1].table.shoe is not None
     assert t.dealer.fold(t.events) == t.state
     recorded_only = [e for e in t.events if not _private(e)]
     assert t.dealer.fold(recorded_only) == t.state  # once the first card is dealt, it says as much

@@ -3,6 +3,7 @@ step."""
 
 from __future__ import annotations
 
+import hmac
 import json
 from typing import Any
 
@@ -292,8 +293,19 @@ def test_the_hash_check_from_the_raw_bytes_agrees_with_the_full_one() -> None:
 
 @given(st.binary(min_size=16, max_size=100), st.lists(st.text(max_size=80), min_size=1, max_size=4))
 def test_a_key_macs_what_the_mac_function_does(secret: bytes, hashes: list[str]) -> None:
-    """A key's own MAC (its keyed HMAC copied per record) is :func:`mac` under its secret, call after
-    call: the pre-keyed state is never consumed by a record."""
+    """A key's own MAC (its precomputed HMAC pads copied per record) is :func:`mac` under its secret,
+    call after call, for secrets shorter and longer than SHA-256's block: the pads are never consumed
+    by a record."""
     key = PrincipalKey(Principal.CASHIER, "cashier-demo0000", secret)
     for record_hash in hashes + hashes:
         assert key.mac(record_hash) == mac(secret, record_hash)
+
+
+@pytest.mark.parametrize("length", [16, 63, 64, 65, 200])
+def test_a_key_macs_as_hmac_does_at_every_secret_length_around_the_block(length: int) -> None:
+    """A secret of SHA-256's block size or longer (hashed first, RFC 2104) MACs as :func:`hmac.digest`
+    does."""
+    secret = bytes(range(7, 7 + length % 250)) + bytes(max(0, length - 250))
+    key = PrincipalKey(Principal.CASHIER, "cashier-demo0000", secret)
+    record_hash = "ab" * 32
+    assert key.mac(record_hash) == hmac.digest(secret, record_hash.encode(), "sha256").hex()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -97,22 +98,48 @@ def _shell(consumer: FakeConsumer) -> Shell:
     return shell
 
 
-async def test_a_short_fetch_is_topped_up_once_within_the_batch_wait() -> None:
-    """A first fetch below ``batch_max`` is followed by one fetch for the rest, waiting ``batch_wait_ms``;
-    the records of a partition stay in offset order."""
+def _landing(shell: Shell, *, landed: bool) -> asyncio.Future[None]:
+    """Make ``shell`` look as if its last batch were still landing (or had landed)."""
+    landing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    if landed:
+        landing.set_result(None)
+    shell._landing = landing
+    return landing
+
+
+async def test_a_short_fetch_is_topped_up_once_within_the_batch_wait_while_the_last_batch_lands() -> None:
+    """A first fetch below ``batch_max`` while the last batch's outputs are unacknowledged is followed by
+    one fetch for the rest, waiting ``batch_wait_ms``; the records of a partition stay in offset order."""
     consumer = FakeConsumer(
         [{TP0: [_msg(TP0, 0)]}, {TP0: [_msg(TP0, 1)], TP1: [_msg(TP1, 0)]}, {TP1: [_msg(TP1, 1)]}]
     )
-    batch = await _shell(consumer)._batch()
+    shell = _shell(consumer)
+    _landing(shell, landed=False)
+    batch = await shell._batch()
     assert {tp: [m.offset for m in msgs] for tp, msgs in batch.items()} == {TP0: [0, 1], TP1: [0]}
     assert consumer.asked == [(1000, 4), (7, 3)]
 
 
+@pytest.mark.parametrize("landed", [None, True], ids=["nothing shipped", "landed"])
+async def test_a_short_fetch_is_not_topped_up_when_nothing_is_in_flight(landed: bool | None) -> None:
+    """With no batch landing (none shipped yet, or the last one committed) a short fetch is handled as it
+    is: waiting for more would only delay it."""
+    consumer = FakeConsumer([{TP0: [_msg(TP0, 0)]}, {TP1: [_msg(TP1, 0)]}])
+    shell = _shell(consumer)
+    if landed is not None:
+        _landing(shell, landed=landed)
+    batch = await shell._batch()
+    assert {tp: [m.offset for m in msgs] for tp, msgs in batch.items()} == {TP0: [0]}
+    assert consumer.asked == [(1000, 4)]
+
+
 @pytest.mark.parametrize("first", [{}, {TP0: [_msg(TP0, i) for i in range(4)]}], ids=["empty", "full"])
 async def test_an_empty_or_full_fetch_is_not_topped_up(first: Mapping[TopicPartition, list[Any]]) -> None:
-    """Nothing fetched (idle) or ``batch_max`` fetched: no second fetch."""
+    """Nothing fetched (idle) or ``batch_max`` fetched: no second fetch, even while a batch lands."""
     consumer = FakeConsumer([first, {TP1: [_msg(TP1, 0)]}])
-    batch = await _shell(consumer)._batch()
+    shell = _shell(consumer)
+    _landing(shell, landed=False)
+    batch = await shell._batch()
     assert sum(map(len, batch.values())) == sum(map(len, first.values()))
     assert len(consumer.asked) == 1
 
@@ -274,3 +301,80 @@ async def test_a_batch_logs_one_info_line_per_partition_and_a_warning_per_dead_l
         (1, 0, "debug"),
         (1, 1, "debug"),
     ]
+
+
+class HeldProducer(FakeProducer):
+    """A :class:`FakeProducer` whose acknowledgements wait until the test gives them (``acks``, in order
+    of sending); ``fail`` fails one instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.acks: list[asyncio.Future[None]] = []
+
+    async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> asyncio.Future[None]:
+        await super().send_batch(batch, topic, partition=partition)
+        held: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.acks.append(held)
+        return held
+
+
+async def _spin() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_the_next_batch_is_applied_while_the_last_one_lands_and_commits_go_in_order() -> None:
+    """The loop applies batch 2 while batch 1's outputs are unacknowledged; no offset is committed before
+    its own outputs and every earlier batch's are acknowledged, and the commits go in batch order."""
+    consumer = FakeConsumer([])
+    shell = _shell(consumer)
+    producer = shell.producer = HeldProducer()
+    await shell._pipelined({TP0: [_msg(TP0, 0)]})  # nothing in flight before it: returns at once
+    second = asyncio.ensure_future(shell._pipelined({TP1: [_msg(TP1, 0, key="acct-2")]}))
+    await _spin()
+    assert shell.handled == 2 and len(producer.acks) == 2  # batch 2 applied and shipped
+    assert not second.done() and consumer.commits == []  # waits for batch 1 to land
+    producer.acks[1].set_result(None)  # batch 2 acknowledged first: still nothing committed
+    await _spin()
+    assert consumer.commits == []
+    producer.acks[0].set_result(None)
+    await second
+    assert shell._landing is not None
+    await shell._landing
+    assert consumer.commits == [{TP0: 1}, {TP1: 1}]
+    assert shell.committed == {TP0: 1, TP1: 1}
+    assert len(shell.index.ids) == 2
+
+
+async def test_a_failed_acknowledgement_ends_the_process_before_any_commit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An output the broker refuses ends the worker (EXIT_CRASH) and its batch's offsets are never
+    committed, nor the next batch's: a restart re-reads them (see the worker's module docstring)."""
+    from services.runtime.kafka import worker  # noqa: PLC0415
+
+    exits: list[int] = []
+
+    class Exited(Exception):
+        pass
+
+    def exit_(code: int) -> None:
+        exits.append(code)
+        raise Exited  # where os._exit ends the process
+
+    monkeypatch.setattr(worker.os, "_exit", exit_)
+    consumer = FakeConsumer([])
+    shell = _shell(consumer)
+    producer = shell.producer = HeldProducer()
+    await shell._pipelined({TP0: [_msg(TP0, 0)]})
+    second = asyncio.ensure_future(shell._pipelined({TP0: [_msg(TP0, 1)]}))
+    await _spin()
+    producer.acks[0].set_exception(OSError("broker gone"))
+    producer.acks[1].set_result(None)
+    await _spin()
+    assert exits and set(exits) == {worker.EXIT_CRASH}
+    assert consumer.commits == []
+    second.cancel()
+    for landing in (second, shell._landing):
+        with contextlib.suppress(Exited, asyncio.CancelledError):
+            await landing  # type: ignore[misc]

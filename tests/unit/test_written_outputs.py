@@ -8,9 +8,20 @@ from typing import Any
 
 import pytest
 
+import services.dealer.processor as dealer_mod
 import services.settlement.processor as settlement_mod
 from services.app.simulator import DEFAULT_TABLES, Session
-from services.core.contract import PAYLOADS, Payload, PayoutIssued, Written, dump_payload, to_draft
+from services.core.contract import (
+    FLAT,
+    PAYLOADS,
+    CardDealt,
+    Payload,
+    PayoutIssued,
+    Written,
+    dump_payload,
+    to_draft,
+    trusted,
+)
 from services.core.envelope import request
 from services.core.processor import initial_state, step
 from services.settlement.processor import WalletStage
@@ -98,3 +109,49 @@ def test_a_written_payload_of_no_contract_type_is_refused() -> None:
     """``to_draft`` takes a written payload only of a type the contract has."""
     with pytest.raises(Exception, match="not an event payload"):
         to_draft(Written(NoSuchEvent, {}), "k")
+
+
+def test_the_flat_payloads_hold_only_strings_and_integers() -> None:
+    """Every field of a :data:`FLAT` class is a string or an integer, so the dict it holds is its JSON
+    dump (what ``to_draft`` copies instead of serialising)."""
+    for model in FLAT:
+        for name, info in model.model_fields.items():
+            assert info.annotation in (str, int), (model.__name__, name, info.annotation)
+
+
+def test_every_trusted_dealer_output_is_what_the_validated_model_dumps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Over seeded sessions of every variant, each bet accepted and card dealt the dealer builds without
+    validation (:func:`trusted`) validates, and dumps to the very dict it holds: same keys, order, types;
+    and ``to_draft`` writes that dict."""
+    seen: set[str] = set()
+    real = dealer_mod.trusted
+
+    def checked(model: type[Payload], data: dict[str, Any]) -> Any:
+        built = real(model, data)
+        dumped = dump_payload(model.model_validate(data))
+        assert list(dumped.items()) == list(data.items()), model.__name__
+        assert [type(v) for v in data.values()] == [type(v) for v in dumped.values()], model.__name__
+        assert to_draft(built, "k").payload == dumped
+        seen.add(model.__name__)
+        return built
+
+    monkeypatch.setattr(dealer_mod, "trusted", checked)
+    for first in range(len(DEFAULT_TABLES)):
+        Session(MemBus(), seed=first).run([DEFAULT_TABLES[first]], 2)
+    assert seen == {"BetAccepted", "CardDealt"}
+
+
+def test_a_validated_flat_payload_drafts_as_its_dump() -> None:
+    """A flat payload built with validation drafts the same dict pydantic's serializer gives."""
+    dealt = CardDealt(
+        table_id="T1", shoe_id="S1", coup_id="T1/S1/1", hand="player", card="9S", shoe_position=7
+    )
+    assert to_draft(dealt, "T1").payload == dealt.model_dump(mode="json")
+
+
+def test_only_a_flat_payload_is_built_trusted() -> None:
+    """``trusted`` refuses a class outside :data:`FLAT` (its dump may differ from the dict it holds)."""
+    with pytest.raises(AssertionError, match="not a flat payload"):
+        trusted(PayoutIssued, {})

@@ -29,6 +29,7 @@ from services.core.baccarat.engine import (
     CoupResult,
     CoupState,
     HandResult,
+    Step,
     TableConfig,
     apply_card,
     apply_decision,
@@ -45,6 +46,7 @@ from services.core.contract import (
 )
 from services.core.contract.base import Payload
 from services.core.ledger import Wager
+from services.core.values import immutable
 
 Phase = Literal["betting", "closed", "dealing"]
 """Where a coup stands: bets taken, betting closed, cards being dealt (resolved coups are no longer
@@ -70,7 +72,7 @@ def wager_of(bet: Bet) -> Wager:
     return Wager(bet.bet_id, bet.account_id, bet.spot, bet.stake_minor)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Coup:
     """One coup in play (see the module)."""
 
@@ -96,10 +98,11 @@ class Coup:
         """Dealing begins: no card yet."""
         return Coup(self.coup_id, self.number, "dealing", self.started_at, self.wagers, start(config))
 
-    def card(self, card: str) -> Coup:
-        """With ``card`` dealt to the hand due."""
+    def card(self, card: str, due: Step | None = None) -> Coup:
+        """With ``card`` dealt to the hand due (``due``: ``next_step(self.state)``, if known:
+        :func:`~services.core.baccarat.engine.apply_card`)."""
         assert self.state is not None, "deal() first"
-        state = apply_card(self.state, card)
+        state = apply_card(self.state, card, due)
         return Coup(self.coup_id, self.number, self.phase, self.started_at, self.wagers, state)
 
     def decide(self, hand: str, choice: str) -> Coup:
@@ -116,14 +119,16 @@ def coup_opened(event: BettingOpened, occurred_at: str) -> Coup:
 
 def evolve(coup: Coup, event: Payload, config: TableConfig) -> Coup:
     """``coup`` after one event of its table (``config``'s): a bet accepted, betting closed, a card
-    dealt (the first one begins the dealing), a decision made; any other event leaves it as it is."""
-    if isinstance(event, BetAccepted):
+    dealt (the first one begins the dealing), a decision made; any other event leaves it as it is.
+    Dispatched on the exact class (the contract's classes are final; ``isinstance`` against a pydantic
+    model class costs five times ``type() is``)."""
+    if type(event) is BetAccepted:
         return coup.accept(wager_of(event))
-    if isinstance(event, BettingClosed):
-        return coup.close()
-    if isinstance(event, CardDealt):
+    if type(event) is CardDealt:
         return (coup if coup.state is not None else coup.deal(config)).card(event.card)
-    if isinstance(event, DecisionMade):
+    if type(event) is BettingClosed:
+        return coup.close()
+    if type(event) is DecisionMade:
         return coup.decide(event.hand, event.choice)
     return coup
 

@@ -30,6 +30,7 @@ from services.core.cards import CARD_POINTS, Card, check_shoe_holds, hand_total,
 from services.core.errors import DomainError, Reason
 from services.core.ledger import Accounts, Grade, Payout, Wager, payout_against
 from services.core.shoe import ShoeRules
+from services.core.values import immutable
 
 ROUNDING_NAMES: tuple[str, ...] = ("floor", "half_up", "ceil")
 """The rounding rules a table may name (:data:`services.core.ledger.ROUNDINGS`; a test keeps them equal)."""
@@ -101,14 +102,14 @@ class TableConfig:
         return replace(self, options=tuple(sorted(merged.items())))
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Deal:
     """The next card goes to ``hand``."""
 
     hand: str
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Decide:
     """``hand`` must choose one of ``options``; ``cell`` names the rule that leaves it free."""
 
@@ -117,7 +118,7 @@ class Decide:
     cell: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class HandResult:
     """One hand at the end of a coup."""
 
@@ -126,7 +127,7 @@ class HandResult:
     total: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CoupResult:
     """Everything a coup decided.
 
@@ -193,7 +194,7 @@ def result_from_dict(data: Mapping[str, Any], hand_order: Sequence[str]) -> Coup
     )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Resolved:
     """The coup is over."""
 
@@ -203,7 +204,7 @@ class Resolved:
 Step = Deal | Decide | Resolved
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CoupState:
     """A coup in progress: the cards dealt to each hand in order, and the decisions taken."""
 
@@ -386,9 +387,11 @@ def next_step(state: CoupState) -> Step:
     return get_variant(state.config.variant).next_step(state)
 
 
-def apply_card(state: CoupState, card: Card) -> CoupState:
-    """Deal ``card`` to the hand it is due to; refuse it when no card is due."""
-    step = next_step(state)
+def apply_card(state: CoupState, card: Card, due: Step | None = None) -> CoupState:
+    """Deal ``card`` to the hand it is due to; refuse it when no card is due. ``due``: the caller's
+    ``next_step(state)`` when it has just computed it (the dealer, dealing from its shoe), so it is
+    not computed again; ``None`` computes it."""
+    step = next_step(state) if due is None else due
     if not isinstance(step, Deal):
         raise DomainError(Reason.CARD_NOT_DUE, f"no card is due ({_describe(step)}), got {card}")
     return _dealt(state, step, parse_card(card))

@@ -14,6 +14,7 @@ from services.core.envelope import Draft, Envelope
 from services.core.reasons import DomainError, Reason
 
 __all__ = [
+    "FLAT",
     "PAYLOADS",
     "SCHEMA_VERSIONS",
     "TOPIC_OF_TYPE",
@@ -26,6 +27,7 @@ __all__ = [
     "payload_of",
     "read_payload",
     "to_draft",
+    "trusted",
     "type_of",
     "upcast",
     "validate_payload",
@@ -118,10 +120,11 @@ def validate_payload(
     model = PAYLOADS.get(type_)
     if model is None:
         raise DomainError(Reason.UNKNOWN_TYPE, f"no event type {type_!r} in the contract")
-    upcasted = upcast(type_, SCHEMA_VERSIONS[type_] if version is None else version, data)
-    if tolerant:
-        return model.model_validate(upcasted, extra="ignore")
-    return model.model_validate(upcasted)
+    current = SCHEMA_VERSIONS[type_]
+    # a payload at the current version (every record but an old one) is validated as it is: no copy
+    upcasted = data if version is None or version == current else upcast(type_, version, data)
+    validate = model.__pydantic_validator__.validate_python  # what model_validate calls, without its wrapper
+    return validate(upcasted, extra="ignore") if tolerant else validate(upcasted)  # type: ignore[no-any-return]
 
 
 def payload_of(envelope: Envelope, *, tolerant: bool = False) -> Payload:
@@ -175,15 +178,48 @@ class Written:
     data: Mapping[str, Any]
 
 
+_DRAFTED: Final[Mapping[type[Payload], tuple[str, str, bool, int]]] = {
+    cls: (name, TOPIC_OF_TYPE[name], TOPIC_OF_TYPE[name] in topics.EVENT_STREAMS, SCHEMA_VERSIONS[name])
+    for name, cls in PAYLOADS.items()
+}
+"""What a draft of each contract class carries besides its key and data: its type name, topic, whether
+the topic is chained and the schema version (one lookup per output instead of four)."""
+
+
+FLAT: Final[frozenset[type[Payload]]] = frozenset({table.BetAccepted, table.CardDealt})
+"""Payloads of scalar fields only (strings and integers), made by the thousand: their JSON dump is the
+dict of their fields as they hold them (``tests/unit/test_written_outputs.py`` checks the field types and
+the dumps), so :func:`to_draft` copies that dict instead of running pydantic's serializer, and
+:func:`trusted` may build them."""
+
+_set_attr: Final = object.__setattr__
+
+
+def trusted(model: type[P], data: dict[str, Any]) -> P:
+    """``model`` (one of :data:`FLAT`) holding ``data`` as it is, not validated: for the outputs the
+    dealer makes by the thousand (a bet accepted, a card dealt) from values already validated (the
+    input's fields, the table's state), where validating costs more than the rest of building one. As
+    :class:`Written`, ``data`` must be exactly what :func:`dump_payload` of the validated model gives,
+    every field, in the model's order (``tests/unit/test_written_outputs.py`` validates every one a
+    seeded session writes); the record's reader validates it like any other."""
+    assert model in FLAT, f"{model.__name__} is not a flat payload"
+    built = model.__new__(model)
+    _set_attr(built, "__dict__", data)
+    _set_attr(built, "__pydantic_fields_set__", set(data))
+    _set_attr(built, "__pydantic_extra__", None)
+    _set_attr(built, "__pydantic_private__", None)
+    return built
+
+
 def to_draft(model: Payload | Written, key: str) -> Draft:
     """A draft of ``model`` on its topic under ``key``, chained when the topic is an event stream."""
+    cls = model.model if isinstance(model, Written) else type(model)
+    drafted = _DRAFTED.get(cls)
+    if drafted is None:
+        raise DomainError(Reason.UNKNOWN_TYPE, f"{cls.__name__} is not an event payload")
     if isinstance(model, Written):
-        type_, data = model.model.__name__, model.data
-        if PAYLOADS.get(type_) is not model.model:
-            raise DomainError(Reason.UNKNOWN_TYPE, f"{type_} is not an event payload")
+        data = model.data
     else:
-        type_, data = type_of(model), dump_payload(model)
-    topic = TOPIC_OF_TYPE[type_]
-    return Draft(
-        type_, topic, key, data, chained=topic in topics.EVENT_STREAMS, schema_version=SCHEMA_VERSIONS[type_]
-    )
+        data = dict(model.__dict__) if cls in FLAT else dump_payload(model)
+    type_, topic, chained, version = drafted
+    return Draft(type_, topic, key, data, chained, version)

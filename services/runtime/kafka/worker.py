@@ -124,6 +124,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import logging
 import os
@@ -420,6 +421,18 @@ class BatchSummary:
 Records = Sequence[tuple[str, int, int, bytes | None]]
 """Delivered records: ``(physical topic, partition, offset, value)``."""
 
+Shipped = list[tuple[list[str], "asyncio.Future[Any]"]]
+"""Record batches handed to the producer (:meth:`Outbox.flush`): the event ids in each, its ack."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shipment:
+    """A handled batch whose outputs are on their way: their acknowledgements, and the offsets to
+    commit once they are all in."""
+
+    acks: Shipped
+    offsets: dict[TopicPartition, int]
+
 
 class Shell:
     """The I/O around the pipes of one worker: the output index, the catch-up reader, the sends."""
@@ -444,6 +457,7 @@ class Shell:
             for logical in pipe.processor.inputs:
                 self.routes.setdefault(settings.topic(logical), []).append(pipe)
         self._one_at_a_time = asyncio.Lock()
+        self._landing: asyncio.Future[None] | None = None  # the last batch shipped, until committed
         self.handled = 0
         self.assigned = False  # the group has assigned partitions (readiness)
         self.metrics = metrics.WorkerMetrics(service or processors[0].name)
@@ -489,8 +503,13 @@ class Shell:
     async def confirm(self) -> int:
         """Hand every output added to the producer and wait for every acknowledgement; each id confirmed
         joins the output index. Returns how many were confirmed."""
+        return await self.confirmed(await self.outbox.flush())
+
+    async def confirmed(self, shipped: Shipped) -> int:
+        """Wait for the acknowledgement of every batch ``shipped`` (:meth:`Outbox.flush`); each id
+        confirmed joins the output index. Returns how many were confirmed."""
         confirmed = 0
-        for event_ids, acked in await self.outbox.flush():
+        for event_ids, acked in shipped:
             await acked
             self.index.ids.update(event_ids)
             confirmed += len(event_ids)
@@ -505,11 +524,16 @@ class Shell:
         await self.on_batches([(pipe, part) for part in parts.values()])
 
     async def on_batches(self, parts: Sequence[tuple[Pipe, Records]]) -> None:
+        """:meth:`process` the parts, then wait for every acknowledgement of their outputs."""
+        await self.confirmed(await self.process(parts))
+
+    async def process(self, parts: Sequence[tuple[Pipe, Records]]) -> Shipped:
         """Handle each part's delivered records in order (a part: records of one topic partition and the
-        pipe that reads them), then hand their outputs to the producer and wait for every acknowledgement
-        once; only then does :meth:`run` commit them, so an offset is never committed ahead of its
-        outputs. Waiting once per batch instead of once per record is what lets a worker keep up with
-        a busy table. Then one ``batch`` log line per part.
+        pipe that reads them), hand their outputs to the producer, and return the acknowledgements to
+        await (:meth:`confirmed`): only once they are in does :meth:`consume` commit the parts' offsets,
+        so an offset is never committed ahead of its outputs. Waiting once per batch instead of once
+        per record is what lets a worker keep up with a busy table. Then one ``batch`` log line per part
+        (``ms``: the handling, without the acknowledgements).
 
         The pipes share the reader, the output index and the sends, so a worker handles one batch at a
         time (when each pipe was a faust agent, two first records at once raced to start the reader,
@@ -528,7 +552,7 @@ class Shell:
                 for _, _, offset, value in records:
                     await self._on_record(pipe, summary, physical, offset, value)
                 summaries.append(summary)
-            await self.confirm()
+            shipped = await self.outbox.flush()
             seconds = time.perf_counter() - started
             for summary in summaries:
                 for type_, n in summary.types.items():
@@ -537,6 +561,7 @@ class Shell:
             ms = round(seconds * 1000, 3)
             for summary in summaries:
                 log.info("batch", **summary.line(), ms=ms)
+            return shipped
 
     async def run(self) -> None:
         """The worker's loop (:meth:`consume`), ending the process on any error it does not handle (a
@@ -575,15 +600,25 @@ class Shell:
             while True:
                 batch = await self._batch()
                 if batch:
-                    await self._handle(batch)
+                    await self._pipelined(batch)
         finally:
+            if self._landing is not None:  # a stop: let the last batch land (its commit may fail)
+                with contextlib.suppress(Exception):
+                    await self._landing
             await self.consumer.stop()
             await self.producer.stop()
             await self.close()
 
     async def _batch(self) -> dict[TopicPartition, list[Any]]:
-        """The records of the next fetch, at most ``batch_max``; when it brings fewer, one more fetch
-        waiting at most ``batch_wait_ms`` tops the batch up (as faust's ``take_events`` did)."""
+        """The records of the next fetch, at most ``batch_max``; when it brings fewer while the last
+        batch is still landing (:meth:`_pipelined`), one more fetch waiting at most ``batch_wait_ms``
+        tops the batch up (as faust's ``take_events`` did).
+
+        Only then: the outputs of a batch handled at once would queue behind the last batch's, which
+        the producer is still sending (one request at a time per broker), so waiting for more records
+        costs them nothing; with nothing in flight, as on an interactive table where records come one
+        hop at a time, the wait would only delay every hop (by ``batch_wait_ms``: 1 ms of the 10 of a
+        hop in the demo and test settings)."""
         assert self.consumer is not None
         most = self.settings.batch_max
         batch = {
@@ -591,7 +626,8 @@ class Shell:
             for tp, msgs in (await self.consumer.getmany(timeout_ms=1000, max_records=most)).items()
         }
         count = sum(map(len, batch.values()))
-        if batch and count < most:
+        landing = self._landing
+        if batch and count < most and landing is not None and not landing.done():
             more = await self.consumer.getmany(
                 timeout_ms=self.settings.batch_wait_ms, max_records=most - count
             )
@@ -600,15 +636,32 @@ class Shell:
         return batch
 
     async def _handle(self, batch: Mapping[TopicPartition, Sequence[Any]]) -> None:
-        """Handle one ``getmany`` batch and commit it; fail fast (see the module docstring)."""
-        assert self.consumer is not None
+        """Handle one ``getmany`` batch and commit it once its outputs are acknowledged (:meth:`_ship`,
+        :meth:`_land`); fail fast (see the module docstring)."""
+        await self._land(await self._ship(batch))
+
+    async def _pipelined(self, batch: Mapping[TopicPartition, Sequence[Any]]) -> None:
+        """Handle one ``getmany`` batch while the batch before it lands: ship it (:meth:`_ship`), let it
+        land (:meth:`_land`: acknowledgements, then the commit) after the one before, and return once
+        that one has landed. So a worker applies the next batch while the broker acknowledges the last
+        one's outputs and takes its commit, instead of waiting for both; at most two batches are in
+        flight, and their commits go in order, each after its own outputs' acknowledgements."""
+        shipment = await self._ship(batch)
+        before = self._landing
+        self._landing = asyncio.ensure_future(self._land(shipment, after=before))
+        if before is not None:
+            await before
+
+    async def _ship(self, batch: Mapping[TopicPartition, Sequence[Any]]) -> Shipment:
+        """Handle one ``getmany`` batch and hand its outputs to the producer (:meth:`process`); what is
+        left to do before its offsets can be committed. Any error ends the process."""
         parts = [
             (pipe, [(m.topic, m.partition, m.offset, m.value) for m in msgs])
             for tp, msgs in batch.items()
             for pipe in self.routes.get(tp.topic, [])
         ]
         try:
-            await self.on_batches(parts)
+            shipped = await self.process(parts)
         except Exception as exc:
             first = next((records[0] for _, records in parts if records), ("", 0, 0, None))
             last = next((records[-1] for _, records in reversed(parts) if records), first)
@@ -618,13 +671,28 @@ class Shell:
             )  # fmt: skip
             sys.stderr.flush()
             os._exit(EXIT_CRASH)
-        offsets = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs}
+        return Shipment(shipped, {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs})
+
+    async def _land(self, shipment: Shipment, after: asyncio.Future[None] | None = None) -> None:
+        """Once the batch before (``after``) has landed, wait for the acknowledgements of the batch's
+        outputs, then commit its offsets. A failed send ends the process (its records were applied in
+        memory but their outputs may not be on the log); a commit refused by a rebalance does not."""
+        assert self.consumer is not None
         try:
-            await self.consumer.commit(offsets)
+            if after is not None:
+                await after
+            await self.confirmed(shipment.acks)
+        except Exception as exc:
+            _log().critical("record_failed", offsets={str(tp): o for tp, o in shipment.offsets.items()},
+                            error=repr(exc), exc_info=True)  # fmt: skip
+            sys.stderr.flush()
+            os._exit(EXIT_CRASH)
+        try:
+            await self.consumer.commit(shipment.offsets)
         except CommitFailedError as exc:  # a rebalance took the partitions: their next owner re-reads
             _log().warning("commit_failed", error=repr(exc))  # them, and finds the outputs in its index
             return
-        self.committed.update(offsets)
+        self.committed.update(shipment.offsets)
 
     async def _on_record(
         self, pipe: Pipe, summary: BatchSummary, physical: str, offset: int, value: bytes | None
@@ -716,7 +784,9 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         self.shell = shell
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
-        return None
+        landing = self.shell._landing  # the batches in flight commit before the partitions go, if they
+        if landing is not None:  # can: the next owner then re-reads fewer records
+            await asyncio.wait({landing}, timeout=self.shell.settings.rebalance_timeout_s / 2)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         self.shell.index.stale = True
