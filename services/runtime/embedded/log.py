@@ -1071,6 +1071,9 @@ class EmbeddedBus:
                 if match(env):
                     return env
             raise LookupError(f"no such record on {topic} under {key}, and the processors are idle")
+        stream = self._waited.get((topic, key))
+        if stream is not None and (known := stream.first(match)) is not None:
+            return known  # read already: nothing to run, nothing new to commit
         with self._grouped():
             found = self._find(topic, key, match)
             if found is None:
