@@ -368,10 +368,11 @@ def test_the_wal_is_checkpointed_when_the_pipeline_is_idle_not_inside_a_burst(tm
 
 
 def test_a_due_snapshot_waits_until_the_runner_has_caught_up(tmp_path: Path) -> None:
-    """While batches come back full (a burst) a due snapshot waits; the first short or empty batch takes
-    it; a runner that never catches up still snapshots at twice the interval."""
+    """While batches come back full (a burst) a due snapshot waits; once a batch comes back short the
+    next read takes it (after the burst's last batch committed, not inside it), as does an empty read;
+    a runner that never catches up still snapshots at twice the interval."""
     with EmbeddedLog(tmp_path / "log.db") as log:
-        write_inputs(log, 40)
+        write_inputs(log, 38)
         runner = Runner(log, Echo(), snapshot_every=10, batch_limit=6)
         runner.step_batch()
         runner.step_batch()  # 12 records: due, not taken
@@ -384,13 +385,19 @@ def test_a_due_snapshot_waits_until_the_runner_has_caught_up(tmp_path: Path) -> 
         assert snap[0] == runner.position == 20
         runner.step_batch(10)  # 30: due, full
         assert log.load_snapshot("echo") == snap
-        runner.step_batch(20)  # the last ten, a short batch: taken
+        runner.step_batch(20)  # the last eight, a short batch: caught up, not in the burst's last batch
+        assert log.load_snapshot("echo") == snap
+        assert not runner.idle()  # the next read takes it
+        assert runner.step_batch().records == 0  # empty: taken
         after = log.load_snapshot("echo")
         assert after is not None
-        assert after[0] == runner.position > snap[0]
-        write_inputs(log, 50)  # the first 40 are there already: ten new records
+        assert after[0] == runner.position == 38
+        assert runner.idle()
+        write_inputs(log, 50)  # the first 38 are there already: twelve new records
         runner.step_batch(10)
         assert log.load_snapshot("echo") == after  # 10 due after a full batch: waits
+        assert runner.step_batch().records == 2  # short: the next read takes it
+        assert log.load_snapshot("echo") == after
         runner.step_batch()  # empty: caught up, taken
         last = log.load_snapshot("echo")
         assert last is not None

@@ -46,10 +46,12 @@ counts its own appends per topic, and ``PRAGMA data_version`` tells it when anot
 committed): 60% of the reads of a demo session came back empty (13,900 of 23,300, measured). The
 :class:`~services.core.processor.ProcessorState` lives in memory and is snapshotted once
 ``snapshot_every`` records were applied since the last snapshot, in the same transaction as the offset,
-at the first batch after which the runner has caught up (a batch that came back short or empty), and
-at the latest after :data:`SNAPSHOT_DEFER_MAX` times ``snapshot_every`` records: a snapshot costs time
-that grows with the state (a wallet stage's is megabytes), and taken while a burst is read (5,000
-credits after a coup) it delays the burst's last record. A restart loads the snapshot and
+by the first read after the runner has caught up (a batch came back short: the read that then finds
+nothing takes it, in a transaction of its own where the runner steps alone), and at the latest after
+:data:`SNAPSHOT_DEFER_MAX` times ``snapshot_every`` records: a snapshot costs time that grows with the
+state (a wallet stage's is megabytes, 0.15-0.2 s), and taken while a burst is read (5,000 credits after
+a coup), or inside the transaction of its last batch, it delays the burst's last record (measured:
+the speed bench's last credit came that much later). A restart loads the snapshot and
 re-applies the records after it: the core is deterministic, so it re-derives the very outputs already in
 the log, whose appends are no-ops (and a :class:`LogConflict` there would expose a non-deterministic
 processor instead of hiding it). The ids a consumer has applied are rows of the ``applied`` table
@@ -810,10 +812,10 @@ class Runner(Generic[S]):
             self._deferred = True
             self.log.before_commit(self._write_offset)
         self._since_snapshot += len(rows)
-        if self._since_snapshot >= self.snapshot_every and (
-            len(rows) < limit or self._since_snapshot >= SNAPSHOT_DEFER_MAX * self.snapshot_every
-        ):
+        if self._since_snapshot >= SNAPSHOT_DEFER_MAX * self.snapshot_every:
             self._snapshot()
+        elif self._since_snapshot >= self.snapshot_every and len(rows) < limit:
+            self._idle_mark = None  # caught up: the next read (empty) takes the snapshot that waited
         return BatchResult(len(rows), len(outputs), self.position)
 
     def _write_offset(self) -> None:
@@ -1069,6 +1071,9 @@ class EmbeddedBus:
                 if match(env):
                     return env
             raise LookupError(f"no such record on {topic} under {key}, and the processors are idle")
+        stream = self._waited.get((topic, key))
+        if stream is not None and (known := stream.first(match)) is not None:
+            return known  # read already: nothing to run, nothing new to commit
         with self._grouped():
             found = self._find(topic, key, match)
             if found is None:
