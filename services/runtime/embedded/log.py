@@ -72,14 +72,13 @@ skip even the attempt.
 
 from __future__ import annotations
 
-import bisect
 import os
 import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -89,6 +88,7 @@ from services.runtime import intake
 from services.runtime.embedded import snapshot
 from services.runtime.failures import ConfigError, NotALog
 from services.runtime.logging import get_logger
+from services.runtime.waits import Stream
 
 if TYPE_CHECKING:
     from services.runtime.compose import Composition
@@ -976,7 +976,7 @@ class EmbeddedBus:
         """The transaction :meth:`advance` holds open (group commit), if any."""
         self._group_from = 0
         """How many records the log had appended (:attr:`EmbeddedLog.appended`) when the group began."""
-        self._waited: dict[tuple[str, str], _Stream] = {}
+        self._waited: dict[tuple[str, str], Stream] = {}
         """Event driven: the records of every stream waited on so far, in log order, up to
         :attr:`_indexed_to` (:meth:`wait`)."""
         self._indexed_to = 0
@@ -1092,7 +1092,7 @@ class EmbeddedBus:
         stream = self._waited.get((topic, key))
         if stream is None:
             self._index()
-            stream = self._waited[(topic, key)] = _Stream()
+            stream = self._waited[(topic, key)] = Stream()
             for _offset, env in self._records(topic, key, 0):
                 stream.add(env)
             return stream.first(match)
@@ -1132,50 +1132,6 @@ class EmbeddedBus:
         """Commit what is held, then close the log."""
         self.commit()
         self.log.close()
-
-
-@dataclass(slots=True)
-class _Stream:
-    """The records of one (topic, key) read by :meth:`EmbeddedBus.wait`, in log order, indexed for the
-    hints a match may carry (``among``, ``after_seq``: see :class:`services.app.simulator.Match`)."""
-
-    records: list[Envelope] = field(default_factory=list)
-    carrying: dict[tuple[str, str], list[int]] = field(default_factory=dict)
-    """The positions of the records carrying each (field, value) of :data:`_HINTED`."""
-    seqs: list[int] | None = field(default_factory=list)
-    """Every record's ``seq`` while they strictly increase (a chain), for a bisection; else None."""
-
-    def add(self, env: Envelope) -> None:
-        at = len(self.records)
-        self.records.append(env)
-        payload = env.payload
-        for name, value in (("bet_id", payload.get("bet_id")), ("coup_id", payload.get("coup_id"))):
-            if isinstance(value, str):
-                self.carrying.setdefault((name, value), []).append(at)
-        if env.causation_id is not None:
-            self.carrying.setdefault(("causation_id", env.causation_id), []).append(at)
-        if self.seqs is not None:
-            if env.seq is None or (self.seqs and env.seq <= self.seqs[-1]):
-                self.seqs = None
-            else:
-                self.seqs.append(env.seq)
-
-    def first(self, match: Callable[[Envelope], bool], start: int = 0) -> Envelope | None:
-        """The first record from position ``start`` on that ``match`` accepts."""
-        records = self.records
-        among = getattr(match, "among", ())
-        if among and all(name in _HINTED for name, _value in among):
-            lists = [self.carrying.get((name, value), []) for name, value in among]
-            at = lists[0] if len(lists) == 1 else sorted({i for found in lists for i in found})
-            return next((records[i] for i in at if i >= start and match(records[i])), None)
-        after = getattr(match, "after_seq", None)
-        if isinstance(after, int) and self.seqs is not None:
-            start = max(start, bisect.bisect_right(self.seqs, after))
-        return next((records[i] for i in range(start, len(records)) if match(records[i])), None)
-
-
-_HINTED = frozenset({"bet_id", "coup_id", "causation_id"})
-"""The fields :class:`_Stream` indexes its records by."""
 
 
 def default_pipeline(composition: Composition | None = None) -> list[tuple[str, Processor[Any]]]:

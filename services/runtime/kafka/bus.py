@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import os
 import signal
 import subprocess
@@ -79,6 +78,7 @@ from services.runtime.compose import Composition
 from services.runtime.kafka.topic_io import aconsume_all, new_consumer, partitions_of, read_range, rest
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
+from services.runtime.waits import Stream
 
 T = TypeVar("T")
 
@@ -296,7 +296,7 @@ class KafkaBus:
         self._waiter: AIOKafkaConsumer | None = None
         self._waited_topics: set[str] = set()
         self._wait_positions: dict[TopicPartition, int] = {}
-        self._waited: dict[tuple[str, str], list[Envelope]] = defaultdict(list)
+        self._waited: dict[tuple[str, str], Stream] = defaultdict(Stream)
         self._waited_ids: set[str] = set()
         self._waiters: dict[tuple[str, str], list[_Pending]] = defaultdict(list)
         self._following: asyncio.Task[None] | None = None
@@ -448,11 +448,10 @@ class KafkaBus:
         is on the log (see the module); :class:`DrainTimeout` after ``timeout_s`` (default the drain
         timeout). Returns a record found by an earlier wait too: waiting consumes nothing, and
         :meth:`read` is not affected."""
-        read = self._waited.get((topic, key), [])
-        seen = len(read)  # the waiter only appends: the loop need not look at these again
-        for env in itertools.islice(read, seen):  # read already: no need to run the loop
-            if match(env):
-                return env
+        read = self._waited.get((topic, key))
+        seen = len(read) if read is not None else 0  # the waiter only appends: the loop need not
+        if read is not None and (env := read.first(match, stop=seen)) is not None:  # look at these again
+            return env  # read already: no need to run the loop
         return self._run(
             self._wait(topic, key, match, self.drain_timeout_s if timeout_s is None else timeout_s, seen)
         )
@@ -533,12 +532,13 @@ class KafkaBus:
     ) -> Envelope:
         """:meth:`wait` on the loop: the records read under the key from the ``seen``-th on (the ones
         before it the caller looked through), then each record as the waiter reads it (:meth:`_hand`).
-        Each record is matched once: on the speed table, where every table event is waited for under
-        the one key, looking through the key's records twice a wait cost the simulator's thread time
-        in proportion to the records read so far."""
-        for env in self._waited.get((topic, key), [])[seen:]:
-            if match(env):
-                return env
+        Each record is looked at once, and only the records the match's hints leave
+        (:class:`services.runtime.waits.Stream`): on the speed table, where every table event is waited
+        for under the one key, looking through the key's records on every wait made the simulator's
+        thread time grow with the records read so far (quadratic in a coup)."""
+        read = self._waited.get((topic, key))
+        if read is not None and (env := read.first(match, start=seen)) is not None:
+            return env
         if topic not in self._waited_topics:
             await self._wait_on(topic)
         found: asyncio.Future[Envelope] = self._loop.create_future()
@@ -581,7 +581,7 @@ class KafkaBus:
                         env = intake.decode(m.value)
                         if env.event_id not in self._waited_ids:
                             self._waited_ids.add(env.event_id)
-                            self._waited[(logical, env.key)].append(env)
+                            self._waited[(logical, env.key)].add(env)
                             self._hand(logical, env)
                 if msgs:
                     self._wait_positions[tp] = msgs[-1].offset + 1
