@@ -14,3 +14,10 @@ def log_streams(db: Path) -> dict[tuple[str, str], list[bytes]]:
         for _offset, topic, key, raw in log.iter_all():
             out.setdefault((topic, key), []).append(raw)
     return out
+
+
+def whole_log(db: Path) -> list[tuple[str, str, bytes]]:
+    """Every record of the log at ``db`` as (topic, key, bytes), in log order: the file, interleaving
+    included."""
+    with EmbeddedLog(db, readonly=True) as log:
+        return [(topic, key, raw) for _o, topic, key, raw in log.iter_all()]

@@ -12,18 +12,13 @@ import pytest
 
 from services.app.simulator import Session, demo_tables
 from services.core.envelope import Envelope
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.replay import read_db, replay
-from tests.helpers.streams import log_streams
+from tests.helpers.streams import log_streams, whole_log
 
 SEED = 21
 TABLES = demo_tables(3)
 COUPS = 6
-
-
-def whole_log(db: Path) -> list[tuple[str, str, bytes]]:
-    with EmbeddedLog(db, readonly=True) as log:
-        return [(topic, key, raw) for _o, topic, key, raw in log.iter_all()]
 
 
 def play(db: Path, *, event_driven: bool, **options: int) -> int:

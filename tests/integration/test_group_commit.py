@@ -13,18 +13,13 @@ from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.trust import authenticate
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, LogConflict
+from services.runtime.embedded.log import EmbeddedBus, LogConflict
 from tests.helpers.bus_contract import CASHIER, account, deposit
-from tests.helpers.streams import log_streams
+from tests.helpers.streams import log_streams, whole_log
 
 SEED = 21
 TABLES = demo_tables(3)
 COUPS = 6
-
-
-def whole_log(db: Path) -> list[tuple[str, str, bytes]]:
-    with EmbeddedLog(db, readonly=True) as log:
-        return [(topic, key, raw) for _o, topic, key, raw in log.iter_all()]
 
 
 def play(db: Path, **options: int) -> int:

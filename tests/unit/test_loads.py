@@ -5,7 +5,6 @@ refused, and dead-lettered with the same reason and sentence as before orjson re
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 from services.core import envelope
 from services.core.envelope import NESTING_FAST_MAX, loads
 from services.runtime.intake import DecodeError, decode
+from tests.helpers.typed import typed
 
 
 def _answer(read: Any, raw: bytes | str) -> tuple[str, str]:
@@ -24,17 +24,7 @@ def _answer(read: Any, raw: bytes | str) -> tuple[str, str]:
         value = read(raw)
     except (ValueError, RecursionError) as exc:
         return type(exc).__name__, str(exc)
-    return "value", repr(_typed(value))
-
-
-def _typed(value: Any) -> Any:
-    if isinstance(value, dict):
-        return [(k, _typed(v)) for k, v in value.items()]  # in the order read
-    if isinstance(value, list):
-        return [_typed(v) for v in value]
-    if isinstance(value, float) and math.isnan(value):
-        return ("float", "nan")
-    return (type(value).__name__, value)
+    return "value", repr(typed(value))
 
 
 DEEP = NESTING_FAST_MAX + 1
@@ -128,7 +118,7 @@ def _decoded(raw: bytes) -> tuple[str, str]:
         env = decode(raw)
     except DecodeError as exc:
         return exc.reason.value, exc.detail
-    return "decoded", repr(_typed(env.model_dump()))
+    return "decoded", repr(typed(env.model_dump()))
 
 
 @pytest.mark.parametrize(("case", "raw"), CASES, ids=[c[0] for c in CASES])

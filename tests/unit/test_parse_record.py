@@ -6,7 +6,6 @@ accepted, refused and dead-lettered with the same reason and sentence as before.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 from unittest import mock
 
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 
 from services.core import envelope, topics
 from services.core.envelope import Envelope, parse_record, request
+from tests.helpers.typed import typed
 
 
 def _refuse(raw: bytes) -> Envelope:
@@ -35,17 +35,7 @@ def _answer(read: Any, raw: bytes) -> tuple[str, Any]:
         env = read(raw)
     except (ValueError, RecursionError) as exc:
         return type(exc).__name__, str(exc)
-    return "envelope", _typed(env.__dict__)
-
-
-def _typed(value: Any) -> Any:
-    if isinstance(value, dict):
-        return [(k, _typed(v)) for k, v in value.items()]  # in the order read
-    if isinstance(value, list):
-        return [_typed(v) for v in value]
-    if isinstance(value, float) and math.isnan(value):
-        return ("float", "nan")
-    return (type(value).__name__, value)
+    return "envelope", typed(env.__dict__)
 
 
 BASE = request(
