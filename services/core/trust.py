@@ -81,41 +81,24 @@ class PrincipalKey:
     principal: Principal
     key_id: str
     secret: bytes
-    _pads: tuple[hashlib._Hash, hashlib._Hash] = field(init=False, repr=False, compare=False)
-    """SHA-256 states after the HMAC inner and outer key blocks (``secret`` XOR ipad and opad, RFC 2104):
-    :meth:`mac` copies them instead of keying an HMAC per record (two C calls of the standard library's
-    ``hashlib`` each, 1 us a MAC instead of 1.7 with ``hmac.HMAC.copy``, 2.3 with ``hmac.digest``)."""
+    _keyed: hmac.HMAC = field(init=False, repr=False, compare=False)
+    """HMAC-SHA256 keyed with ``secret``, before any message: :meth:`mac` copies it instead of keying a
+    new one per record (the standard library's HMAC either way; 3 us a MAC instead of 5 here). Hand-made
+    pads would save 0.7 us a MAC (1 % of a record); an auditor reads ``hmac`` at a glance."""
 
     def __post_init__(self) -> None:
         if not self.key_id or len(self.secret) < 16:
             raise ValueError("a principal key needs a key id and at least 16 bytes of secret")
-        object.__setattr__(self, "_pads", _hmac_pads(self.secret))
+        object.__setattr__(self, "_keyed", hmac.new(self.secret, digestmod=hashlib.sha256))
 
     def mac(self, record_hash: str) -> str:
-        """:func:`mac` under this key's secret (HMAC-SHA256 from the precomputed pads; a test compares it
-        with :func:`hmac.digest`)."""
-        inner_pad, outer_pad = self._pads
-        inner = inner_pad.copy()
-        inner.update(record_hash.encode("ascii", "replace"))
-        outer = outer_pad.copy()
-        outer.update(inner.digest())
-        return outer.hexdigest()
+        """:func:`mac` under this key's secret."""
+        keyed = self._keyed.copy()
+        keyed.update(record_hash.encode("ascii", "replace"))
+        return keyed.hexdigest()
 
     def __repr__(self) -> str:
         return f"PrincipalKey({self.principal.value!r}, key_id={self.key_id!r}, secret=<hidden>)"
-
-
-_SHA256_BLOCK: Final = 64
-"""SHA-256's block size in bytes: an HMAC key longer than this is hashed first (RFC 2104)."""
-
-
-def _hmac_pads(secret: bytes) -> tuple[hashlib._Hash, hashlib._Hash]:
-    """The SHA-256 states after HMAC's inner (``0x36``) and outer (``0x5c``) padded key blocks."""
-    key = hashlib.sha256(secret).digest() if len(secret) > _SHA256_BLOCK else secret
-    key = key.ljust(_SHA256_BLOCK, b"\0")
-    inner = hashlib.sha256(bytes(b ^ 0x36 for b in key))
-    outer = hashlib.sha256(bytes(b ^ 0x5C for b in key))
-    return inner, outer
 
 
 class Refusal(NamedTuple):

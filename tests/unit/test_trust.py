@@ -293,9 +293,9 @@ def test_the_hash_check_from_the_raw_bytes_agrees_with_the_full_one() -> None:
 
 @given(st.binary(min_size=16, max_size=100), st.lists(st.text(max_size=80), min_size=1, max_size=4))
 def test_a_key_macs_what_the_mac_function_does(secret: bytes, hashes: list[str]) -> None:
-    """A key's own MAC (its precomputed HMAC pads copied per record) is :func:`mac` under its secret,
-    call after call, for secrets shorter and longer than SHA-256's block: the pads are never consumed
-    by a record."""
+    """A key's own MAC (its keyed HMAC copied per record) is :func:`mac` under its secret, call after
+    call, for secrets shorter and longer than SHA-256's block: the keyed state is never consumed by a
+    record."""
     key = PrincipalKey(Principal.CASHIER, "cashier-demo0000", secret)
     for record_hash in hashes + hashes:
         assert key.mac(record_hash) == mac(secret, record_hash)
