@@ -76,13 +76,9 @@ def stage_namespace(stage: str) -> uuid.UUID:
     return uuid.uuid5(NAMESPACE, stage)
 
 
-_VARIANT_DIGIT: Final = "89ab89ab89ab89ab"
-"""The first hex digit of a UUID's 9th byte once its two top bits are the RFC 4122 variant ``10``,
-indexed by the digit before (its low two bits are kept)."""
-
-
-_VARIANT_OF_DIGIT: Final = {f"{i:x}": _VARIANT_DIGIT[i] for i in range(16)}
-""":data:`_VARIANT_DIGIT` by the hex digit itself (one lookup instead of ``int(digit, 16)`` and one)."""
+_VARIANT_OF_DIGIT: Final = {f"{i:x}": "89ab"[i & 3] for i in range(16)}
+"""The first hex digit of a UUID's 9th byte once its two top bits are the RFC 4122 variant ``10``, by
+the digit before (its low two bits are kept)."""
 
 
 def uuid5_str(namespace: uuid.UUID, name: str) -> str:
@@ -198,9 +194,11 @@ def seal(
 ) -> Envelope:
     """Give ``draft`` its envelope: id, time and causation from ``cause``, seq/prev_hash from ``head``;
     ``auth_for`` (the writer's :meth:`services.core.trust.Guard.auth_for`) authenticates it from its hash."""
-    body = _sealed_body(draft, event_id, occurred_at, producer, cause, head)
-    digest = sha256_hex(canonical(body))
-    return _built(body, digest, auth_for(digest) if auth_for is not None else None)
+    envelope, _bytes = seal_encoded(
+        draft, event_id=event_id, occurred_at=occurred_at, producer=producer, cause=cause, head=head,
+        auth_for=auth_for,
+    )  # fmt: skip
+    return envelope
 
 
 def seal_encoded(
@@ -213,9 +211,10 @@ def seal_encoded(
     head: ChainHead | None,
     auth_for: Callable[[str], dict[str, str]] | None = None,
 ) -> tuple[Envelope, bytes]:
-    """:func:`seal`, and the record's bytes (``Envelope.to_json()``) made from the canonical JSON the
-    hash was taken over, with ``hash`` and ``auth`` spliced in (:func:`record_bytes`) instead of
-    serialising the whole envelope a second time (a shell that writes what it seals: ~7 us a record)."""
+    """:func:`seal` (which is this without the bytes), and the record's bytes (``Envelope.to_json()``)
+    made from the canonical JSON the hash was taken over, with ``hash`` and ``auth`` spliced in
+    (:func:`record_bytes`) instead of serialising the whole envelope a second time (a shell that writes
+    what it seals: ~7 us a record)."""
     body = _sealed_body(draft, event_id, occurred_at, producer, cause, head)
     content = canonical(body)
     digest = sha256_hex(content)

@@ -1088,7 +1088,8 @@ class EmbeddedBus:
         return found
 
     def _find(self, topic: str, key: str, match: Callable[[Envelope], bool]) -> Envelope | None:
-        """The first record on the stream that ``match`` accepts among those on the log now."""
+        """The first record on the stream that ``match`` accepts among those on the log now, looking only
+        at the records not looked at already (:meth:`wait` has looked at those read before it ran)."""
         stream = self._waited.get((topic, key))
         if stream is None:
             self._index()
@@ -1096,9 +1097,7 @@ class EmbeddedBus:
             for _offset, env in self._records(topic, key, 0):
                 stream.add(env)
             return stream.first(match)
-        known = len(stream.records)
-        if (found := stream.first(match)) is not None:
-            return found
+        known = len(stream.records)  # every record up to here was looked at: by wait, or the last _find
         self._index()
         return stream.first(match, known) if len(stream.records) > known else None
 
