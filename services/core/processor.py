@@ -47,7 +47,7 @@ from services.core.contract import PAYLOADS, Payload, Written, payload_of, read_
 from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal_encoded, stage_namespace
 from services.core.errors import DomainError, Reason
 from services.core.topics import DEADLETTER
-from services.core.trust import Guard
+from services.core.trust import Guard, Sealed
 from services.core.values import immutable
 
 S = TypeVar("S")
@@ -275,16 +275,27 @@ def step(
 
 
 def step_encoded(
-    processor: Processor[S], state: ProcessorState[S], record: Envelope, raw: bytes | None = None
+    processor: Processor[S],
+    state: ProcessorState[S],
+    record: Envelope,
+    raw: bytes | None = None,
+    sealed: Sealed | None = None,
 ) -> list[tuple[Envelope, bytes]]:
     """:func:`step`, each output with its record's bytes (``Envelope.to_json()``, made as it is sealed:
-    :func:`~services.core.envelope.seal_encoded`), for a shell that writes them."""
+    :func:`~services.core.envelope.seal_encoded`), for a shell that writes them.
+
+    ``sealed``: the shell's memo of the records its processors sealed
+    (:class:`~services.core.trust.Sealed`): each output is added to it, and an input whose ``raw``
+    bytes are exactly bytes sealed there is admitted without verifying it again
+    (:meth:`~services.core.trust.Guard.admit`; never for audit, which verifies every record itself).
+    Only a shell that passes ``raw`` as the very bytes ``record`` was decoded from may pass it."""
     if record.event_id in state.applied:
         return []
     guard = processor.guard
     if guard is not None:
         judge = processor.validates_inputs  # audit judges hashes and keys itself: findings, not refusals
-        refusal = guard.admit(record, check_hash=judge, raw=raw, bind_key=judge)
+        memo = sealed if judge else None  # audit verifies every record independently
+        refusal = guard.admit(record, check_hash=judge, raw=raw, bind_key=judge, sealed=memo)
         if refusal is not None:  # not applied: the real record under this id still will be
             draft = dead_letter(record, None, refusal.reason.value, refusal.detail, record.topic)
             refused = seal_encoded(
@@ -296,6 +307,8 @@ def step_encoded(
                 head=None,
                 auth_for=guard.auth_for,
             )
+            if sealed is not None:
+                sealed.add(refused[0].event_id, refused[1], guard.own)
             return [refused]
     try:  # validate at the edge: a malformed payload never reaches handle
         payload = None
@@ -325,6 +338,8 @@ def step_encoded(
         )
         if draft.chained:
             state.heads[head_key] = ChainHead(env.seq or 0, env.hash)
+        if sealed is not None and guard is not None:
+            sealed.add(env.event_id, encoded, guard.own)
         out.append((env, encoded))
     state.inner = inner
     state.applied.add(record.event_id)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -237,6 +238,49 @@ def authorize(env: Envelope, principal: Principal, *, bind_key: bool = True) -> 
     return None
 
 
+SEALED_KEPT: Final = 20_000
+"""How many records a :class:`Sealed` memo keeps (the oldest go first): the embedded pipeline's readers
+read what a stage sealed within the same few batches (audit, which lags, never asks)."""
+
+
+class Sealed:
+    """The records this process sealed, by event id: their exact bytes and the key that signed them.
+
+    Filled by :func:`services.core.processor.step_encoded` as it seals each output, asked by
+    :meth:`Guard.admit` for a record read back: when the bytes read are exactly the bytes sealed, their
+    hash was computed over their content and their MAC under ``key`` by this very process a moment
+    ago, so :func:`verify` would find what it found then (the hash holds, the MAC verifies under
+    ``key``), and checking it again proves nothing new. Any other bytes under that id (one byte
+    tampered, an outsider's record reusing the id) are verified in full. Only a process's own readers
+    may ask (the embedded runtime's dealer, settlement and monitor); audit never does: it judges every
+    record by itself (docs/trust.md), and :meth:`Guard.admit` ignores the memo when it checks no hash.
+
+    Bounded (:data:`SEALED_KEPT`): an entry forgotten is a full verification, never a refusal."""
+
+    __slots__ = ("_by_id", "kept")
+
+    def __init__(self, kept: int = SEALED_KEPT) -> None:
+        self._by_id: OrderedDict[str, tuple[bytes, PrincipalKey]] = OrderedDict()
+        self.kept = kept
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def add(self, event_id: str, raw: bytes, key: PrincipalKey) -> None:
+        """Remember that this process sealed ``raw`` (a record with ``event_id``), signed by ``key``."""
+        by_id = self._by_id
+        by_id[event_id] = (raw, key)
+        if len(by_id) > self.kept:
+            by_id.popitem(last=False)
+
+    def key_of(self, event_id: str, raw: bytes) -> PrincipalKey | None:
+        """The key that signed ``raw`` if this process sealed exactly these bytes under ``event_id``."""
+        entry = self._by_id.get(event_id)
+        if entry is None or entry[0] != raw:  # bytes compared in full: one byte off, verified in full
+            return None
+        return entry[1]
+
+
 @dataclass(frozen=True, slots=True)
 class Guard:
     """What one processor needs to check its inputs and sign its outputs: every principal's key (to
@@ -246,11 +290,29 @@ class Guard:
     own: PrincipalKey
 
     def admit(
-        self, env: Envelope, *, check_hash: bool = True, raw: bytes | None = None, bind_key: bool = True
+        self,
+        env: Envelope,
+        *,
+        check_hash: bool = True,
+        raw: bytes | None = None,
+        bind_key: bool = True,
+        sealed: Sealed | None = None,
     ) -> Refusal | None:
         """``None`` when ``env`` is authentic and permitted, else why it is refused (``raw``: see
-        :func:`verify`; ``bind_key``: see :func:`authorize`)."""
-        found = verify(env, self.keys, check_hash=check_hash, raw=raw)
+        :func:`verify`; ``bind_key``: see :func:`authorize`).
+
+        ``sealed``: the records this process sealed (:class:`Sealed`); when ``raw`` (the bytes ``env``
+        was decoded from) are exactly the bytes sealed under its id, by a key this guard knows under
+        that key id, the record is authentic without verifying it again (4-5 us a record: the hash
+        over the bytes and the MAC). Authorization is checked either way. Ignored with
+        ``check_hash=False``: a consumer that judges hashes itself (audit) verifies independently."""
+        found: PrincipalKey | Refusal | None = None
+        if sealed is not None and raw is not None and check_hash:
+            key = sealed.key_of(env.event_id, raw)
+            if key is not None and self.keys.get(key.key_id) == key:
+                found = key
+        if found is None:
+            found = verify(env, self.keys, check_hash=check_hash, raw=raw)
         if isinstance(found, Refusal):
             return found
         return authorize(env, found.principal, bind_key=bind_key)

@@ -84,6 +84,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from services.core.envelope import ChainHead, Envelope
 from services.core.processor import Processor, ProcessorState, initial_state, step_encoded
+from services.core.trust import Sealed
 from services.runtime import intake
 from services.runtime.embedded import snapshot
 from services.runtime.failures import ConfigError, NotALog
@@ -242,6 +243,11 @@ class EmbeddedLog:
         """Records decoded by one runner, by offset, for the others reading them (bounded: the oldest go,
         in O(1): a plain dict's ``next(iter(d))`` walks the holes its deletions left at the front, up to
         ~14 us a record at 20,000 kept)."""
+        self.sealed = Sealed()
+        """The records the runners of this object sealed, by id, with their exact bytes: a runner
+        reading back a stage's output admits it without verifying its hash and MAC again (audit
+        excepted: :func:`~services.core.processor.step_encoded`). Not forgotten on a rollback: what it
+        holds are bytes this process sealed, whether or not the log keeps them."""
         self.commits = 0
         """Write transactions committed through this object (a benchmark's count)."""
         self.unchecked = 0
@@ -793,7 +799,7 @@ class Runner(Generic[S]):
                 self._snapshot()
             return BatchResult(0, 0, self.position)
         outputs: list[tuple[Envelope, bytes]] = []
-        decode = self.log.decode
+        decode, sealed = self.log.decode, self.log.sealed
         for offset, topic, _key, raw in rows:
             try:
                 record = decode(offset, raw)
@@ -804,7 +810,7 @@ class Runner(Generic[S]):
                 outputs.append((dead, dead.to_json()))
                 continue
             self.ids.offset = offset
-            outputs.extend(step_encoded(self.processor, self.state, record, raw))
+            outputs.extend(step_encoded(self.processor, self.state, record, raw, sealed))
         self.log.append_encoded(outputs, internal=True)
         self.position = rows[-1][0]
         self.committed = max(self.committed, self.position)
