@@ -16,8 +16,13 @@ equality and a hash over its fields, exactly as the frozen one had (``tests/unit
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar, dataclass_transform
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, TypeVar, dataclass_transform
+
+__all__ = ["fast_replace", "immutable", "replace"]
 
 T = TypeVar("T")
 
@@ -27,3 +32,39 @@ def immutable(cls: type[T]) -> type[T]:
     """``cls`` as a slotted dataclass frozen to the type checker, built without ``object.__setattr__``:
     fields in ``__init__`` order, ``==`` and ``hash`` by fields (see the module docstring)."""
     return dataclass(slots=True, unsafe_hash=True)(cls)
+
+
+_INIT_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+"""Per dataclass: the names of its ``__init__`` fields and one getter of all their values."""
+
+
+def _init_fields(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
+    names = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    if len(names) > 1:
+        get: Callable[[Any], tuple[Any, ...]] = attrgetter(*names)
+    else:  # attrgetter of one name gives the value itself, of none is not allowed
+        get = lambda obj: tuple(getattr(obj, n) for n in names)  # noqa: E731
+    _INIT_FIELDS[cls] = names, get
+    return names, get
+
+
+def fast_replace(obj: T, /, **changes: Any) -> T:
+    """``dataclasses.replace(obj, **changes)``: a new instance of ``obj``'s dataclass, its ``__init__``
+    fields taken from ``obj`` unless ``changes`` names them (an unknown name: ``TypeError`` from
+    ``__init__``, as there; ``tests/unit/test_values.py`` compares the two). The fields are read by one
+    ``attrgetter`` and passed as one dict, where the standard library walks ``fields()`` in Python:
+    1.75 us instead of 3.9 for the monitor's ``TableWatch`` (17 fields), which the monitor copies about
+    1.5 times a record (the dealer and the monitor: 16,200 copies in ``bench pipeline``'s 12,015-record
+    session, 0.4 % of its instructions under cachegrind)."""
+    cls = type(obj)
+    names, get = _INIT_FIELDS.get(cls) or _init_fields(cls)
+    args = dict(zip(names, get(obj), strict=True))
+    args.update(changes)
+    made: T = cls(**args)
+    return made
+
+
+if TYPE_CHECKING:  # the type checker checks the changes' names and types against the fields
+    from dataclasses import replace
+else:
+    replace = fast_replace

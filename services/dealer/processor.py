@@ -18,7 +18,7 @@ import functools
 import hashlib
 import hmac
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -75,7 +75,7 @@ from services.core.ledger import Wager
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import Aggregate, Event, Private, drafts_of
 from services.core.shoe import SHUFFLE_ALGORITHM, commitment, play_window, shuffle
-from services.core.values import immutable
+from services.core.values import immutable, replace
 
 DEMO_SHOE_KEY = hashlib.sha256(b"casino-ledger demo shoe key: never use in production").digest()
 """A public shoe key for unit tests of the bare processor. The composition root

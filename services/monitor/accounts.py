@@ -24,7 +24,7 @@ Detectors:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field, replace
+from dataclasses import field
 from fractions import Fraction
 from typing import Final
 
@@ -36,7 +36,7 @@ from services.core.envelope import Draft, Envelope
 from services.core.ledger import BPS
 from services.core.processor import Event, Reactor
 from services.core.reasons import Detector, DomainError, Severity
-from services.core.values import immutable
+from services.core.values import immutable, replace
 from services.monitor.processor import HEDGE_SIDES, LINK_BAND_BPS, UNREADABLE, Alerts, alert, millis
 from services.monitor.sequential import binomial_tail, binomial_threshold
 

@@ -61,7 +61,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import field, replace
+from dataclasses import field
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, Final, NamedTuple, TypeVar
@@ -94,7 +94,7 @@ from services.core.ledger import BPS, Wager, settle
 from services.core.processor import Event, Reactor
 from services.core.reasons import CATEGORY, Detector, Severity
 from services.core.trust import PRIMARY_CONSUMER, REFUSALS
-from services.core.values import immutable
+from services.core.values import immutable, replace
 from services.monitor.sequential import (
     FALSE_ALARMS_PER_10K_TARGET,
     binomial_tail,
