@@ -8,6 +8,8 @@ them, in order, a few times; the best round's CPU time per record is printed bes
 
 * **decode**: :func:`services.runtime.intake.decode` (the envelope, its topic checked);
 * **admit**: :meth:`services.core.trust.Guard.admit` (the hash from the bytes, the MAC, the policy);
+* **admit, sealed here**: the same, each record's bytes in a :class:`~services.core.trust.Sealed` memo
+  (as the embedded runtime's readers meet a stage's outputs: the bytes compared, the policy checked);
 * **payload**: :func:`services.core.contract.payload_of` (the payload validated against the contract);
 * **step**: :func:`services.core.processor.step_encoded` on a fresh state, the record decoded
   beforehand: admit, payload, the dealer's decide and fold, and each output sealed, hashed, signed
@@ -29,6 +31,7 @@ from typing import Any
 from bench.bench_worker import SERVICE, _settings, inbox_records
 from services.core.contract import payload_of
 from services.core.processor import initial_state, step_encoded
+from services.core.trust import Refusal, Sealed, verify
 from services.runtime import intake
 from services.runtime.compose import Composition
 
@@ -68,6 +71,17 @@ def main() -> None:
         for env, raw in zip(envelopes, raws, strict=True):
             guard.admit(env, raw=raw)
 
+    sealed = Sealed(kept=len(records))
+    for env, raw in zip(envelopes, raws, strict=True):
+        key = verify(env, guard.keys, raw=raw)
+        assert not isinstance(key, Refusal), "bench worker's records are authentic"
+        sealed.add(env.event_id, raw, key)
+        assert guard.admit(env, raw=raw, sealed=sealed) is None, "what is sealed here is admitted"
+
+    def admit_sealed() -> None:
+        for env, raw in zip(envelopes, raws, strict=True):
+            guard.admit(env, raw=raw, sealed=sealed)
+
     def payload() -> None:
         for env in envelopes:
             payload_of(env, tolerant=True)
@@ -86,7 +100,7 @@ def main() -> None:
     base = best_us(n, loads)
     print(f"{n} {SERVICE} inputs ({COUPS} coups), load: {' '.join(f'{x:.2f}' for x in os.getloadavg()[:2])}")
     print(f"{'json.loads (baseline)':24s} {base:7.1f} CPU us/record")
-    stages = [("decode", decode), ("admit", admit), ("payload", payload), ("step", step),
+    stages = [("decode", decode), ("admit", admit), ("admit, sealed here", admit_sealed), ("payload", payload), ("step", step),
               ("decode + step", decode_step)]  # fmt: skip
     for name, run in stages:
         us = best_us(n, run)
