@@ -133,3 +133,40 @@ def test_a_log_the_advancing_session_left_resumes_event_driven_to_every_stream(t
             Session(_StopAtStep(db, stop_at), seed=SEED).run(TABLES, COUPS)
         play(db, event_driven=True)
         assert log_streams(db) == want, f"cut off after step {stop_at}"
+
+
+class _Forgetful(dict[tuple[str, str], Envelope]):
+    """A :attr:`Session.found` that keeps nothing: every look at an owed bet waits again."""
+
+    def __setitem__(self, key: tuple[str, str], value: Envelope) -> None:
+        pass
+
+
+class _CountingBus(EmbeddedBus):
+    waits = 0
+
+    def wait(self, topic: str, key: str, match: Callable[[Envelope], bool]) -> Envelope:
+        self.waits += 1
+        return super().wait(topic, key, match)
+
+
+def test_what_an_owed_bet_found_is_kept_and_changes_nothing(tmp_path: Path) -> None:
+    """The session keeps the answer and the verdict it found for an owed bet (:attr:`Session.found`)
+    instead of waiting for them again: the same log byte for byte as a session that waits every time,
+    in fewer waits, and nothing kept once the bets are closed."""
+    runs = {}
+    for name, found in (("kept", None), ("forgotten", _Forgetful())):
+        bus = _CountingBus(tmp_path / f"{name}.db", event_driven=True)
+        session = Session(bus, seed=SEED)
+        if found is not None:
+            session.found = found
+        try:
+            session.run(TABLES, COUPS)
+        finally:
+            bus.close()
+        runs[name] = bus.waits, session
+    assert whole_log(tmp_path / "kept.db") == whole_log(tmp_path / "forgotten.db")
+    (kept, session), (forgotten, _) = runs["kept"], runs["forgotten"]
+    assert kept < forgotten
+    owed = {bet for bets in session.owed.values() for _t, _c, bet in bets}
+    assert {bet for _kind, bet in session.found} <= owed
