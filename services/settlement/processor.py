@@ -18,7 +18,8 @@ Only wallets are balanced here (the key of this stage is the wallet's account id
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import field, replace
+from dataclasses import field
+from itertools import chain
 from typing import Any
 
 from services.core import topics
@@ -54,19 +55,45 @@ from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import Event, Reactor
 from services.core.values import immutable
 
-__all__ = ["PayoutStage", "WalletStage", "cage_account", "payout_payload", "table_accounts"]
+__all__ = [
+    "PayoutStage", "WalletStage", "bets_of", "cage_account", "payout_payload", "table_accounts", "with_bet",
+]  # fmt: skip
 
 
 # --- payout stage -------------------------------------------------------------------------------
 
 
+Bets = tuple[tuple[Wager, ...], ...]
+"""A coup's accepted bets in acceptance order, in runs of at most :data:`BET_RUN` (only the last run
+may be short): :func:`with_bet` adds one, :func:`bets_of` reads them all."""
+
+BET_RUN = 64
+"""The longest run of :data:`Bets`. One tuple of a coup's bets, copied whole to add one (the state is
+immutable), made a coup of n bets cost n²/2 copied references: 12.5 million for a speed coup's 5,000
+bets, 8 of the payout stage's 21 CPU us per ``BetAccepted`` (``bench core``). In runs, adding a bet
+copies the last run and the tuple of runs: at most 64 + n/64 references (5,000 bets: at most 143)."""
+
+
+def with_bet(bets: Bets, wager: Wager) -> Bets:
+    """``bets`` and then ``wager`` (new tuples; ``bets`` is left as it was)."""
+    if bets and len(last := bets[-1]) < BET_RUN:
+        return (*bets[:-1], (*last, wager))
+    return (*bets, (wager,))
+
+
+def bets_of(bets: Bets) -> tuple[Wager, ...]:
+    """Every bet of ``bets``, in acceptance order."""
+    return tuple(chain.from_iterable(bets))
+
+
 @immutable
 class PayoutTable:
-    """What the payout stage knows of one table."""
+    """What the payout stage knows of one table: its config and currency, and by coup id the bets
+    accepted in each coup not yet resolved."""
 
     config: TableConfig
     currency: str
-    wagers: Mapping[str, tuple[Wager, ...]] = field(default_factory=dict)
+    wagers: Mapping[str, Bets] = field(default_factory=dict)
 
 
 @immutable
@@ -118,11 +145,11 @@ class PayoutStage(Reactor[PayoutState]):
             return state
         if isinstance(payload, BetAccepted):
             held = table.wagers.get(payload.coup_id, ())
-            wagers = {**table.wagers, payload.coup_id: (*held, wager_of(payload))}
-            return PayoutState({**state.tables, key: replace(table, wagers=wagers)})
+            wagers = {**table.wagers, payload.coup_id: with_bet(held, wager_of(payload))}
+            return PayoutState({**state.tables, key: PayoutTable(table.config, table.currency, wagers)})
         if isinstance(payload, CoupResolved):
             wagers = {c: w for c, w in table.wagers.items() if c != payload.coup_id}
-            return PayoutState({**state.tables, key: replace(table, wagers=wagers)})
+            return PayoutState({**state.tables, key: PayoutTable(table.config, table.currency, wagers)})
         return state
 
     def decide(self, state: PayoutState, record: Envelope, payload: Payload | None) -> list[Event]:
@@ -135,7 +162,7 @@ class PayoutStage(Reactor[PayoutState]):
             return []
         variant = get_variant(table.config.variant)
         result = result_of(payload, variant.hands(table.config))
-        accepted = table.wagers.get(payload.coup_id, ())
+        accepted = bets_of(table.wagers.get(payload.coup_id, ()))
         payouts = variant.settle(result, accepted, table.config, table_accounts(record.key))
         return [
             Event(po.account_id, at, payout_payload(po, payload.coup_id, record.key, table.currency))
