@@ -25,6 +25,11 @@ every bet: per payout written), ``PlaceBet`` and ``PayoutIssued`` (the wallet st
 a payout credited). ``CoupResolved`` then ``PayoutIssued`` is the path from the resolution to the last
 credit.
 
+Then the wallet stage as the Kafka worker runs it (:class:`~services.runtime.kafka.worker.Pipe`: the
+record's bytes decoded, then stepped), over the same inputs: each ``PayoutIssued`` decoded from its bytes,
+beside the same taken as the envelope the payout stage sealed in the same worker
+(:class:`~services.runtime.kafka.worker.OwnOutputs`), same rounds.
+
 Run: ``.venv/bin/python -m bench core`` (``BENCH_CORE_COUPS`` sizes the session, 120 coups by default;
 ``BENCH_CORE_PARTS=settlement`` or ``dealer`` runs one part; ``BENCH_CORE_SETTLE_PLAYERS`` the coup's
 bets, 5,000 by default). The machine may be shared: compare old and new trees in the same run,
@@ -173,6 +178,43 @@ def settlement() -> None:
             us = spent[kind] / n * 1e6
             print(f"{stage:18s} {kind:13s} x{counts[kind]:<5d} {us:6.1f} CPU us {per}; "
                   f"x{us / base:.1f} json.loads of each {read} ({base:.1f} us)")  # fmt: skip
+    wallet = processors["settlement.wallet"]
+    before = [(e.topic, e.to_json()) for e in log[:start] if e.topic in wallet.inputs]
+    coup_envelopes = [e for e in log[start:] if e.topic in wallet.inputs]
+    raws = [e.to_json() for e in coup_envelopes if e.type == "PayoutIssued"]
+    base = best_us(len(raws), lambda: [json.loads(r) for r in raws])
+    for way, own in (("decoded", False), ("own output", True)):
+        took = min(_pipe_payouts(wallet, before, coup_envelopes, own=own) for _ in range(ROUNDS))
+        us = took / len(raws) * 1e6
+        print(f"kafka Pipe, wallet PayoutIssued, {way:10s} {us:6.1f} CPU us a record; "
+              f"x{us / base:.1f} json.loads ({base:.1f} us)")  # fmt: skip
+
+
+def _pipe_payouts(
+    wallet: Processor[Any], before: list[tuple[str, bytes]], records: list[Envelope], *, own: bool
+) -> float:
+    """CPU seconds of a Kafka :class:`Pipe` of the wallet stage (its state after ``before``) applying
+    the ``PayoutIssued`` of ``records`` (the others applied untimed, in order): decoding each, or
+    (``own``) taking each as the envelope the payout stage sealed (:class:`OwnOutputs`, filled as the
+    worker's sends fill it)."""
+    from services.runtime.kafka.worker import OwnOutputs, Pipe  # noqa: PLC0415 (faust: this part only)
+    from services.runtime.settings import Settings  # noqa: PLC0415
+
+    outputs = OwnOutputs(wallet.inputs) if own else None
+    pipe = Pipe(wallet, Settings(), outputs)
+    pipe.state = _stepped(wallet, before)
+    encoded = [(env, env.to_json()) for env in records]
+    if outputs is not None:
+        for env, value in encoded:
+            if env.type == "PayoutIssued":
+                outputs.keep(env, value)
+    clock, spent = time.process_time, 0.0
+    for n, (env, value) in enumerate(encoded):
+        started = clock()
+        pipe.apply(env.topic, 0, n, value)
+        if env.type == "PayoutIssued":
+            spent += clock() - started
+    return spent
 
 
 def _stepped(processor: Processor[Any], records: list[tuple[str, bytes]]) -> ProcessorState[Any]:
