@@ -112,7 +112,7 @@ def payout_payload(p: Payout, coup_id: str, table_id: str, currency: str) -> Wri
         "table_id": table_id, "coup_id": coup_id, "spot": p.spot, "stake_minor": p.stake_minor,
         "result": p.result, "win_minor": p.win_minor, "commission_minor": p.commission_minor,
         "credit_minor": p.credit_minor, "currency": currency,
-        "postings": _postings(p.postings),
+        "postings": [{"account": a, "amount_minor": m} for a, m in p.postings],
     })  # fmt: skip
 
 
@@ -136,18 +136,19 @@ class PayoutStage(Reactor[PayoutState]):
         return self.evolve(state, record.key, payload), self.decide(state, record, payload)
 
     def evolve(self, state: PayoutState, key: str, payload: Payload | None) -> PayoutState:
-        """The tables after one table event: a table's config, a coup's accepted bets, a coup settled."""
-        if isinstance(payload, TableOpened):
+        """The tables after one table event: a table's config, a coup's accepted bets, a coup settled
+        (told apart by exact class, as the wallet stage's requests: see :data:`REQUESTS`)."""
+        if type(payload) is TableOpened:
             config = TableConfig.from_dict(payload.config.model_dump(mode="json"))
             return PayoutState({**state.tables, key: PayoutTable(config, payload.currency)})
         table = state.tables.get(key)
         if table is None:
             return state
-        if isinstance(payload, BetAccepted):
+        if type(payload) is BetAccepted:
             held = table.wagers.get(payload.coup_id, ())
             wagers = {**table.wagers, payload.coup_id: with_bet(held, wager_of(payload))}
             return PayoutState({**state.tables, key: PayoutTable(table.config, table.currency, wagers)})
-        if isinstance(payload, CoupResolved):
+        if type(payload) is CoupResolved:
             wagers = {c: w for c, w in table.wagers.items() if c != payload.coup_id}
             return PayoutState({**state.tables, key: PayoutTable(table.config, table.currency, wagers)})
         return state
@@ -155,10 +156,9 @@ class PayoutStage(Reactor[PayoutState]):
     def decide(self, state: PayoutState, record: Envelope, payload: Payload | None) -> list[Event]:
         """A refused bet's refund; every bet of a resolved coup paid (one ``PayoutIssued`` each)."""
         at = record.occurred_at
-        if isinstance(payload, BetRefused):
+        if type(payload) is BetRefused:
             return [Event(payload.account_id, at, _refund_due(payload, record.key))]
-        table = state.tables.get(record.key)
-        if not isinstance(payload, CoupResolved) or table is None:
+        if type(payload) is not CoupResolved or (table := state.tables.get(record.key)) is None:
             return []
         variant = get_variant(table.config.variant)
         result = result_of(payload, variant.hands(table.config))
