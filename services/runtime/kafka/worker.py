@@ -6,7 +6,8 @@ signals and web server (``/metrics``, ``/healthz``, ``/readyz``); one app task, 
 ``AIOKafkaConsumer`` in the service's consumer group (``{prefix}casino-{service}``) on every input
 topic and an ``AIOKafkaProducer`` (faust's own consumer and producer are not started: measured below).
 For each record the worker decodes the bytes (:mod:`services.runtime.intake`; undecodable bytes become a
-``casino.deadletter`` record with the reason and the original), runs the pure
+``casino.deadletter`` record with the reason and the original; a record the worker wrote itself to a topic
+it reads, settlement's payouts, is the envelope it sealed: :class:`OwnOutputs`), runs the pure
 :func:`services.core.processor.step` of the processor of that topic and produces the outputs keyed by
 ``Envelope.key``. Records come in batches (``getmany``: at most ``CASINO_BATCH_MAX``); a batch's outputs
 go out in aiokafka record batches, one per output partition (:class:`~services.runtime.kafka.topic_io.Outbox`:
