@@ -65,7 +65,18 @@ def test_the_wallet_stage_reads_the_payouts_sealed_beside_it_without_decoding_an
 
     monkeypatch.setattr(intake, "decode", counted)
     own = OwnOutputs([topics.TABLE_EVENTS, topics.WALLET_REQUESTS])
+    taken: list[tuple[Envelope, bytes]] = []
+    real_take = own.take
+
+    def take(value: bytes | None, topic: str) -> Envelope | None:
+        env = real_take(value, topic)
+        if env is not None and value is not None:
+            taken.append((env, value))
+        return env
+
+    monkeypatch.setattr(own, "take", take)
     kept = _wallet_outputs(log, own)
+    assert taken and all(real(value, env.topic) == env for env, value in taken)  # what decoding gives
     assert kept == decoding
     assert any(kind == "PayoutApplied" for kind, _ in kept)
     assert "PayoutIssued" not in decoded and "PlaceBet" in decoded
@@ -92,6 +103,15 @@ def test_bytes_not_exactly_those_sealed_are_decoded_and_checked() -> None:
     wallet = Pipe(stages["settlement.wallet"], Settings(), own)
     ((letter, _),) = wallet.apply(topics.WALLET_REQUESTS, 0, 0, forged)
     assert letter.type == "DeadLetter" and letter.payload["reason"] == "unauthenticated"
+
+
+def test_a_processor_that_judges_its_inputs_bytes_decodes_every_record() -> None:
+    """Audit (``validates_inputs`` off: it checks hashes itself) gets no :class:`OwnOutputs`."""
+    (audit,) = [p for p in Composition.demo().processors() if p.stage_name() == "audit"]
+    assert not audit.validates_inputs
+    own = OwnOutputs(audit.inputs)
+    assert Pipe(audit, Settings(), own).own is None
+    assert Pipe(_settlement()["settlement.wallet"], Settings(), own).own is own
 
 
 def test_only_what_the_pipes_read_is_kept_and_the_oldest_go_first() -> None:

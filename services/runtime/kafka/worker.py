@@ -392,8 +392,9 @@ class Pipe:
     def __init__(self, processor: Processor[Any], settings: Settings, own: OwnOutputs | None = None) -> None:
         self.processor = processor
         self.settings = settings
-        self.own = own
-        """The worker's own outputs, read back without decoding (:class:`OwnOutputs`); ``None``: none."""
+        self.own = own if processor.validates_inputs else None
+        """The worker's own outputs, read back without decoding (:class:`OwnOutputs`); ``None``: none, and
+        never for a processor that judges its inputs' bytes itself (audit decodes every record)."""
         self.state: ProcessorState[Any] = initial_state(processor)
         self.next_offset: dict[tuple[str, int], int] = {}
         self.record: Envelope | None = None
