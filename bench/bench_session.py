@@ -14,7 +14,13 @@ worker processes (dealer, settlement, audit, monitor) on a local Tansu broker, t
   audit and monitor catch up on their own, and the session ends with one ``drain()``.
 
 The critical path of the concurrent session, in dependent hops (:mod:`bench.hop_model`: each stage one hop,
-nothing else takes time), divides the Kafka session's time into the time a hop costs in it.
+nothing else takes time), divides the Kafka session's time into the time a hop costs in it. The **raw
+floor** is that many hops of raw aiokafka on the same broker doing no work (:func:`bench.bench_kafka.raw_hop`:
+produce, an echo consumes and produces, a consumer sees it), with fetch waits of :data:`FLOOR_FETCH_MS`
+(shorter than the pipeline's, so a floor below anything it could reach): what the session would take on
+this broker if the workers, the bus and the simulator cost nothing. Measured on 2026-11-24 (2 cores): a raw
+hop p50 3.6-3.9 ms at 1 ms fetch waits (5.8 ms at 10 ms), 123 hops: 0.44-0.48 s, 2.8-3x the embedded session
+(0.16 s); issue #16's goal (3x) is at that floor.
 
 All three runs must give the same replay digest (the workers run in demo mode, on the demo keyring the
 embedded session uses): the schedule, not the timing, decides the log, so lockstep and concurrent
@@ -26,13 +32,15 @@ Run: ``.venv/bin/python -m bench session`` (``BENCH_SESSION_TABLES``, ``BENCH_SE
 
 from __future__ import annotations
 
+import asyncio
 import os
+import statistics
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from bench.bench_kafka import bus_cpu
+from bench.bench_kafka import bus_cpu, raw_hop
 from bench.hop_model import critical_path
 from services.app.simulator import Session, demo_tables
 from services.core import topics
@@ -50,6 +58,9 @@ TABLES = int(os.environ.get("BENCH_SESSION_TABLES", "3"))
 COUPS = int(os.environ.get("BENCH_SESSION_COUPS", "10"))
 LOCKSTEP = os.environ.get("BENCH_SESSION_LOCKSTEP", "1") != "0"
 SEED = 2026
+FLOOR_FETCH_MS = 1
+"""The raw floor's fetch waits (echo and waiter): Tansu holds a fetch until its wait is over or it looks
+again, so shorter waits find a record sooner; 1 ms is the shortest aiokafka takes."""
 
 
 def embedded(db: Path) -> tuple[float, str]:
@@ -135,6 +146,14 @@ def main() -> dict[str, float]:
         print(
             f"critical path of the concurrent session: {hops} dependent hops (bench/hop_model.py); "
             f"{event_s / hops * 1000:.1f} ms a hop on Kafka"
+        )
+        raw = statistics.median(asyncio.run(raw_hop(broker, 200, FLOOR_FETCH_MS, FLOOR_FETCH_MS)))
+        floor_s = raw * hops / 1000
+        out["raw floor s"] = floor_s
+        print(
+            f"raw floor: {hops} hops of raw aiokafka on this broker doing no work (p50 {raw:.1f} ms a hop, "
+            f"fetch waits {FLOOR_FETCH_MS} ms): {floor_s:.2f} s = {floor_s / base_s:.1f}x embedded; "
+            f"the Kafka session is {event_s / floor_s:.1f}x the floor"
         )
     return out
 

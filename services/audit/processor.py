@@ -102,6 +102,9 @@ class CoupTrail(CoupRecord):
     """The id of the record of each recorded payout, by bet id."""
     escrow_out: int = 0
     done: bool = False
+    head: tuple[int, str] | None = None
+    """The table chain's head (seq, hash) as of the coup's ``CoupResolved``: what a checkpoint written
+    when the coup completes claims (see :func:`checkpoint`)."""
 
 
 class ShoeTrail(NamedTuple):
@@ -178,6 +181,11 @@ class AuditState:
     digests: dict[str, TableDigest] = field(default_factory=dict)
     rounds_done: dict[str, int] = field(default_factory=dict)
     checkpointed: dict[str, int] = field(default_factory=dict)
+    resolved: dict[str, int] = field(default_factory=dict)
+    """``CoupResolved`` records read per table: the rounds a shoe closing now has played."""
+    closing: dict[str, tuple[int, tuple[int, str] | None]] = field(default_factory=dict)
+    """Tables whose shoe closed before every coup resolved at them was complete (a payout not read yet):
+    the rounds the shoe's checkpoint waits for, and the table chain's head at the close (it claims)."""
     completed: list[tuple[str, int, str]] = field(default_factory=list)
     checkpoint_every: int = CHECKPOINT_EVERY
     findings: int = 0
@@ -442,6 +450,8 @@ def on_coup_resolved(state: AuditState, rec: Envelope, p: CoupResolved) -> list[
     trail = _trail(state, rec.key, coup_id)
     trail.outcome, trail.shoe_id, trail.number = p.outcome, p.shoe_id, p.coup_number
     trail.hands = rec.payload.get("hands")
+    trail.head = state.heads.get((topics.TABLE_EVENTS, rec.key))
+    state.resolved[rec.key] = state.resolved.get(rec.key, 0) + 1
     config = state.configs.get(rec.key)
     subject = {"event_id": rec.event_id, "coup_id": coup_id}
     if config is None:
@@ -628,10 +638,20 @@ def on_alert(state: AuditState, rec: Envelope, alert: AnomalyDetected) -> list[D
 
 def on_shoe_closed(state: AuditState, rec: Envelope, p: ShoeClosed) -> list[Draft]:
     """A revealed seed must re-derive the committed order and every card dealt from the shoe; then a
-    checkpoint of the table (when rounds completed since the last one), so every shoe ends signed."""
+    checkpoint of the table (when rounds completed since the last one), so every shoe ends signed.
+
+    The checkpoint counts every coup resolved at the table before the close. Where one of them is not
+    complete yet (audit has read the close before a payout: the topics interleave as the broker hands
+    them out), it is written once that coup completes, still claiming the chain head as of the close: its
+    content depends on the streams, not on when audit read them, so a replay (which reads a Kafka log
+    topic by topic, payouts first) derives the very same checkpoint."""
     out = _check_shoe(state, rec, p)
-    if state.rounds_done.get(rec.key, 0) != state.checkpointed.get(rec.key, 0):
-        out.append(checkpoint(state, rec.key))
+    table = rec.key
+    due, head = state.resolved.get(table, 0), state.heads.get((topics.TABLE_EVENTS, table))
+    if state.rounds_done.get(table, 0) < due:
+        state.closing[table] = (due, head)
+    elif state.rounds_done.get(table, 0) != state.checkpointed.get(table, 0):
+        out.append(checkpoint(state, table, head))
     return out
 
 
@@ -707,9 +727,14 @@ def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[D
     del state.coups[coup_id]
     n = state.rounds_done[table] = state.rounds_done.get(table, 0) + 1
     state.completed.append((table, n, digest.value()))
-    if n % state.checkpoint_every:
-        return out
-    return [*out, checkpoint(state, table)]
+    if n % state.checkpoint_every == 0:
+        out.append(checkpoint(state, table, trail.head))
+    closing = state.closing.get(table)
+    if closing is not None and n >= closing[0]:
+        del state.closing[table]
+        if n != state.checkpointed.get(table, 0):
+            out.append(checkpoint(state, table, closing[1]))
+    return out
 
 
 def _check_escrow(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
@@ -729,19 +754,25 @@ def _check_escrow(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Dra
                     held + trail.escrow_out, detail=why)]  # fmt: skip
 
 
-def checkpoint(state: AuditState, table: str) -> Draft:
+def checkpoint(state: AuditState, table: str, head: tuple[int, str] | None) -> Draft:
     """An unsigned ``AuditCheckpoint`` for ``table`` now (:class:`Audit` signs it): rounds completed,
-        the table digest over them, the table's chain head, its findings so far, the count and digest of
-        how many alerts the monitor raised at the table and the last one's hash (a claim the replay checks
-    against the alerts stream, whatever order topics interleave in: deleting alerts breaks it)."""
+        the table digest over them, the table's chain head ``head``, its findings so far, the count and
+        digest of how many alerts the monitor raised at the table and the last one's hash (a claim the
+        replay checks against the alerts stream, whatever order topics interleave in: deleting alerts
+        breaks it).
+
+    ``head`` is the table chain's head where the stream decides it — at the ``CoupResolved`` of the round
+    that completes the count (every ``cadence``-th), or at the ``ShoeClosed`` — never wherever audit has
+    read the table's events to by then: on Kafka that depends on how the topics interleave, and the
+    replay, which checks every checkpoint, reads them in another order."""
     n = state.rounds_done.get(table, 0)
     state.checkpointed[table] = n
     digest = state.digests.get(table)
     alerts, alerts_head, _ = state.alerts.get(table, (0, "", DIGEST_GENESIS))
     payload = {
         "table_id": table, "rounds": n, "table_digest": digest.value() if digest else DIGEST_GENESIS,
-        "chain_heads": {f"{t}|{k}": {"seq": s, "hash": h} for (t, k), (s, h) in sorted(state.heads.items())
-                        if k == table and t == topics.TABLE_EVENTS},
+        "chain_heads": {} if head is None else {f"{topics.TABLE_EVENTS}|{table}": {"seq": head[0],
+                                                                                   "hash": head[1]}},
         "findings": state.findings_by_key.get(table, 0),
         "alerts": {"count": alerts, "head": alerts_head or None},
     }  # fmt: skip

@@ -43,6 +43,11 @@ if TYPE_CHECKING:
 SERVICES: Final = ("dealer", "settlement", "audit", "monitor")
 """The services, each one Kafka worker (settlement runs both its stages)."""
 
+OBSERVERS: Final = frozenset({"audit", "monitor"})
+"""The services whose outputs no table event or wallet credit waits for: they follow the log and catch
+up on their own (the Kafka bus's ``advance`` does not wait for them, their workers may fetch less often:
+``Settings.observer_fetch_max_wait_ms``)."""
+
 ENV_CHECKPOINT_EVERY: Final = "CASINO_AUDIT_CHECKPOINT_EVERY"
 """How many coups of a table between two signed checkpoints (live audit and replay must agree)."""
 

@@ -69,6 +69,11 @@ class Settings(BaseSettings):
         default=None, ge=1, le=1500,
         description="the worker consumer's fetch wait; unset: 1500 (fine where fetches wake)",
     )  # fmt: skip
+    observer_fetch_max_wait_ms: int | None = Field(
+        default=None, ge=1, le=1500,
+        description="the audit and monitor workers' fetch wait (nothing on a table or a wallet waits for "
+        "them); unset: fetch_max_wait_ms",
+    )  # fmt: skip
     amount_max_minor: int = Field(
         default=AMOUNT_MAX_MINOR, ge=1, le=BALANCE_MAX_MINOR,
         description="the largest stake, deposit or withdrawal of one request (beyond: amount_too_large)",

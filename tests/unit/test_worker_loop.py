@@ -19,6 +19,7 @@ from structlog.testing import capture_logs
 
 from services.core import topics
 from services.runtime import intake
+from services.runtime.kafka.bus import quick_settings
 from services.runtime.kafka.metrics import shell_status
 from services.runtime.kafka.topic_io import Outbox
 from services.runtime.kafka.worker import Shell
@@ -378,3 +379,34 @@ async def test_a_failed_acknowledgement_ends_the_process_before_any_commit(
     for landing in (second, shell._landing):
         with contextlib.suppress(Exited, asyncio.CancelledError):
             await landing  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("service", "fetch", "observer", "expected"),
+    [
+        ("audit", 10, 100, 100),  # an observer with its own wait
+        ("monitor", 10, 100, 100),
+        ("dealer", 10, 100, 10),  # the chain's services keep theirs
+        ("settlement", 10, 100, 10),
+        ("audit", 10, None, 10),  # unset: the workers' wait
+        ("audit", None, None, 1500),  # neither: the default (Apache Kafka wakes a pending fetch)
+        ("dealer", None, 100, 1500),
+    ],
+)
+def test_observers_fetch_with_their_own_wait(
+    service: str, fetch: int | None, observer: int | None, expected: int
+) -> None:
+    settings = Settings(fetch_max_wait_ms=fetch, observer_fetch_max_wait_ms=observer)
+    shell = Shell(SimpleNamespace(conf=SimpleNamespace(id="g")), settings, [Toy()], service=service)  # type: ignore[arg-type]
+    assert shell.fetch_wait_ms() == expected
+
+
+def test_the_quick_settings_let_observers_fetch_less_often_than_the_chain() -> None:
+    """Demo and tests on Tansu: the observers' fetches cost the broker CPU the chain's hops need."""
+    quick = quick_settings(Settings(), env={})
+    assert quick.observer_fetch_max_wait_ms is not None and quick.fetch_max_wait_ms is not None
+    assert quick.observer_fetch_max_wait_ms > quick.fetch_max_wait_ms
+    mine = quick_settings(
+        Settings(observer_fetch_max_wait_ms=20), env={"CASINO_OBSERVER_FETCH_MAX_WAIT_MS": "20"}
+    )
+    assert mine.observer_fetch_max_wait_ms == 20  # an operator's own setting wins

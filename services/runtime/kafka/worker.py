@@ -154,7 +154,7 @@ from services.core.envelope import Envelope
 from services.core.processor import Processor, ProcessorState, initial_state, step_encoded
 from services.core.trust import PrincipalKey, Refusal, verify
 from services.runtime import intake
-from services.runtime.compose import SERVICES, Composition
+from services.runtime.compose import OBSERVERS, SERVICES, Composition
 from services.runtime.failures import one_line
 from services.runtime.kafka import metrics
 from services.runtime.kafka.topic_io import (
@@ -510,7 +510,8 @@ class Shell:
         self._landing: asyncio.Future[None] | None = None  # the last batch shipped, until committed
         self.handled = 0
         self.assigned = False  # the group has assigned partitions (readiness)
-        self.metrics = metrics.WorkerMetrics(service or processors[0].name)
+        self.service = service or processors[0].name
+        self.metrics = metrics.WorkerMetrics(self.service)
         self.tally = metrics.Tally()  # what the current batch did, flushed into the metrics once per batch
         self._log: Any = None
         self._debug = False  # whether the per-record DEBUG line is on (looked up once per batch)
@@ -625,6 +626,15 @@ class Shell:
             sys.stderr.flush()
             os._exit(EXIT_CRASH)
 
+    def fetch_wait_ms(self) -> int:
+        """The group consumer's fetch wait: an observer's (:data:`~services.runtime.compose.OBSERVERS`)
+        where ``CASINO_OBSERVER_FETCH_MAX_WAIT_MS`` sets one, else ``CASINO_FETCH_MAX_WAIT_MS``, else
+        :data:`FETCH_WAIT_MS`."""
+        settings = self.settings
+        if self.service in OBSERVERS and settings.observer_fetch_max_wait_ms is not None:
+            return settings.observer_fetch_max_wait_ms
+        return settings.fetch_max_wait_ms or FETCH_WAIT_MS
+
     async def consume(self) -> None:
         """The service's consumer group, a batch at a time (``getmany``), each batch's outputs
         acknowledged before its offsets are committed."""
@@ -634,7 +644,7 @@ class Shell:
             group_id=self.app.conf.id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            fetch_max_wait_ms=settings.fetch_max_wait_ms or FETCH_WAIT_MS,
+            fetch_max_wait_ms=self.fetch_wait_ms(),
             max_poll_records=settings.batch_max,
             session_timeout_ms=int(settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(settings.heartbeat_interval_s * 1000),
