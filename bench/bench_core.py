@@ -16,8 +16,26 @@ them, in order, a few times; the best round's CPU time per record is printed bes
   and encoded;
 * **decode + step**: what the worker's ``Pipe.apply`` does per record (``bench worker``'s (d)).
 
-Run: ``.venv/bin/python -m bench core`` (``BENCH_CORE_COUPS`` sizes the session, 120 coups by default).
-The machine may be shared: compare old and new trees in the same run, alternating, and give ``uptime``.
+**Settlement** on the speed-baccarat coup (issue #16's credit path): a table of
+:data:`SETTLE_PLAYERS` players, each betting once, recorded with the dealer and settlement's two stages
+on an in-memory log (:func:`speed_coup`); then each settlement stage is stepped
+(:func:`~services.core.processor.step_encoded`, records decoded beforehand) over its inputs of the coup,
+from the state its inputs before the coup left (the funding, the table opening; rebuilt untimed each
+round). CPU microseconds per input by type, beside the same baseline over the very bytes of those
+inputs: ``BetAccepted`` (the payout stage remembers each bet), ``CoupResolved`` (one record that pays
+every bet: per payout written), ``PlaceBet`` and ``PayoutIssued`` (the wallet stage: a stake reserved,
+a payout credited). ``CoupResolved`` then ``PayoutIssued`` is the path from the resolution to the last
+credit.
+
+Then the wallet stage as the Kafka worker runs it (:class:`~services.runtime.kafka.worker.Pipe`: the
+record's bytes decoded, then stepped), over the same inputs: each ``PayoutIssued`` decoded from its bytes,
+beside the same taken as the envelope the payout stage sealed in the same worker
+(:class:`~services.runtime.kafka.worker.OwnOutputs`), same rounds.
+
+Run: ``.venv/bin/python -m bench core`` (``BENCH_CORE_COUPS`` sizes the session, 120 coups by default;
+``BENCH_CORE_PARTS=settlement`` or ``dealer`` runs one part; ``BENCH_CORE_SETTLE_PLAYERS`` the coup's
+bets, 5,000 by default). The machine may be shared: compare old and new trees in the same run,
+alternating, and give ``uptime``.
 """
 
 from __future__ import annotations
@@ -30,13 +48,20 @@ from typing import Any
 
 from bench.bench_worker import SERVICE, _settings, inbox_records
 from services.core.contract import payload_of
-from services.core.processor import initial_state, step_encoded
+from services.core.envelope import Envelope
+from services.core.processor import Processor, ProcessorState, initial_state, step_encoded
 from services.core.trust import Refusal, Sealed, verify
 from services.runtime import intake
 from services.runtime.compose import Composition
+from services.runtime.memory import MemoryBus
 
 COUPS = int(os.environ.get("BENCH_CORE_COUPS", "120"))
 ROUNDS = 3
+PARTS = os.environ.get("BENCH_CORE_PARTS", "dealer,settlement").split(",")
+SETTLE_PLAYERS = int(os.environ.get("BENCH_CORE_SETTLE_PLAYERS", "5000"))
+SETTLE_STAGES = ("settlement.payout", "settlement.wallet")
+SETTLE_TYPES = {"settlement.payout": ("BetAccepted", "CoupResolved"),
+                "settlement.wallet": ("PlaceBet", "PayoutIssued")}  # fmt: skip
 
 
 def best_us(records: int, run: Callable[[], Any]) -> float:
@@ -50,6 +75,14 @@ def best_us(records: int, run: Callable[[], Any]) -> float:
 
 
 def main() -> None:
+    """The parts of :data:`PARTS`: the dealer's stages, settlement's on the speed coup."""
+    if "dealer" in PARTS:
+        dealer()
+    if "settlement" in PARTS:
+        settlement()
+
+
+def dealer() -> None:
     """Print each stage's CPU microseconds per record and its ratio to ``json.loads``."""
     records = inbox_records(COUPS)
     settings = _settings("127.0.0.1:1")  # no broker is reached: the settings only name the keys
@@ -105,3 +138,117 @@ def main() -> None:
     for name, run in stages:
         us = best_us(n, run)
         print(f"{name:24s} {us:7.1f} CPU us/record; x{us / base:.1f} json.loads")
+
+
+# --- settlement on the speed coup ------------------------------------------------------------------
+
+
+def speed_coup(players: int) -> tuple[list[Envelope], int]:
+    """The log of a speed-baccarat table (:mod:`bench.bench_speed`'s, ``players`` bets on one coup) as
+    the dealer and settlement's stages write it on an in-memory log, and the offset where the coup
+    begins (before it: the funding and the table's opening)."""
+    import bench.bench_speed as speed  # noqa: PLC0415 (its aiokafka and broker imports: this part only)
+
+    speed.PLAYERS = players
+    wanted = ("dealer", *SETTLE_STAGES)
+    bus = MemoryBus(p for p in Composition.demo().processors() if p.stage_name() in wanted)
+    session, play, _took = speed.open_table(bus)
+    start = len(bus.log)
+    speed.open_coup(session, play, drain=True)
+    speed.place_bets(session, play)
+    session.drain()
+    session.command("CloseBetting", speed.TABLE.table_id, {})
+    session.command("DealCoup", speed.TABLE.table_id, {})
+    session.drain()
+    session.finish(play._play_out())
+    return bus.log, start
+
+
+def settlement() -> None:
+    """Print settlement's CPU microseconds per input of the speed coup, by type, beside ``json.loads``."""
+    log, start = speed_coup(SETTLE_PLAYERS)
+    processors = {p.stage_name(): p for p in Composition.demo().processors()}
+    print(f"settlement on a speed coup of {SETTLE_PLAYERS} bets, load: "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg()[:2])}")  # fmt: skip
+    for stage in SETTLE_STAGES:
+        processor = processors[stage]
+        before = [(e.topic, e.to_json()) for e in log[:start] if e.topic in processor.inputs]
+        coup = [(e.topic, e.to_json()) for e in log[start:] if e.topic in processor.inputs]
+        decoded = [(intake.decode(raw, topic), raw) for topic, raw in coup]
+        spent: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        for env, _raw in decoded:
+            counts[env.type] = counts.get(env.type, 0) + 1
+        for _ in range(ROUNDS):
+            state = _stepped(processor, before)
+            for kind, took in _step_by_type(processor, state, decoded).items():
+                spent[kind] = min(spent.get(kind, float("inf")), took)
+        for kind in SETTLE_TYPES[stage]:
+            # a CoupResolved is timed per payout it writes, beside reading the payouts it wrote
+            per, n = ("a payout", SETTLE_PLAYERS) if kind == "CoupResolved" else ("a record", counts[kind])
+            read = "PayoutIssued" if kind == "CoupResolved" else kind
+            raws = [e.to_json() for e in log[start:] if e.type == read]
+            base = best_us(len(raws), lambda raws=raws: [json.loads(r) for r in raws])  # type: ignore[misc]
+            us = spent[kind] / n * 1e6
+            print(f"{stage:18s} {kind:13s} x{counts[kind]:<5d} {us:6.1f} CPU us {per}; "
+                  f"x{us / base:.1f} json.loads of each {read} ({base:.1f} us)")  # fmt: skip
+    wallet = processors["settlement.wallet"]
+    before = [(e.topic, e.to_json()) for e in log[:start] if e.topic in wallet.inputs]
+    coup_envelopes = [e for e in log[start:] if e.topic in wallet.inputs]
+    raws = [e.to_json() for e in coup_envelopes if e.type == "PayoutIssued"]
+    base = best_us(len(raws), lambda: [json.loads(r) for r in raws])
+    for way, own in (("decoded", False), ("own output", True)):
+        took = min(_pipe_payouts(wallet, before, coup_envelopes, own=own) for _ in range(ROUNDS))
+        us = took / len(raws) * 1e6
+        print(f"kafka Pipe, wallet PayoutIssued, {way:10s} {us:6.1f} CPU us a record; "
+              f"x{us / base:.1f} json.loads ({base:.1f} us)")  # fmt: skip
+
+
+def _pipe_payouts(
+    wallet: Processor[Any], before: list[tuple[str, bytes]], records: list[Envelope], *, own: bool
+) -> float:
+    """CPU seconds of a Kafka :class:`Pipe` of the wallet stage (its state after ``before``) applying
+    the ``PayoutIssued`` of ``records`` (the others applied untimed, in order): decoding each, or
+    (``own``) taking each as the envelope the payout stage sealed (:class:`OwnOutputs`, filled as the
+    worker's sends fill it)."""
+    from services.runtime.kafka.worker import OwnOutputs, Pipe  # noqa: PLC0415 (faust: this part only)
+    from services.runtime.settings import Settings  # noqa: PLC0415
+
+    outputs = OwnOutputs(wallet.inputs) if own else None
+    pipe = Pipe(wallet, Settings(), outputs)
+    pipe.state = _stepped(wallet, before)
+    encoded = [(env, env.to_json()) for env in records]
+    if outputs is not None:
+        for env, value in encoded:
+            if env.type == "PayoutIssued":
+                outputs.keep(env, value)
+    clock, spent = time.process_time, 0.0
+    for n, (env, value) in enumerate(encoded):
+        started = clock()
+        pipe.apply(env.topic, 0, n, value)
+        if env.type == "PayoutIssued":
+            spent += clock() - started
+    return spent
+
+
+def _stepped(processor: Processor[Any], records: list[tuple[str, bytes]]) -> ProcessorState[Any]:
+    """A fresh state of ``processor`` stepped through ``records`` (untimed)."""
+    state = initial_state(processor)
+    for topic, raw in records:
+        step_encoded(processor, state, intake.decode(raw, topic), raw)
+    return state
+
+
+def _step_by_type(
+    processor: Processor[Any], state: ProcessorState[Any], records: list[tuple[Envelope, bytes]]
+) -> dict[str, float]:
+    """CPU seconds of stepping ``records`` in order, summed by input type (one clock read a record)."""
+    clock = time.process_time
+    spent: dict[str, float] = {}
+    last = clock()
+    for env, raw in records:
+        step_encoded(processor, state, env, raw)
+        now = clock()
+        spent[env.type] = spent.get(env.type, 0.0) + now - last
+        last = now
+    return spent
