@@ -283,7 +283,7 @@ class Stalest:
     or forgotten). It follows the mappings :meth:`TableWatch.with_punter` derives from that one (the
     account's new entry pushed); for any other mapping (a restored snapshot, an older or a diverging
     state) it builds the heap afresh. So :meth:`evict` answers what the scan answers, for any state
-    (``tests/unit/test_monitor_stalest.py``)."""
+    (``tests/unit/test_monitor_caches.py``)."""
 
     KEPT: ClassVar[int] = 64
     """Tables whose heap is kept (the one seen longest ago goes first)."""
@@ -543,13 +543,62 @@ HEDGE_SIDES: Final = frozenset({"player", "banker"})
 """Opposite sides of one coup: one account on both risks only the commission (and a tie)."""
 
 
+class CoupBets:
+    """Each account's bets in a coup's wagers, so that a new bet's earlier bets in the coup are found
+    without scanning every bet before it: on a speed table (5,000 bets a coup) that scan, once per
+    player or banker bet, was quadratic in the coup's bets (12.5 million comparisons a coup).
+
+    A cache beside the state, never part of it (as the dealer's ``AcceptedBets``): per coup it indexes
+    the wagers tuple it last saw and follows the tuples that extend it (``Coup.accept`` copies the
+    references before the new one, so a tuple holding the same wager object at the same position
+    shares the whole prefix); any other tuple (a restored snapshot, an older or a diverging state) is
+    indexed afresh. :meth:`of` answers what the scan answers, for any state
+    (``tests/unit/test_monitor_caches.py``)."""
+
+    KEPT: ClassVar[int] = 64
+    """Coups whose index is kept (the open coups of as many tables)."""
+
+    def __init__(self) -> None:
+        self._coups: dict[str, tuple[tuple[Wager, ...], dict[str, list[int]]]] = {}
+
+    def of(self, coup: Coup, account_id: str) -> list[Wager]:
+        """``account_id``'s wagers in ``coup``, in the coup's order."""
+        wagers = coup.wagers
+        known = self._coups.pop(coup.coup_id, None)
+        if known is None or not _same_prefix(wagers, known[0]):
+            positions: dict[str, list[int]] = {}
+            for i, wager in enumerate(wagers):
+                positions.setdefault(wager.account_id, []).append(i)
+            known = wagers, positions
+        elif len(wagers) > len(known[0]):
+            positions = known[1]
+            for i in range(len(known[0]), len(wagers)):
+                positions.setdefault(wagers[i].account_id, []).append(i)
+            known = wagers, positions
+        if len(self._coups) >= self.KEPT:
+            del self._coups[next(iter(self._coups))]  # the coup seen longest ago
+        self._coups[coup.coup_id] = known
+        n = len(wagers)  # an index of a longer tuple (a later state) knows later bets too
+        return [wagers[i] for i in known[1].get(account_id, ()) if i < n]
+
+
+def _same_prefix(wagers: tuple[Wager, ...], known: tuple[Wager, ...]) -> bool:
+    """Whether the shorter tuple is the start of the longer (the same wager object at its last place)."""
+    n = min(len(wagers), len(known))
+    return n == 0 or wagers[n - 1] is known[n - 1]
+
+
+COUP_BETS: Final = CoupBets()
+"""The monitor's :class:`CoupBets` cache."""
+
+
 def hedged_bets(coup: Coup, hedged: frozenset[str], wager: Wager, rec: Seen) -> tuple[frozenset[str], Alerts]:
     """Alert (once per account and coup: ``hedged`` are those already flagged) when an account holds
     bets on both hedge sides."""
     if wager.spot not in HEDGE_SIDES or wager.account_id in hedged:
         return hedged, []
     others = HEDGE_SIDES - {wager.spot}
-    other = [w for w in coup.wagers if w.account_id == wager.account_id and w.spot in others]
+    other = [w for w in COUP_BETS.of(coup, wager.account_id) if w.spot in others]
     if not other:
         return hedged, []
     bets = [*other, wager]

@@ -1,6 +1,8 @@
-"""The monitor forgets the stalest account of a full table (:meth:`TableWatch.with_punter`) through a
-heap cache (:class:`services.monitor.processor.Stalest`): the same accounts as the scan it replaced,
-whatever the order of states it is given (older ones, diverging ones, restored ones, several tables)."""
+"""The monitor's caches beside its state answer what the scans they replaced answer, whatever the order
+of states they are given (older ones, diverging ones, restored ones, several tables or coups): the
+stalest account of a full table (:class:`services.monitor.processor.Stalest`, in
+:meth:`TableWatch.with_punter`) and an account's bets in a coup (:class:`services.monitor.processor.CoupBets`,
+in :func:`services.monitor.processor.hedged_bets`)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.core.baccarat.coup import Coup
+from services.core.ledger import Wager
 from services.monitor import processor as monitor
-from services.monitor.processor import Punter, TableWatch
+from services.monitor.processor import Punter, Seen, TableWatch
 
 CAP = 4
 
@@ -74,3 +78,48 @@ def test_a_table_restored_from_elsewhere_is_scanned_afresh() -> None:
             "b",
             "c",
         ]  # all seen in coup 5: "a", the lowest id, goes
+
+
+# each step: (which earlier coup to extend: 0 the latest, k the k-th before; coup id; account; spot)
+BETS = st.lists(
+    st.tuples(
+        st.sampled_from([0, 0, 0, 0, 1, 2]),
+        st.sampled_from(["c1", "c2"]),
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.sampled_from(["player", "banker", "tie"]),
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=300)
+@given(BETS, st.booleans())
+def test_an_accounts_bets_in_a_coup_are_those_a_scan_finds(
+    steps: list[tuple[int, str, str, str]], copy: bool
+) -> None:
+    """Over random coups, extended from older states now and then (and, with ``copy``, given as equal
+    tuples of other objects, as a restored snapshot gives them), :meth:`CoupBets.of` is the scan."""
+    bets = monitor.CoupBets()
+    coups: dict[str, list[Coup]] = {
+        "c1": [Coup("c1", 1, "betting", "")],
+        "c2": [Coup("c2", 2, "betting", "")],
+    }
+    for n, (back, coup_id, account, spot) in enumerate(steps):
+        states = coups[coup_id]
+        coup = states[max(0, len(states) - 1 - back)]
+        if copy and n % 5 == 4:
+            coup = replace(coup, wagers=tuple(replace(w) for w in coup.wagers))
+        for who in ("a", "b", "c", "d"):
+            assert bets.of(coup, who) == [w for w in coup.wagers if w.account_id == who]
+        states.append(coup.accept(Wager(f"bet{n}", account, spot, 100)))
+
+
+def test_hedged_bets_finds_the_earlier_bet_on_the_other_side() -> None:
+    """The detector through the cache: a banker bet after the same account's player bet is a hedge."""
+    rec = Seen("e", "T1", "2026-01-01T00:00:00.000Z", "c1", None)
+    coup = Coup("c1", 1, "betting", "").accept(Wager("b1", "a", "player", 100))
+    coup = coup.accept(Wager("b2", "z", "banker", 100))
+    hedged, out = monitor.hedged_bets(coup, frozenset(), Wager("b3", "a", "banker", 100), rec)
+    assert hedged == {"a"} and [a.found.subject["bet_ids"] for a in out] == [["b1", "b3"]]
+    assert monitor.hedged_bets(coup, frozenset(), Wager("b4", "z", "player", 100), rec)[0] == {"z"}
+    assert monitor.hedged_bets(coup, frozenset(), Wager("b5", "y", "banker", 100), rec) == (frozenset(), [])
