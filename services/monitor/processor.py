@@ -58,10 +58,11 @@ State is bounded: one open coup and one shoe per table, fixed-length windows per
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import field
 from datetime import datetime
 from fractions import Fraction
@@ -787,6 +788,25 @@ def _matched(a: int, b: int) -> bool:
     return abs(a - b) * BPS <= max(a, b) * LINK_BAND_BPS
 
 
+def _opposite_matched(single: Mapping[str, tuple[str, int]]) -> Iterator[tuple[str, str]]:
+    """Every pair ``(a, b)``, ``a < b``, of accounts on different sides with matched stakes
+    (``single``: each account's one side and stake), in the order of ``a``, then ``b``: the pairs a
+    scan of all ``(a, b)`` keeps, found through the accounts of each side and stake instead (a speed
+    table's 4,300 single-sided players are 9.2 million pairs to scan a coup, of which 526,000 match:
+    1.35 CPU s a coup, most of the monitor's time there)."""
+    by_stake: dict[tuple[str, int], list[str]] = {}
+    for account, side_stake in single.items():
+        by_stake.setdefault(side_stake, []).append(account)
+    for accounts in by_stake.values():
+        accounts.sort()
+    groups = sorted(by_stake.items())
+    for a in sorted(single):
+        sa, ma = single[a]
+        after = [accounts[bisect.bisect_right(accounts, a) :] for (sb, mb), accounts in groups
+                 if sb != sa and _matched(ma, mb)]  # fmt: skip
+        yield from ((a, b) for b in (after[0] if len(after) == 1 else heapq.merge(*after)))
+
+
 def linked_hedge(t: TableWatch, coup: Coup, rec: Seen) -> tuple[TableWatch, Alerts]:
     """At the coup's end: pairs of accounts on opposite even-money sides with matched stakes; a pair
     matched :data:`LINK_AT` times within :data:`LINK_WINDOW_COUPS` coups is a linked hedge."""
@@ -801,28 +821,23 @@ def linked_hedge(t: TableWatch, coup: Coup, rec: Seen) -> tuple[TableWatch, Aler
     pairs = dict(t.pairs)
     out: Alerts = []
     since = coup.number - LINK_WINDOW_COUPS
-    accounts = sorted(single)
-    for i, a in enumerate(accounts):
-        for b in accounts[i + 1 :]:
-            (sa, ma), (sb, mb) = single[a], single[b]
-            if sa == sb or not _matched(ma, mb):
-                continue
-            key = f"{a}|{b}"
-            seen = (*(c for c in pairs.get(key, ()) if c > since), coup.number)
-            pairs[key] = seen
-            if len(seen) < LINK_AT:
-                continue
-            del pairs[key]
-            subject = {"event_ids": [rec.event_id], "account_ids": [a, b], "account_id": a,
-                       "coup_id": coup.coup_id}  # fmt: skip
-            observed = {"matched_coups": len(seen), "window_coups": LINK_WINDOW_COUPS}
-            threshold = {"matched_coups": LINK_AT, "p0": str(LINK_P0), "band_bps": LINK_BAND_BPS}
-            chance = binomial_tail(LINK_WINDOW_COUPS, LINK_P0, len(seen))
-            detail = f"{a} and {b} took opposite sides with matched stakes {len(seen)} times"
-            out.append(alert(
-                Detector.LINKED_HEDGE, Severity.WARNING, rec.key, subject=subject, observed=observed,
-                threshold=threshold, detail=detail, honest_probability=f"{float(chance):.3g}",
-            ))  # fmt: skip
+    for a, b in _opposite_matched(single):
+        key = f"{a}|{b}"
+        seen = (*(c for c in pairs.get(key, ()) if c > since), coup.number)
+        pairs[key] = seen
+        if len(seen) < LINK_AT:
+            continue
+        del pairs[key]
+        subject = {"event_ids": [rec.event_id], "account_ids": [a, b], "account_id": a,
+                   "coup_id": coup.coup_id}  # fmt: skip
+        observed = {"matched_coups": len(seen), "window_coups": LINK_WINDOW_COUPS}
+        threshold = {"matched_coups": LINK_AT, "p0": str(LINK_P0), "band_bps": LINK_BAND_BPS}
+        chance = binomial_tail(LINK_WINDOW_COUPS, LINK_P0, len(seen))
+        detail = f"{a} and {b} took opposite sides with matched stakes {len(seen)} times"
+        out.append(alert(
+            Detector.LINKED_HEDGE, Severity.WARNING, rec.key, subject=subject, observed=observed,
+            threshold=threshold, detail=detail, honest_probability=f"{float(chance):.3g}",
+        ))  # fmt: skip
     for key in [k for k, v in pairs.items() if v[-1] <= since]:
         del pairs[key]
     return replace(t, pairs=pairs), out

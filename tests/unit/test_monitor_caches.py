@@ -123,3 +123,78 @@ def test_hedged_bets_finds_the_earlier_bet_on_the_other_side() -> None:
     assert hedged == {"a"} and [a.found.subject["bet_ids"] for a in out] == [["b1", "b3"]]
     assert monitor.hedged_bets(coup, frozenset(), Wager("b4", "z", "player", 100), rec)[0] == {"z"}
     assert monitor.hedged_bets(coup, frozenset(), Wager("b5", "y", "banker", 100), rec) == (frozenset(), [])
+
+
+def _scanned_pairs(single: dict[str, tuple[str, int]]) -> list[tuple[str, str]]:
+    """The pairs the linked-hedge detector's scan kept: every ``a < b`` on different sides with matched
+    stakes, in the order of ``a``, then ``b`` (its loop, as it was)."""
+    out = []
+    accounts = sorted(single)
+    for i, a in enumerate(accounts):
+        for b in accounts[i + 1 :]:
+            (sa, ma), (sb, mb) = single[a], single[b]
+            if sa == sb or not monitor._matched(ma, mb):
+                continue
+            out.append((a, b))
+    return out
+
+
+SINGLES = st.dictionaries(
+    st.text("abcdefgh", min_size=1, max_size=3),
+    st.tuples(
+        st.sampled_from(["player", "banker"]),
+        st.one_of(st.sampled_from([100, 104, 105, 106, 95, 96, 200, 1000, 1050, 1052]), st.integers(1, 3000)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=400)
+@given(SINGLES)
+def test_the_linked_pairs_are_those_the_scan_kept_in_its_order(single: dict[str, tuple[str, int]]) -> None:
+    """Stakes at the band's edges (5 %: 100 and 105 match, 100 and 106 do not) and random ones."""
+    assert list(monitor._opposite_matched(single)) == _scanned_pairs(single)
+
+
+BET = st.tuples(
+    st.sampled_from("abcdef"), st.sampled_from(["player", "banker", "tie"]), st.sampled_from([100, 103, 200])
+)
+COUPS = st.lists(st.lists(BET, max_size=12), min_size=1, max_size=8)
+
+
+@settings(max_examples=60)
+@given(COUPS)
+def test_linked_hedge_alerts_and_remembers_as_the_scan_did(coups: list[list[tuple[str, str, int]]]) -> None:
+    """Coup after coup at one table, the detector's alerts and the pairs it remembers are those of the
+    scan (alerts in the same order: the pair order decides it)."""
+    t = TableWatch("T1")
+    want_pairs: dict[str, tuple[int, ...]] = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(monitor, "LINK_AT", 3)
+        mp.setattr(monitor, "LINK_WINDOW_COUPS", 3)  # pairs are forgotten within the few coups played
+        for number, bets in enumerate(coups, start=1):
+            wagers = tuple(Wager(f"b{number}-{i}", a, spot, stake) for i, (a, spot, stake) in enumerate(bets))
+            coup = Coup(f"c{number}", number, "dealing", "", wagers)
+            rec = Seen(f"e{number}", "T1", "2026-01-01T00:00:00.000Z", coup.coup_id, None)
+            t, alerts = monitor.linked_hedge(replace(t, pairs=want_pairs), coup, rec)
+            sides: dict[str, dict[str, int]] = {}
+            for w in wagers:
+                if w.spot in monitor.HEDGE_SIDES:
+                    sides.setdefault(w.account_id, {}).setdefault(w.spot, 0)
+                    sides[w.account_id][w.spot] += w.stake_minor
+            single = {a: next(iter(s.items())) for a, s in sides.items() if len(s) == 1}
+            expected, fired = dict(want_pairs), []
+            if len(single) >= 2:
+                since = number - monitor.LINK_WINDOW_COUPS
+                for a, b in _scanned_pairs(single):
+                    key = f"{a}|{b}"
+                    seen = (*(c for c in expected.get(key, ()) if c > since), number)
+                    expected[key] = seen
+                    if len(seen) >= 3:
+                        del expected[key]
+                        fired.append([a, b])
+                for key in [k for k, v in expected.items() if v[-1] <= since]:
+                    del expected[key]
+            assert [x.found.subject["account_ids"] for x in alerts] == fired
+            assert list(t.pairs.items()) == list(expected.items())
+            want_pairs = expected
