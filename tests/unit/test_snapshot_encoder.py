@@ -104,6 +104,12 @@ class _Str(str):
     """A ``str`` subclass (an enum's value type, say): written as the plain string it is."""
 
 
+class _Pair(tuple[int, ...]):
+    """A ``tuple`` subclass: written as the list of its items."""
+
+    __slots__ = ()
+
+
 @pytest.mark.parametrize(
     ("value", "tp"),
     [
@@ -113,6 +119,8 @@ class _Str(str):
         ((_Str("a"), "b"), tuple[str, ...]),
         ({"a|b": (1, 2), "c|d": ()}, dict[str, tuple[int, ...]]),
         ({_Str("k"): (3,), "j": (4,)}, dict[str, tuple[int, ...]]),
+        ({"k": _Pair((1, 2)), "j": (4,)}, dict[str, tuple[int, ...]]),
+        ({"k": ("x", "y")}, dict[str, tuple[str, ...]]),
         ({"n": Node("x", (Node("y"),))}, dict[str, Node]),
     ],
 )
@@ -138,6 +146,8 @@ def test_the_one_pass_paths_write_what_the_per_item_walk_writes(value: object, t
         (("a", 1), tuple[str, ...], "expected str, got int"),
         ({"a": (1,), 2: (3,)}, dict[str, tuple[int, ...]], "expected a str key, got int"),
         ({"a": (1, None)}, dict[str, tuple[int, ...]], "expected int, got NoneType"),
+        ({"a": (1,), "b": (2, True)}, dict[str, tuple[int, ...]], "expected int, got bool"),
+        ({"a": (1,), "b": [2]}, dict[str, tuple[int, ...]], "expected a tuple, got list"),
     ],
 )
 def test_the_one_pass_paths_refuse_what_the_walk_refused(value: object, tp: object, says: str) -> None:
