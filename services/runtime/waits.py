@@ -69,10 +69,15 @@ class Stream:
         accepts; the hints ``match`` carries only narrow where to look, ``match`` decides."""
         records = self.records
         end = len(records) if stop is None else min(stop, len(records))
-        among = getattr(match, "among", ())
+        among: tuple[tuple[str, str], ...] = getattr(match, "among", ())
+        if len(among) == 1 and among[0][0] in HINTED:  # the usual hint: one id (a bet's, a coup's)
+            for i in self.carrying.get(among[0], ()):
+                if start <= i < end and match(env := records[i]):
+                    return env
+            return None
         if among and all(name in HINTED for name, _value in among):
             lists = [self.carrying.get((name, value), []) for name, value in among]
-            at = lists[0] if len(lists) == 1 else sorted({i for found in lists for i in found})
+            at = sorted({i for found in lists for i in found})
             return next((records[i] for i in at if start <= i < end and match(records[i])), None)
         after = getattr(match, "after_seq", None)
         seqs = self.seqs

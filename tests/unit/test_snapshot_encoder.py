@@ -98,3 +98,58 @@ def test_bytes_are_those_of_the_standard_encoder() -> None:
     bits included, by the fallback)."""
     data = {"é": [1, -(1 << 70), None, True, 'x\u2028"y'], "b": {"k": "v"}}
     assert snapshot.to_bytes(data) == json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class _Str(str):
+    """A ``str`` subclass (an enum's value type, say): written as the plain string it is."""
+
+
+class _Pair(tuple[int, ...]):
+    """A ``tuple`` subclass: written as the list of its items."""
+
+    __slots__ = ()
+
+
+@pytest.mark.parametrize(
+    ("value", "tp"),
+    [
+        ((), tuple[int, ...]),
+        ((1, 2, 3), tuple[int, ...]),
+        (("a", "b"), tuple[str, ...]),
+        ((_Str("a"), "b"), tuple[str, ...]),
+        ({"a|b": (1, 2), "c|d": ()}, dict[str, tuple[int, ...]]),
+        ({_Str("k"): (3,), "j": (4,)}, dict[str, tuple[int, ...]]),
+        ({"k": _Pair((1, 2)), "j": (4,)}, dict[str, tuple[int, ...]]),
+        ({"k": ("x", "y")}, dict[str, tuple[str, ...]]),
+        ({"n": Node("x", (Node("y"),))}, dict[str, Node]),
+    ],
+)
+def test_the_one_pass_paths_write_what_the_per_item_walk_writes(value: object, tp: object) -> None:
+    """A tuple of exact ``int`` or ``str`` items and a map of exact ``str`` keys (the monitor's pairs: a
+    million entries on a speed table) are written in one pass; the data and the bytes are those of the
+    walk (a subclass, as before, goes item by item and comes out a plain ``str``)."""
+    got = snapshot.encode(value, tp)
+    assert json.loads(snapshot.dumps(value, tp)) == got
+    if isinstance(value, dict):
+        assert got == {str(k): snapshot.encode(v, tp.__args__[1]) for k, v in value.items()}  # type: ignore[attr-defined]
+        assert all(type(k) is str for k in got)
+    else:
+        assert got == [str(v) if isinstance(v, str) else v for v in value]  # type: ignore[attr-defined]
+        assert all(type(v) in (int, str) for v in got)
+
+
+@pytest.mark.parametrize(
+    ("value", "tp", "says"),
+    [
+        ((1, True), tuple[int, ...], "expected int, got bool"),
+        ((1, "2"), tuple[int, ...], "expected int, got str"),
+        (("a", 1), tuple[str, ...], "expected str, got int"),
+        ({"a": (1,), 2: (3,)}, dict[str, tuple[int, ...]], "expected a str key, got int"),
+        ({"a": (1, None)}, dict[str, tuple[int, ...]], "expected int, got NoneType"),
+        ({"a": (1,), "b": (2, True)}, dict[str, tuple[int, ...]], "expected int, got bool"),
+        ({"a": (1,), "b": [2]}, dict[str, tuple[int, ...]], "expected a tuple, got list"),
+    ],
+)
+def test_the_one_pass_paths_refuse_what_the_walk_refused(value: object, tp: object, says: str) -> None:
+    with pytest.raises(snapshot.SnapshotError, match=says):
+        snapshot.encode(value, tp)

