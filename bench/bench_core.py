@@ -208,9 +208,10 @@ def _pipe_payouts(
     wallet: Processor[Any], before: list[tuple[str, bytes]], records: list[Envelope], *, own: bool
 ) -> float:
     """CPU seconds of a Kafka :class:`Pipe` of the wallet stage (its state after ``before``) applying
-    the ``PayoutIssued`` of ``records`` (the others applied untimed, in order): decoding each, or
-    (``own``) taking each as the envelope the payout stage sealed (:class:`OwnOutputs`, filled as the
-    worker's sends fill it)."""
+    the ``PayoutIssued`` of ``records`` (the others applied untimed, in order): decoding and verifying
+    each, or (``own``) taking each as the envelope the payout stage sealed beside it and admitting it
+    by its bytes (:class:`OwnOutputs`, filled as the payout stage's step and the worker's sends fill
+    it; the payout stage signs with the key of settlement, the wallet stage's own)."""
     from services.runtime.kafka.worker import OwnOutputs, Pipe  # noqa: PLC0415 (faust: this part only)
     from services.runtime.settings import Settings  # noqa: PLC0415
 
@@ -219,9 +220,12 @@ def _pipe_payouts(
     pipe.state = _stepped(wallet, before)
     encoded = [(env, env.to_json()) for env in records]
     if outputs is not None:
+        guard = wallet.guard
+        assert guard is not None, "the composition root gives every processor a guard"
         for env, value in encoded:
-            if env.type == "PayoutIssued":
+            if env.type == "PayoutIssued":  # as the payout stage's step and the worker's send keep them
                 outputs.keep(env, value)
+                outputs.sealed.add(env.event_id, value, guard.own)
     clock, spent = time.process_time, 0.0
     for n, (env, value) in enumerate(encoded):
         started = clock()
