@@ -348,9 +348,10 @@ Output = tuple[Envelope, bytes]
 
 
 SEALED_KEPT = 20_000
-"""How many of its own outputs a worker keeps for its pipes to read back (:class:`OwnOutputs`): four
-speed-baccarat coups' payouts; at about 1.5 kB a record, 30 MB at most, and they are let go as they are
-read back."""
+"""How many of its own outputs a worker keeps for its pipes to read back (:class:`OwnOutputs`), in each
+of its two memos, the oldest going first: four speed-baccarat coups' payouts. The envelopes are let go
+as they are read back; the sealed bytes stay until pushed out (at about 1.5 kB a record, 30 MB at
+most; the embedded log keeps as many). One forgotten is decoded and verified in full, never refused."""
 
 
 class OwnOutputs:
