@@ -32,8 +32,14 @@ record's bytes decoded, then stepped), over the same inputs: each ``PayoutIssued
 beside the same taken as the envelope the payout stage sealed in the same worker
 (:class:`~services.runtime.kafka.worker.OwnOutputs`), same rounds.
 
+**Seamless**: the adapter's pure state machine (:mod:`services.core.seamless`), a bet's debit queued
+(:func:`~services.core.seamless.enqueue`) and its ``ok`` answer folded in
+(:func:`~services.core.seamless.fold_answer`), :data:`SEAMLESS_BETS` bets on 5,000 wallets: CPU us a
+bet over the first and the last quarter of the bets, the last as a ratio of the first (1.0: a bet
+costs the same however long the history).
+
 Run: ``.venv/bin/python -m bench core`` (``BENCH_CORE_COUPS`` sizes the session, 120 coups by default;
-``BENCH_CORE_PARTS=settlement`` or ``dealer`` runs one part; ``BENCH_CORE_SETTLE_PLAYERS`` the coup's
+``BENCH_CORE_PARTS=settlement``, ``dealer`` or ``seamless`` runs one part; ``BENCH_CORE_SETTLE_PLAYERS`` the coup's
 bets, 5,000 by default). The machine may be shared: compare old and new trees in the same run,
 alternating, and give ``uptime``.
 """
@@ -57,7 +63,8 @@ from services.runtime.memory import MemoryBus
 
 COUPS = int(os.environ.get("BENCH_CORE_COUPS", "120"))
 ROUNDS = 3
-PARTS = os.environ.get("BENCH_CORE_PARTS", "dealer,settlement").split(",")
+PARTS = os.environ.get("BENCH_CORE_PARTS", "dealer,settlement,seamless").split(",")
+SEAMLESS_BETS = 20_000
 SETTLE_PLAYERS = int(os.environ.get("BENCH_CORE_SETTLE_PLAYERS", "5000"))
 SETTLE_STAGES = ("settlement.payout", "settlement.wallet")
 SETTLE_TYPES = {"settlement.payout": ("BetAccepted", "CoupResolved"),
@@ -80,6 +87,8 @@ def main() -> None:
         dealer()
     if "settlement" in PARTS:
         settlement()
+    if "seamless" in PARTS:
+        seamless()
 
 
 def dealer() -> None:
@@ -208,9 +217,10 @@ def _pipe_payouts(
     wallet: Processor[Any], before: list[tuple[str, bytes]], records: list[Envelope], *, own: bool
 ) -> float:
     """CPU seconds of a Kafka :class:`Pipe` of the wallet stage (its state after ``before``) applying
-    the ``PayoutIssued`` of ``records`` (the others applied untimed, in order): decoding each, or
-    (``own``) taking each as the envelope the payout stage sealed (:class:`OwnOutputs`, filled as the
-    worker's sends fill it)."""
+    the ``PayoutIssued`` of ``records`` (the others applied untimed, in order): decoding and verifying
+    each, or (``own``) taking each as the envelope the payout stage sealed beside it and admitting it
+    by its bytes (:class:`OwnOutputs`, filled as the payout stage's step and the worker's sends fill
+    it; the payout stage signs with the key of settlement, the wallet stage's own)."""
     from services.runtime.kafka.worker import OwnOutputs, Pipe  # noqa: PLC0415 (faust: this part only)
     from services.runtime.settings import Settings  # noqa: PLC0415
 
@@ -219,9 +229,12 @@ def _pipe_payouts(
     pipe.state = _stepped(wallet, before)
     encoded = [(env, env.to_json()) for env in records]
     if outputs is not None:
+        guard = wallet.guard
+        assert guard is not None, "the composition root gives every processor a guard"
         for env, value in encoded:
-            if env.type == "PayoutIssued":
+            if env.type == "PayoutIssued":  # as the payout stage's step and the worker's send keep them
                 outputs.keep(env, value)
+                outputs.sealed.add(env.event_id, value, guard.own)
     clock, spent = time.process_time, 0.0
     for n, (env, value) in enumerate(encoded):
         started = clock()
@@ -252,3 +265,40 @@ def _step_by_type(
         spent[env.type] = spent.get(env.type, 0.0) + now - last
         last = now
     return spent
+
+
+# --- the seamless adapter's state machine -------------------------------------------------------------
+
+
+def seamless() -> None:
+    """Print the CPU us a bet of the seamless state machine over the first and last quarter of
+    :data:`SEAMLESS_BETS` bets, and their ratio."""
+    from services.core.seamless import (  # noqa: PLC0415 (this part only)
+        RetryPolicy,
+        SeamlessState,
+        call_for,
+        enqueue,
+        fingerprint,
+        fold_answer,
+    )
+
+    policy, state = RetryPolicy(), SeamlessState()
+    quarter = SEAMLESS_BETS // 4
+    spent: list[float] = []
+    clock = time.process_time
+    started = clock()
+    for n in range(SEAMLESS_BETS):
+        p = {"bet_id": f"b{n}", "table_id": "T1", "coup_id": "T1/S1/1", "spot": "banker",
+             "stake_minor": 100, "currency": "EUR"}  # fmt: skip
+        account = f"p{n % 5000}"
+        call = call_for("PlaceBet", p, account)
+        state, _ = enqueue(state, call, fingerprint("PlaceBet", p), policy)
+        answer = {"transaction_id": call.transaction_id, "account_id": account, "attempt": 0,
+                  "status": "ok", "balance_minor": 1_000_000, "elapsed_ms": 1}  # fmt: skip
+        state, _ = fold_answer(state, answer, policy)
+        if (n + 1) % quarter == 0:
+            now = clock()
+            spent.append((now - started) / quarter * 1e6)
+            started = now
+    print(f"seamless state machine, {SEAMLESS_BETS} bets on 5,000 wallets: {spent[0]:.1f} CPU us a bet "
+          f"(first quarter), {spent[-1]:.1f} (last quarter): x{spent[-1] / spent[0]:.2f}")  # fmt: skip

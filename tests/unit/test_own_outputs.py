@@ -1,6 +1,7 @@
-"""A Kafka worker reads its own outputs back without decoding them (:class:`OwnOutputs`): settlement's
-wallet stage takes the ``PayoutIssued`` its payout stage sealed as that envelope, with the same
-outputs as decoding the bytes would give, and every check of ``step`` still runs on it."""
+"""A Kafka worker reads its own outputs back without decoding or verifying them again
+(:class:`OwnOutputs`): settlement's wallet stage takes the ``PayoutIssued`` its payout stage sealed as
+that envelope, admitted by the worker's :class:`~services.core.trust.Sealed` memo, with the same outputs
+as decoding and verifying the bytes would give; other bytes are decoded and verified in full."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import services.core.trust as trust
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.envelope import Envelope
@@ -75,8 +77,17 @@ def test_the_wallet_stage_reads_the_payouts_sealed_beside_it_without_decoding_an
         return env
 
     monkeypatch.setattr(own, "take", take)
+    verified: list[str] = []
+    real_verify = trust.verify
+
+    def counted_verify(env: Envelope, *args: Any, **kwargs: Any) -> Any:
+        verified.append(env.type)
+        return real_verify(env, *args, **kwargs)
+
+    monkeypatch.setattr(trust, "verify", counted_verify)
     kept = _wallet_outputs(log, own)
     assert taken and all(real(value, env.topic) == env for env, value in taken)  # what decoding gives
+    assert "PayoutIssued" not in verified and "PlaceBet" in verified  # sealed here: admitted, not verified
     assert kept == decoding
     assert any(kind == "PayoutApplied" for kind, _ in kept)
     assert "PayoutIssued" not in decoded and "PlaceBet" in decoded
@@ -84,8 +95,9 @@ def test_the_wallet_stage_reads_the_payouts_sealed_beside_it_without_decoding_an
 
 
 def test_bytes_not_exactly_those_sealed_are_decoded_and_checked() -> None:
-    """A record kept is taken only under its very bytes and topic: altered bytes (a forged MAC) are
-    decoded and refused as ever; another topic's reader does not get it; a tombstone is no hit."""
+    """A record kept is taken only under its very bytes and topic: altered bytes under a sealed id (a
+    forged MAC) are neither taken nor admitted by the memo, but decoded, verified in full and refused;
+    another topic's reader does not get it; a tombstone is no hit."""
     stages = _settlement()
     own = OwnOutputs([topics.WALLET_REQUESTS])
     log = _log()
@@ -97,6 +109,8 @@ def test_bytes_not_exactly_those_sealed_are_decoded_and_checked() -> None:
     env, value = next((e, v) for e, v in outputs if e.type == "PayoutIssued")
     assert env.auth is not None
     forged = value.replace(env.auth["mac"].encode(), b"0" * len(env.auth["mac"]))
+    assert own.sealed.key_of(env.event_id, value) is not None  # the id is sealed here, these bytes
+    assert own.sealed.key_of(env.event_id, forged) is None  # not those
     assert own.take(forged, topics.WALLET_REQUESTS) is None
     assert own.take(None, topics.WALLET_REQUESTS) is None
     assert own.take(value, topics.TABLE_EVENTS) is None  # and it is let go

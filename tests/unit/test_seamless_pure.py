@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import random
 from typing import Any
 
@@ -12,7 +13,17 @@ from hypothesis import strategies as st
 from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.processor import ProcessorState, initial_state, step
-from services.core.seamless import RetryPolicy, backoff_ms, transaction_id
+from services.core.seamless import (
+    RetryPolicy,
+    SeamlessState,
+    backoff_ms,
+    call_for,
+    enqueue,
+    fingerprint,
+    fold_answer,
+    in_flight,
+    transaction_id,
+)
 from services.seamless.client import answer_envelope
 from services.seamless.stage import AdapterState, SeamlessWalletStage
 from tests.helpers.seamless import ModelOperator, check_done
@@ -178,7 +189,7 @@ def test_a_stale_or_repeated_answer_changes_nothing() -> None:
                               "stake_minor": 100, "currency": "EUR"})  # fmt: skip
     first = h.outstanding[0]
     h.answer_all()
-    before = h.state.inner
+    before = copy.deepcopy(h.state.inner)  # the maps change in place (SeamlessState)
     stale = answer_envelope(first, {"transaction_id": "debit/b1", "account_id": "p0", "attempt": 0,
                                     "status": "ok", "balance_minor": 1, "elapsed_ms": 0}, None)  # fmt: skip
     stale = stale.model_copy(update={"event_id": "another-delivery"})
@@ -269,7 +280,7 @@ def test_a_hostile_record_is_refused_or_dead_lettered_never_an_internal_error(
         payload.pop(name)
     else:
         payload[name] = value
-    before = h.state.inner
+    before = copy.deepcopy(h.state.inner)  # the maps change in place (SeamlessState)
     env = request(
         kind, topics.WALLET_REQUESTS, "p0", payload, event_id="hostile", occurred_at=AT, producer="t"
     )
@@ -280,3 +291,30 @@ def test_a_hostile_record_is_refused_or_dead_lettered_never_an_internal_error(
     assert "internal_error" not in reasons, outs
     if reasons:
         assert h.state.inner == before
+
+
+def test_a_long_run_keeps_every_transaction_and_refuses_an_old_id_reused_with_other_content() -> None:
+    """The maps change in place (no copy of every transaction per request): after many bets on many
+    wallets each id is still known, a re-delivered old request changes nothing and emits nothing, and an
+    old id with other content is a ``transfer_id_conflict``."""
+    policy = RetryPolicy()
+    state = SeamlessState()
+    bets = [({"bet_id": f"b{n}", "table_id": "T1", "coup_id": "c1", "spot": "banker", "stake_minor": 100,
+              "currency": "EUR"}, f"p{n % 7}") for n in range(60)]  # fmt: skip
+    for p, account in bets:
+        call = call_for("PlaceBet", p, account)
+        state, _ = enqueue(state, call, fingerprint("PlaceBet", p), policy)
+        answer = {"transaction_id": call.transaction_id, "account_id": account, "attempt": 0, "status": "ok",
+                  "balance_minor": 10_000, "elapsed_ms": 1}  # fmt: skip
+        state, drafts = fold_answer(state, answer, policy)
+        assert [d.type for d in drafts][-2:] == ["StakeReserved", "BetPlaced"]
+    assert len(state.seen) == 60 and not in_flight(state)
+    first, account = bets[0]
+    before = copy.deepcopy(state)
+
+    def place(p: dict[str, Any]) -> tuple[SeamlessState, list[Any]]:
+        return enqueue(state, call_for("PlaceBet", p, account), fingerprint("PlaceBet", p), policy)
+
+    assert place(first) == (before, [])
+    again, drafts = place({**first, "stake_minor": 200})
+    assert again == before and [d.payload["reason"] for d in drafts] == ["transfer_id_conflict"]

@@ -152,7 +152,7 @@ from faust.app.base import BootStrategy
 from services.core import topics
 from services.core.envelope import Envelope
 from services.core.processor import Processor, ProcessorState, initial_state, step_encoded
-from services.core.trust import PrincipalKey, Refusal, verify
+from services.core.trust import PrincipalKey, Refusal, Sealed, verify
 from services.runtime import intake
 from services.runtime.compose import OBSERVERS, SERVICES, Composition
 from services.runtime.failures import one_line
@@ -348,28 +348,37 @@ Output = tuple[Envelope, bytes]
 
 
 SEALED_KEPT = 20_000
-"""How many of its own outputs a worker keeps for its pipes to read back (:class:`OwnOutputs`): four
-speed-baccarat coups' payouts; at about 1.5 kB a record, 30 MB at most, and they are let go as they are
-read back."""
+"""How many of its own outputs a worker keeps for its pipes to read back (:class:`OwnOutputs`), in each
+of its two memos, the oldest going first: four speed-baccarat coups' payouts. The envelopes are let go
+as they are read back; the sealed bytes stay until pushed out (at about 1.5 kB a record, 30 MB at
+most; the embedded log keeps as many). One forgotten is decoded and verified in full, never refused."""
 
 
 class OwnOutputs:
-    """The envelopes a worker sealed and sent to a topic one of its own pipes reads, by their record
-    bytes, until that pipe reads them back: settlement's payout stage writes a ``PayoutIssued`` per bet
-    that its wallet stage, in the same worker, reads from ``casino.wallet.requests``.
+    """What a worker sealed, for its own pipes reading it back: settlement's payout stage writes a
+    ``PayoutIssued`` per bet that its wallet stage, in the same worker, reads from
+    ``casino.wallet.requests``.
 
-    A record whose bytes are exactly the bytes of an envelope kept here is that envelope: the pipe does
-    not decode it again (the bytes were made from it: :func:`~services.core.envelope.seal_encoded`).
-    Nothing else is skipped: :func:`~services.core.processor.step` still checks the record's hash from
-    its bytes, its MAC and the policy, and validates its payload. Decoding is 7-8 of the wallet stage's
-    30 CPU us per ``PayoutIssued`` (``BENCH_CORE_PARTS=settlement .venv/bin/python -m bench core``).
-    A record written by another run (a restart, a rebalance) is not here and is decoded as any other."""
+    Two memos, both by exact bytes. :attr:`envelopes`: the envelopes sent to a topic one of the pipes
+    reads, by their record bytes, until a pipe reads them back; a record whose bytes are exactly those
+    is that envelope, not decoded again (the bytes were made from it:
+    :func:`~services.core.envelope.seal_encoded`). :attr:`sealed`: every output the pipes sealed
+    (:class:`~services.core.trust.Sealed`, filled by :func:`~services.core.processor.step_encoded`): a
+    record whose bytes are exactly bytes sealed here is admitted without verifying its hash and MAC
+    again (authorized all the same). The payload is validated either way; audit gets neither memo
+    (:class:`Pipe`). Per ``PayoutIssued`` the wallet stage spent 30 CPU us decoding and verifying, 7-8
+    of them decoding and 4-5 verifying (``BENCH_CORE_PARTS=settlement .venv/bin/python -m bench core``).
+    A record written by another run (a restart, a rebalance) is in neither and is decoded and verified
+    as any other."""
 
     def __init__(self, read: Iterable[str], kept: int = SEALED_KEPT) -> None:
         self.read = frozenset(read)
         """The logical topics the worker's pipes read."""
         self.most = kept
         self.envelopes: OrderedDict[bytes, Envelope] = OrderedDict()
+        self.sealed = Sealed(kept)
+        """The records the worker's pipes sealed (:func:`~services.core.processor.step_encoded` adds
+        each output), for admitting one read back without verifying it again."""
 
     def keep(self, env: Envelope, value: bytes) -> None:
         """Keep ``env`` (sealed as ``value``) if one of the worker's pipes reads its topic."""
@@ -419,7 +428,8 @@ class Pipe:
             dead = intake.dead_letter_of(self.processor, exc, topic, position)
             return [(dead, intake.encode(dead))]
         self.record, self.reason = record, None
-        return step_encoded(self.processor, self.state, record, value)
+        sealed = self.own.sealed if self.own is not None else None
+        return step_encoded(self.processor, self.state, record, value, sealed)
 
     @property
     def type(self) -> str | None:
