@@ -1,5 +1,6 @@
-"""The seamless-wallet adapter's decisions (docs/integration.md), pure: which call to make next, how an answer
-folds into the state, and which events it emits.
+"""The seamless-wallet adapter's decisions (docs/integration.md), pure (no I/O, no clock; the state's maps
+change in place, see :class:`SeamlessState`): which call to make next, how an answer folds into the state,
+and which events it emits.
 
 A casino that keeps balances in its own platform is called over HTTP instead of our wallet stage:
 ``PlaceBet`` becomes a **debit**, ``PayoutIssued`` a **credit** (a zero credit closes a lost round),
@@ -180,7 +181,8 @@ def request_draft(c: Call, policy: RetryPolicy) -> Draft:
 
 
 def enqueue(state: SeamlessState, c: Call, fp: str, policy: RetryPolicy) -> tuple[SeamlessState, list[Draft]]:
-    """Queue ``c`` on its wallet; ask for it at once when nothing else of that wallet is in flight.
+    """Queue ``c`` on its wallet; ask for it at once when nothing else of that wallet is in flight. The
+    state returned is ``state``, changed in place (:class:`SeamlessState`).
 
     A transaction id already taken with the same fingerprint is a re-delivery (nothing happens); with
     another, a ``transfer_id_conflict`` refusal.
@@ -203,7 +205,8 @@ def enqueue(state: SeamlessState, c: Call, fp: str, policy: RetryPolicy) -> tupl
 def fold_answer(
     state: SeamlessState, answer: Mapping[str, Any], policy: RetryPolicy
 ) -> tuple[SeamlessState, list[Draft]]:
-    """Fold one recorded answer in: the outcome's events and the wallet's next call, if any."""
+    """Fold one recorded answer in: the outcome's events and the wallet's next call, if any (``state``
+    returned, changed in place: :class:`SeamlessState`)."""
     account = str(answer["account_id"])
     wallet = state.wallets.get(account)
     if wallet is None or not wallet.queue:
