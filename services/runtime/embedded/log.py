@@ -89,6 +89,7 @@ from services.runtime import intake
 from services.runtime.embedded import snapshot
 from services.runtime.failures import ConfigError, NotALog
 from services.runtime.logging import get_logger
+from services.runtime.tuning import gc_paused
 from services.runtime.waits import Stream
 
 if TYPE_CHECKING:
@@ -766,7 +767,7 @@ class Runner(Generic[S]):
         """Apply up to ``limit`` next input records in one transaction; see the module docstring."""
         started = time.perf_counter()
         try:
-            with self.log.transaction():
+            with gc_paused(), self.log.transaction():
                 result = self._apply_batch(limit or self.batch_limit)
         except BaseException:
             self.restore()  # the in-memory state may hold half a batch that was rolled back
