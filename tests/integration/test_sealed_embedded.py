@@ -10,28 +10,17 @@ from typing import Any
 import pytest
 
 from services.app.simulator import Session, demo_tables
-from services.core import topics, trust
+from services.core import topics
 from services.core.envelope import Envelope, parse_record, request
 from services.core.trust import Principal, Sealed, authenticate
 from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, Runner, run_until_idle
 from services.runtime.keyring import demo_keyring
+from tests.helpers.spies import count_verify
 from tests.helpers.streams import whole_log
 
 SEED = 5
 T = "2026-11-22T20:00:00.000Z"
-
-
-def _count_verify(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    seen: list[str] = []
-    real = trust.verify
-
-    def counted(env: Envelope, *args: Any, **kwargs: Any) -> Any:
-        seen.append(env.event_id)
-        return real(env, *args, **kwargs)
-
-    monkeypatch.setattr(trust, "verify", counted)
-    return seen
 
 
 def _play(db: Path, *, memo: bool) -> int:
@@ -52,7 +41,7 @@ def test_the_log_is_the_same_with_the_memo_and_most_outputs_are_not_verified_aga
     """With or without the memo the session writes the same log, byte for byte; with it, the records
     verified are fewer than the reads by about the outputs the dealer, settlement and the monitor read
     back (audit still verifies each of its reads)."""
-    seen = _count_verify(monkeypatch)
+    seen = count_verify(monkeypatch)
     applied = _play(tmp_path / "full.db", memo=False)
     verified_full = len(seen)
     seen.clear()

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-import services.core.trust as trust
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.envelope import Envelope
@@ -18,6 +17,7 @@ from services.runtime.compose import Composition
 from services.runtime.kafka.worker import OwnOutputs, Pipe
 from services.runtime.settings import Settings
 from tests.helpers.membus import MemBus
+from tests.helpers.spies import count_verify
 from tests.kafka.toy import add
 
 
@@ -77,14 +77,7 @@ def test_the_wallet_stage_reads_the_payouts_sealed_beside_it_without_decoding_an
         return env
 
     monkeypatch.setattr(own, "take", take)
-    verified: list[str] = []
-    real_verify = trust.verify
-
-    def counted_verify(env: Envelope, *args: Any, **kwargs: Any) -> Any:
-        verified.append(env.type)
-        return real_verify(env, *args, **kwargs)
-
-    monkeypatch.setattr(trust, "verify", counted_verify)
+    verified = count_verify(monkeypatch, lambda env: env.type)
     kept = _wallet_outputs(log, own)
     assert taken and all(real(value, env.topic) == env for env, value in taken)  # what decoding gives
     assert "PayoutIssued" not in verified and "PlaceBet" in verified  # sealed here: admitted, not verified

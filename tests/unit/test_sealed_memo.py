@@ -14,6 +14,7 @@ from services.core.processor import Processor, initial_state, step_encoded
 from services.core.trust import Guard, Principal, Sealed, authenticate, by_key_id
 from services.runtime.compose import Composition
 from services.runtime.keyring import demo_keyring
+from tests.helpers.spies import count_verify
 
 RING = demo_keyring()
 T = "2026-11-22T20:00:00.000Z"
@@ -34,19 +35,6 @@ def _sealed_by_dealer(memo: Sealed) -> tuple[Envelope, bytes]:
     out = step_encoded(dealer, initial_state(dealer), _open_table(), _open_table().to_json(), memo)
     (opened,) = [(e, b) for e, b in out if e.type == "TableOpened"]
     return opened
-
-
-def _counting_verify(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Replace :func:`services.core.trust.verify` by itself, counting the event ids it checks."""
-    seen: list[str] = []
-    real = trust.verify
-
-    def counted(env: Envelope, *args: Any, **kwargs: Any) -> Any:
-        seen.append(env.event_id)
-        return real(env, *args, **kwargs)
-
-    monkeypatch.setattr(trust, "verify", counted)
-    return seen
 
 
 def _read(reader: Processor[Any], raw: bytes, memo: Sealed | None) -> list[tuple[Envelope, bytes]]:
@@ -73,7 +61,7 @@ def test_a_record_read_back_as_sealed_is_admitted_without_verifying_it(
     env, raw = _sealed_by_dealer(memo)
     reader = {p.stage_name(): p for p in Composition.demo().processors()}[stage]
     full = step_encoded(reader, state := initial_state(reader), parse_record(raw), raw)
-    seen = _counting_verify(monkeypatch)
+    seen = count_verify(monkeypatch)
     memoised = step_encoded(reader, state_memo := initial_state(reader), parse_record(raw), raw, memo)
     assert seen == []
     assert memoised == full and env.event_id in state_memo.applied
@@ -95,7 +83,7 @@ def test_a_tampered_byte_in_a_sealed_record_is_refused(monkeypatch: pytest.Monke
     forged = _tampered(raw)
     assert parse_record(forged).event_id == env.event_id
     reader = Composition.demo().payout_stage()
-    seen = _counting_verify(monkeypatch)
+    seen = count_verify(monkeypatch)
     state = initial_state(reader)
     (dead,) = step_encoded(reader, state, parse_record(forged), forged, memo)
     assert seen == [env.event_id]
@@ -106,7 +94,7 @@ def test_a_tampered_byte_in_a_sealed_record_is_refused(monkeypatch: pytest.Monke
 def test_bytes_not_sealed_here_are_verified(monkeypatch: pytest.MonkeyPatch) -> None:
     """An empty memo (another process sealed the record) admits nothing by itself: verified in full."""
     env, raw = _sealed_by_dealer(Sealed())
-    seen = _counting_verify(monkeypatch)
+    seen = count_verify(monkeypatch)
     _read(Composition.demo().monitor(), raw, Sealed())
     assert seen == [env.event_id]
 
@@ -116,7 +104,7 @@ def test_audit_never_asks_the_memo(monkeypatch: pytest.MonkeyPatch) -> None:
     and a guard asked to admit without checking the hash ignores the memo."""
     memo = Sealed()
     env, raw = _sealed_by_dealer(memo)
-    seen = _counting_verify(monkeypatch)
+    seen = count_verify(monkeypatch)
     _read(Composition.demo().audit(), raw, memo)
     assert seen == [env.event_id]
     guard = RING.guard(Principal.SETTLEMENT)
