@@ -14,8 +14,9 @@ time divided by 0.3: the *budget*. This benchmark measures, on the very records 
 
 When the audit alone plus SQLite's own time exceeds the budget, the goal is out of reach of this design
 in this language whatever the other stages (dealer, settlement, monitor, the simulator) cost. Measured on
-2026-11-24 (2 cores, idle): raw 8.1 us an event (124k/s), budget 27 us; audit alone 19.3 us a record
-(3.6x json.loads), plus SQLite 8.1 us: 27.4 us, before any other stage does anything.
+2026-11-24 (2 cores, idle, twice): raw 7.7 us an event (130k/s), budget 25.6 us; audit alone 19.7-20.3 us a
+record (3.2-3.3x json.loads), plus SQLite: 27.4-28.0 us = 1.07-1.09 of the budget, before any other stage
+does anything. (Under disk load the FULL baseline's fsyncs slow it several times over: measure idle.)
 
 Run: ``.venv/bin/python -m bench floor`` (``BENCH_FLOOR_COUPS`` sizes the session: 40 coups x 7 tables).
 """
