@@ -234,7 +234,7 @@ def _pipe_payouts(
         for env, value in encoded:
             if env.type == "PayoutIssued":  # as the payout stage's step and the worker's send keep them
                 outputs.keep(env, value)
-                outputs.sealed.add(env.event_id, value, guard.own)
+                outputs.sealed.add(env.event_id, value, guard.own, env.topic)
     clock, spent = time.process_time, 0.0
     for n, (env, value) in enumerate(encoded):
         started = clock()

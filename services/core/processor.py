@@ -308,7 +308,7 @@ def step_encoded(
                 auth_for=guard.auth_for,
             )
             if sealed is not None:
-                sealed.add(refused[0].event_id, refused[1], guard.own)
+                sealed.add(refused[0].event_id, refused[1], guard.own, refused[0].topic)
             return [refused]
     try:  # validate at the edge: a malformed payload never reaches handle
         payload = None
@@ -339,7 +339,7 @@ def step_encoded(
         if draft.chained:
             state.heads[head_key] = ChainHead(env.seq or 0, env.hash)
         if sealed is not None and guard is not None:
-            sealed.add(env.event_id, encoded, guard.own)
+            sealed.add(env.event_id, encoded, guard.own, env.topic)
         out.append((env, encoded))
     state.inner = inner
     state.applied.add(record.event_id)

@@ -255,19 +255,25 @@ class Sealed:
     may ask (the embedded runtime's dealer, settlement and monitor); audit never does: it judges every
     record by itself (docs/trust.md), and :meth:`Guard.admit` ignores the memo when it checks no hash.
 
-    Bounded (:data:`SEALED_KEPT`): an entry forgotten is a full verification, never a refusal."""
+    Bounded (:data:`SEALED_KEPT`): an entry forgotten is a full verification, never a refusal.
+    ``topics``: where only these are read back here (a Kafka worker reads few of the topics it writes;
+    the dealer's, none), outputs to any other topic are not kept: nothing would ever ask for them."""
 
-    __slots__ = ("_by_id", "kept")
+    __slots__ = ("_by_id", "kept", "topics")
 
-    def __init__(self, kept: int = SEALED_KEPT) -> None:
+    def __init__(self, kept: int = SEALED_KEPT, topics: frozenset[str] | None = None) -> None:
         self._by_id: OrderedDict[str, tuple[bytes, PrincipalKey]] = OrderedDict()
         self.kept = kept
+        self.topics = topics
 
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def add(self, event_id: str, raw: bytes, key: PrincipalKey) -> None:
-        """Remember that this process sealed ``raw`` (a record with ``event_id``), signed by ``key``."""
+    def add(self, event_id: str, raw: bytes, key: PrincipalKey, topic: str | None = None) -> None:
+        """Remember that this process sealed ``raw`` (a record with ``event_id``, on ``topic``), signed by
+        ``key``; not kept where ``topic`` is not one of :attr:`topics`."""
+        if self.topics is not None and topic not in self.topics:
+            return
         by_id = self._by_id
         by_id[event_id] = (raw, key)
         if len(by_id) > self.kept:

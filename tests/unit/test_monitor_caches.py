@@ -152,14 +152,9 @@ SINGLES = st.dictionaries(
 @settings(max_examples=400)
 @given(SINGLES)
 def test_the_linked_pairs_are_those_the_scan_kept_in_its_order(single: dict[str, tuple[str, int]]) -> None:
-    """Stakes at the band's edges (5 %: 100 and 105 match, 100 and 106 do not) and random ones; through
-    the grouping by stake and through the scan kept for a few accounts (``LINK_SCAN_MAX``) alike."""
+    """Stakes at the band's edges (5 %: 100 and 105 match, 100 and 106 do not) and random ones."""
     want = _scanned_pairs(single)
     assert list(monitor._opposite_matched(single)) == want
-    for most in (0, 10**9):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(monitor, "LINK_SCAN_MAX", most)
-            assert list(monitor._opposite_matched(single)) == want
 
 
 BET = st.tuples(
@@ -177,7 +172,6 @@ def test_linked_hedge_alerts_and_remembers_as_the_scan_did(coups: list[list[tupl
     want_pairs: dict[str, tuple[int, ...]] = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(monitor, "LINK_AT", 3)
-        mp.setattr(monitor, "LINK_SCAN_MAX", 0)  # the grouping by stake, whatever the coup's size
         mp.setattr(monitor, "LINK_WINDOW_COUPS", 3)  # pairs are forgotten within the few coups played
         for number, bets in enumerate(coups, start=1):
             wagers = tuple(Wager(f"b{number}-{i}", a, spot, stake) for i, (a, spot, stake) in enumerate(bets))

@@ -141,3 +141,13 @@ def test_the_memo_forgets_its_oldest_records_first() -> None:
         memo.add(f"e{n}", b"%d" % n, key)
     assert len(memo) == 2
     assert memo.key_of("e0", b"0") is None and memo.key_of("e2", b"2") == key
+
+
+def test_a_memo_for_some_topics_keeps_only_outputs_to_them() -> None:
+    """A Kafka worker reads back few of the topics it writes: what goes elsewhere is not kept."""
+    memo = Sealed(topics=frozenset({topics.WALLET_REQUESTS}))
+    key = RING.key(Principal.SETTLEMENT)
+    memo.add("payout", b"1", key, topics.WALLET_REQUESTS)
+    memo.add("credit", b"2", key, topics.WALLET_EVENTS)
+    assert memo.key_of("payout", b"1") == key
+    assert memo.key_of("credit", b"2") is None and len(memo) == 1

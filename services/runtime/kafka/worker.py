@@ -152,7 +152,7 @@ from faust.app.base import BootStrategy
 from services.core import topics
 from services.core.envelope import Envelope
 from services.core.processor import Processor, ProcessorState, initial_state, step_encoded
-from services.core.trust import PrincipalKey, Refusal, Sealed, verify
+from services.core.trust import SEALED_KEPT, PrincipalKey, Refusal, Sealed, verify
 from services.runtime import intake
 from services.runtime.compose import OBSERVERS, SERVICES, Composition
 from services.runtime.failures import one_line
@@ -347,13 +347,6 @@ Output = tuple[Envelope, bytes]
 """An output of a step and its record's bytes (``Envelope.to_json()``), as the worker sends it."""
 
 
-SEALED_KEPT = 20_000
-"""How many of its own outputs a worker keeps for its pipes to read back (:class:`OwnOutputs`), in each
-of its two memos, the oldest going first: four speed-baccarat coups' payouts. The envelopes are let go
-as they are read back; the sealed bytes stay until pushed out (at about 1.5 kB a record, 30 MB at
-most; the embedded log keeps as many). One forgotten is decoded and verified in full, never refused."""
-
-
 class OwnOutputs:
     """What a worker sealed, for its own pipes reading it back: settlement's payout stage writes a
     ``PayoutIssued`` per bet that its wallet stage, in the same worker, reads from
@@ -369,14 +362,19 @@ class OwnOutputs:
     (:class:`Pipe`). Per ``PayoutIssued`` the wallet stage spent 30 CPU us decoding and verifying, 7-8
     of them decoding and 4-5 verifying (``BENCH_CORE_PARTS=settlement .venv/bin/python -m bench core``).
     A record written by another run (a restart, a rebalance) is in neither and is decoded and verified
-    as any other."""
+    as any other.
+
+    Both keep only outputs to a topic the pipes read, each at most ``kept`` (:data:`SEALED_KEPT`: four
+    speed-baccarat coups' payouts), the oldest going first; the envelopes are let go as they are read
+    back, the sealed bytes stay until pushed out (about 1.5 kB a record). One forgotten is decoded and
+    verified in full, never refused."""
 
     def __init__(self, read: Iterable[str], kept: int = SEALED_KEPT) -> None:
         self.read = frozenset(read)
         """The logical topics the worker's pipes read."""
         self.most = kept
         self.envelopes: OrderedDict[bytes, Envelope] = OrderedDict()
-        self.sealed = Sealed(kept)
+        self.sealed = Sealed(kept, self.read)
         """The records the worker's pipes sealed (:func:`~services.core.processor.step_encoded` adds
         each output), for admitting one read back without verifying it again."""
 
