@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from services.core import topics
 from services.core.baccarat import TableConfig, get_variant
 from services.core.baccarat.coup import CoupRecord
+from services.core.boundary import account_problem, transfer_id_problem
 from services.core.cards import shoe_cards
 from services.core.contract import (
     PAYLOADS,
@@ -597,6 +598,7 @@ def on_wallet_event(state: AuditState, rec: Envelope, p: Transfer) -> list[Draft
     """Every transfer balances, each wallet's balance is the fold of its postings (before and after),
     and each stake reserved in a table's escrow is remembered for the coup's escrow check."""
     out = _check_postings(rec, p.postings)
+    out.extend(boundary_findings(rec, p))
     if not out:
         balances = state.balances
         before = balances.get(rec.key, 0)
@@ -625,6 +627,21 @@ def on_wallet_event(state: AuditState, rec: Envelope, p: Transfer) -> list[Draft
                 state.reserved[bet_id] = held
             else:
                 state.reserved.pop(bet_id, None)
+    return out
+
+
+def boundary_findings(rec: Envelope, p: Transfer) -> list[Draft]:
+    """A wallet event whose transfer id is outside its kind's namespace, or a deposit or withdrawal on an
+    account that is no player's (:mod:`services.core.boundary`): money moved beyond a writer's rights."""
+    out: list[Draft] = []
+    tid = p.transfer_id
+    for reason, problem in (
+        (FindingReason.TRANSFER_ID_NOT_OWN, transfer_id_problem(rec.type, tid, getattr(p, "bet_id", None))),
+        (FindingReason.NOT_A_PLAYER_ACCOUNT, account_problem(rec.type, rec.key)),
+    ):
+        if problem is not None:
+            where = {"event_id": rec.event_id, "account_id": rec.key, "transfer_id": tid}
+            out.append(finding(reason, rec.key, where, None, tid, detail=problem))
     return out
 
 

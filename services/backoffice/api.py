@@ -33,6 +33,7 @@ from services.backoffice import schema as s
 from services.backoffice.apikeys import ApiKey, load_api_keys, verify
 from services.backoffice.commands import Gateway
 from services.backoffice.projector import Periods, Projector
+from services.core.boundary import own_namespace
 from services.core.envelope import canonical, name_id
 from services.runtime.embedded.log import ConsumerMoved, LogConflict
 from services.runtime.logging import get_logger
@@ -642,7 +643,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
 
     def money(route: str, type_: str, body: MoneyCommand, key: ApiKey, idem: str) -> Response:
         def run() -> tuple[int, dict[str, Any]]:
-            transfer_id = name_id("backoffice-transfer", key.key_id, idem)
+            transfer_id = own_namespace("backoffice") + name_id("backoffice-transfer", key.key_id, idem)
             payload = {
                 "amount_minor": body.amount_minor, "currency": body.currency, "transfer_id": transfer_id,
             }  # fmt: skip

@@ -100,6 +100,11 @@ class Reason(StrEnum):
     KEY_MISMATCH = "key_mismatch"
     SEED_NOT_ALLOWED = "seed_not_allowed"
 
+    # the boundary: what a permitted writer may name (docs/trust.md, services.core.boundary)
+    TRANSFER_ID_NOT_OWN = "transfer_id_not_own"
+    NOT_A_PLAYER_ACCOUNT = "not_a_player_account"
+    NOT_SEATED = "not_seated"
+
 
 class DomainError(Exception):
     """A refusal by the core: a reason code plus a human sentence.
@@ -217,6 +222,12 @@ class FindingReason(StrEnum):
     """A second payout for the same bet."""
     BALANCE_MISMATCH = "balance_mismatch"
     """A wallet's ``balance_after_minor`` does not follow from the postings applied to it."""
+    TRANSFER_ID_NOT_OWN = "transfer_id_not_own"
+    """A wallet event's transfer id is outside its kind's namespace (``payout/<bet_id>`` for a payout, a
+    cashier's own ``cashier/…`` for a deposit: :mod:`services.core.boundary`): it took an id another
+    movement needs."""
+    NOT_A_PLAYER_ACCOUNT = "not_a_player_account"
+    """A deposit or withdrawal moved a table's, the cage's or the operator's account, not a player's."""
 
 
 class Severity(StrEnum):
@@ -310,7 +321,8 @@ ROOT_PRIORITY: Final[tuple[FindingReason | ReplayReason | Reason, ...]] = (
     FindingReason.COMMISSION_POSTING_MISMATCH, FindingReason.PAYOUT_MISMATCH,
     FindingReason.COMMISSION_MISMATCH, FindingReason.POSTINGS_MISMATCH, FindingReason.PAYOUT_UNEXPECTED,
     FindingReason.DUPLICATE_PAYOUT, FindingReason.ESCROW_NOT_ZERO, FindingReason.POSTINGS_UNBALANCED,
-    FindingReason.BALANCE_MISMATCH, FindingReason.INVALID_PAYLOAD, FindingReason.SEQ_GAP,
+    FindingReason.BALANCE_MISMATCH, FindingReason.TRANSFER_ID_NOT_OWN, FindingReason.NOT_A_PLAYER_ACCOUNT,
+    FindingReason.INVALID_PAYLOAD, FindingReason.SEQ_GAP,
     FindingReason.SEQ_REORDERED, FindingReason.SEQ_DUPLICATE, FindingReason.CHAIN_BROKEN,
     ReplayReason.DUPLICATE_EVENT, Reason.UNDECODABLE, ReplayReason.UNPROCESSABLE,
     FindingReason.HASH_MISMATCH, FindingReason.CHECKPOINT_SIGNATURE_INVALID,
@@ -327,9 +339,11 @@ INTEGRITY_REASONS: Final[frozenset[FindingReason | ReplayReason | Reason]] = fro
 })  # fmt: skip
 """Findings about the log itself, not about one table's play: a replay reports them whatever its scope."""
 
-AUTH_REFUSALS: Final[frozenset[Reason]] = frozenset({Reason.UNAUTHENTICATED, Reason.NOT_PERMITTED})
-"""Dead-letter reasons of records refused by authentication (docs/trust.md): a replay counts and lists them;
-they are not findings."""
+AUTH_REFUSALS: Final[frozenset[Reason]] = frozenset({
+    Reason.UNAUTHENTICATED, Reason.NOT_PERMITTED, Reason.TRANSFER_ID_NOT_OWN, Reason.NOT_A_PLAYER_ACCOUNT,
+})  # fmt: skip
+"""Dead-letter reasons of records refused by authentication or authorization (docs/trust.md): a replay
+counts and lists them; they are not findings."""
 
 _NOT_REASONS = {r.value for r in RefusalReason} - {r.value for r in Reason}
 assert not _NOT_REASONS, f"refusal codes missing from Reason: {sorted(_NOT_REASONS)}"

@@ -44,8 +44,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from services.core import topics
+from services.core.boundary import stake_id, sync_id
 from services.core.envelope import Draft, canonical, sha256_hex
 from services.core.errors import Reason
+from services.core.ledger import table_accounts
 
 SUCCESS: Final = frozenset({"ok", "duplicate"})
 """Answers that mean the operator applied the transaction (now or before)."""
@@ -277,7 +279,7 @@ def _sync(wallet: Wallet, c: Call, balance: Any, delta: int) -> list[Draft]:
     if diff == 0:
         return []
     payload = {
-        "transfer_id": f"sync/{c.transaction_id}/{c.attempt}", "account_id": c.account_id,
+        "transfer_id": sync_id(c.transaction_id, c.attempt), "account_id": c.account_id,
         "amount_minor": abs(diff), "currency": c.currency,
         "postings": [{"account": operator_account(c.currency), "amount_minor": -diff},
                      {"account": c.account_id, "amount_minor": diff}],
@@ -288,7 +290,7 @@ def _sync(wallet: Wallet, c: Call, balance: Any, delta: int) -> list[Draft]:
 
 
 def _escrow(table_id: str) -> str:
-    return f"table:{table_id}:escrow"
+    return table_accounts(table_id).escrow
 
 
 def _movement(c: Call, before: int, after: int) -> Draft:
@@ -301,7 +303,7 @@ def _movement(c: Call, before: int, after: int) -> Draft:
     mine = {"account": account, "amount_minor": amount}
     if c.call == "debit":
         rows = [{"account": account, "amount_minor": -amount}, held]
-        payload = {"transfer_id": f"stake/{c.bet_id}", **base, "postings": rows, **bet,
+        payload = {"transfer_id": stake_id(c.bet_id), **base, "postings": rows, **bet,
                    "coup_id": p.get("coup_id"), "spot": p["spot"]}  # fmt: skip
         return Draft("StakeReserved", topics.WALLET_EVENTS, account, payload)
     if c.call == "rollback":
@@ -326,7 +328,7 @@ def _bet_placed(c: Call) -> Draft:
 def refusal(c: Call, reason: Reason, detail: str) -> Draft:
     """``BetRejected`` for a debit (or the rollback that replaced it), else ``TransferRefused``."""
     name = "BetRejected" if c.request == "PlaceBet" else "TransferRefused"
-    tid = f"stake/{c.bet_id}" if c.request == "PlaceBet" else c.transaction_id
+    tid = stake_id(c.bet_id) if c.request == "PlaceBet" else c.transaction_id
     payload = {
         "transfer_id": tid, "account_id": c.account_id, "request": c.request, "reason": reason.value,
         "detail": detail, "bet_id": c.bet_id, "table_id": c.table_id, "amount_minor": c.amount_minor,

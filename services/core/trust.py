@@ -36,6 +36,7 @@ from enum import StrEnum
 from typing import Final, NamedTuple
 
 from services.core import topics
+from services.core.boundary import request_refusal
 from services.core.contract import TOPIC_TYPES
 from services.core.envelope import Envelope, hash_of_bytes
 from services.core.errors import Reason
@@ -216,13 +217,18 @@ PRIMARY_CONSUMER: Final[Mapping[str, Principal]] = {
 """Of the consumers of a topic, the one whose refusal the monitor reports (several processors read
 some topics and each dead-letters a refused record: one alert per refused record, not one per reader)."""
 
-REFUSALS: Final = frozenset({Reason.UNAUTHENTICATED, Reason.NOT_PERMITTED, Reason.KEY_MISMATCH})
+REFUSALS: Final = frozenset({
+    Reason.UNAUTHENTICATED, Reason.NOT_PERMITTED, Reason.KEY_MISMATCH, Reason.TRANSFER_ID_NOT_OWN,
+    Reason.NOT_A_PLAYER_ACCOUNT,
+})  # fmt: skip
 """The reason codes of records refused at the input by this module."""
 
 
 def authorize(env: Envelope, principal: Principal, *, bind_key: bool = True) -> Refusal | None:
-    """``None`` when ``principal`` may write ``env`` (by :data:`POLICY` and, with ``bind_key``,
-    :data:`KEY_FIELDS`), else a :class:`Refusal` (``not_permitted`` or ``key_mismatch``). A consumer
+    """``None`` when ``principal`` may write ``env`` (by :data:`POLICY`, with ``bind_key``
+    :data:`KEY_FIELDS`, and the ids, accounts and decisions it may name:
+    :func:`services.core.boundary.request_refusal`), else a :class:`Refusal` (``not_permitted``,
+    ``key_mismatch``, ``transfer_id_not_own`` or ``not_a_player_account``). A consumer
     that judges content (audit) leaves ``bind_key`` off: an authentic record whose key disagrees with
     its payload is a finding for it, not a record to set aside unseen."""
     allowed = POLICY.get((env.topic, env.type))
@@ -235,7 +241,8 @@ def authorize(env: Envelope, principal: Principal, *, bind_key: bool = True) -> 
         named = env.payload.get(field)
         shown = repr(named)[:80] if named is not None else "nothing"
         return Refusal(Reason.KEY_MISMATCH, f"record key {env.key[:80]!r} but {field} names {shown}")
-    return None
+    beyond = request_refusal(env.topic, env.type, env.payload, principal.value)  # the boundary's rules
+    return None if beyond is None else Refusal(*beyond)
 
 
 SEALED_KEPT: Final = 20_000

@@ -1104,6 +1104,8 @@ REFUSED_SEVERITY: Final[Mapping[Reason, Severity]] = {
     Reason.UNAUTHENTICATED: Severity.WARNING,
     Reason.NOT_PERMITTED: Severity.CRITICAL,
     Reason.KEY_MISMATCH: Severity.CRITICAL,
+    Reason.TRANSFER_ID_NOT_OWN: Severity.CRITICAL,
+    Reason.NOT_A_PLAYER_ACCOUNT: Severity.CRITICAL,
 }
 """An unauthenticated record is a writer without our key (a stranger, a misconfigured system); a
 known principal writing beyond its rights is a compromised or rogue insider: critical."""

@@ -25,6 +25,7 @@ from typing import Any
 from services.core import topics
 from services.core.baccarat import TableConfig, get_variant
 from services.core.baccarat.coup import result_of, wager_of
+from services.core.boundary import deposit_id, payout_id, refund_id, stake_id, withdraw_id
 from services.core.contract import (
     BetAccepted,
     BetPlaced,
@@ -108,7 +109,7 @@ def payout_payload(p: Payout, coup_id: str, table_id: str, currency: str) -> Wri
     no model per payout; every value comes from the table's validated config and bets and from the
     engine, and the wallet stage validates the record when it reads it)."""
     return Written(PayoutIssued, {
-        "payout_id": f"payout/{p.bet_id}", "bet_id": p.bet_id, "account_id": p.account_id,
+        "payout_id": payout_id(p.bet_id), "bet_id": p.bet_id, "account_id": p.account_id,
         "table_id": table_id, "coup_id": coup_id, "spot": p.spot, "stake_minor": p.stake_minor,
         "result": p.result, "win_minor": p.win_minor, "commission_minor": p.commission_minor,
         "credit_minor": p.credit_minor, "currency": currency,
@@ -172,7 +173,7 @@ class PayoutStage(Reactor[PayoutState]):
 
 def _refund_due(refused: BetRefused, table_id: str) -> BetRefundDue:
     return BetRefundDue(
-        refund_id=f"refund/{refused.bet_id}", bet_id=refused.bet_id, account_id=refused.account_id,
+        refund_id=refund_id(refused.bet_id), bet_id=refused.bet_id, account_id=refused.account_id,
         table_id=table_id, coup_id=refused.coup_id, stake_minor=refused.stake_minor,
         currency=refused.currency, reason=refused.reason,
     )  # fmt: skip
@@ -318,12 +319,12 @@ def transfer_id(request: Request, event_id: str) -> str:
     if type(request) is PayoutIssued:
         return request.payout_id
     if type(request) is PlaceBet:
-        return f"stake/{request.bet_id}"
+        return stake_id(request.bet_id)
     if type(request) is BetRefundDue:
         return request.refund_id
     assert isinstance(request, Deposit | Withdraw), type(request)
-    kind = "deposit" if type(request) is Deposit else "withdraw"
-    return request.transfer_id or f"{kind}/{event_id}"
+    derived = deposit_id if type(request) is Deposit else withdraw_id
+    return request.transfer_id or derived(event_id)
 
 
 def amount_of(request: Request) -> int:
