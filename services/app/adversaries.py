@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from services.core import topics
 from services.core.baccarat import apply_card, start
 from services.core.baccarat.engine import Deal, Resolved, next_step
+from services.core.boundary import DEALER_FOR
 from services.core.cards import shoe_cards
 from services.core.envelope import request
 from services.core.reasons import Detector
@@ -310,7 +311,7 @@ class CollusiveDealer(Adversary):
         else:
             play.session.command("Decision", play.spec.table_id, {
                 "coup_id": play.coup_id, "hand": "player", "choice": self.rng.choice(("draw", "stand")),
-                "decided_by": "operator",
+                "decided_by": DEALER_FOR,
             })  # fmt: skip
         play.session.advance()
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from services.core import topics
 from services.core.baccarat import CoupState, Decide, get_variant
+from services.core.boundary import DEALER_FOR
 from services.core.envelope import Draft, Envelope, request, seal
 from services.core.errors import DomainError
 from services.dealer.processor import Dealer, DealerState
@@ -195,7 +196,7 @@ def settle(data: Mapping[str, Any]) -> dict[str, Any]:
                 choice = strategies[default](table.coup_state(), step)
             else:
                 raise SettleInputError(f"{hand} must choose and no decision was given")
-            out = table.command("Decision", {"hand": hand, "choice": choice, "decided_by": "settle"})
+            out = table.command("Decision", {"hand": hand, "choice": choice, "decided_by": DEALER_FOR})
             _refusal(out, f"decision {hand}={choice} refused")
             continue
         if not cards:

@@ -31,6 +31,7 @@ from services.core import topics
 from services.core.baccarat import Decide, Wager, get_variant, start
 from services.core.baccarat.coup import Coup, coup_opened, evolve
 from services.core.baccarat.engine import TableConfig, Variant
+from services.core.boundary import DEALER_FOR
 from services.core.contract import BettingOpened, CoupResolved, DecisionRequested, payload_as, read_payload
 from services.core.envelope import Envelope, name_id, request
 from services.core.trust import Principal, authenticate
@@ -711,7 +712,7 @@ class TablePlay:
                     choice = strategies[name](coup.state or start(self.config), asked)
                     s.command("Decision", self.spec.table_id, {
                         "coup_id": self.coup_id, "hand": asked.hand, "choice": choice,
-                        "decided_by": f"strategy:{name}",
+                        "decided_by": DEALER_FOR,  # the dealer plays the seated player's hand
                     })  # fmt: skip
                     break
                 if isinstance(event, CoupResolved):

@@ -111,6 +111,8 @@ def request_refusal(
             shown = repr(chosen)[:80]
             return Reason.TRANSFER_ID_NOT_OWN, f"{principal} names transfer id {shown}, outside {principal}/…"
         return None
+    if topic == topics.TABLE_INBOX and type_name == "Decision":
+        return decision_form_refusal(payload.get("decided_by"), principal)
     return None
 
 

@@ -35,6 +35,7 @@ from services.core.baccarat import (
 )
 from services.core.baccarat.coup import Coup, coup_opened, wager_of
 from services.core.baccarat.coup import evolve as evolve_coup
+from services.core.boundary import DEALER_FOR, by_dealer
 from services.core.cards import parse_card, shoe_cards
 from services.core.contract import (
     BetAccepted,
@@ -513,15 +514,42 @@ def on_card_read(table: Table | None, rec: Envelope, read: CardRead) -> Out:
 
 
 def on_decision(table: Table | None, rec: Envelope, decision: Decision) -> Out:
-    """Record a hand's choice, then go on dealing."""
+    """Record a hand's choice, made by who may make it (:func:`decided_by`), then go on dealing."""
     t = _need(table)
     if t.coup is None or t.coup.state is None:
         raise Refusal(Reason.DECISION_NOT_DUE, "no coup is being dealt")
+    if decision.coup_id is not None and decision.coup_id != t.coup.coup_id:
+        raise Refusal(Reason.WRONG_COUP, f"coup {t.coup.coup_id} is being dealt, not {decision.coup_id[:80]}")
     made = DecisionMade(
         table_id=t.table_id, coup_id=t.coup.coup_id, hand=decision.hand, choice=decision.choice,
-        decided_by=decision.decided_by or "unknown",
+        decided_by=decided_by(t, decision),
     )  # fmt: skip
     return _advance(_evolve_coup(t, made), rec, [made])
+
+
+def decided_by(t: Table, decision: Decision) -> str:
+    """Who made ``decision``, as recorded, once the hand is due: the seated player of that hand in this
+    coup (:meth:`~services.core.baccarat.engine.Variant.seat`) naming itself, or the dealer on their
+    behalf (``dealer:<account>``; ``dealer`` alone where no one is seated). Anyone else is refused
+    ``not_seated`` (docs/trust.md: the policy lets only a terminal claim a player, only the operator
+    the dealer)."""
+    assert t.coup is not None and t.coup.state is not None
+    due = next_step(t.coup.state)
+    if not isinstance(due, Decide) or due.hand != decision.hand:
+        raise Refusal(Reason.DECISION_NOT_DUE, f"no decision is due from {decision.hand!r}")
+    seat = get_variant(t.config.variant).seat(t.config, t.coup.wagers, decision.hand)
+    claimed = decision.decided_by
+    if by_dealer(claimed):
+        named = claimed.partition(":")[2] if claimed else ""
+        if named and named != seat:
+            raise Refusal(Reason.NOT_SEATED, f"{named[:80]} is not seated at {decision.hand} in this coup")
+        return f"{DEALER_FOR}:{seat}" if seat else DEALER_FOR
+    if claimed is None or claimed != seat:
+        who = f"{seat[:80]}'s" if seat else "the dealer's (no one is seated there)"
+        raise Refusal(
+            Reason.NOT_SEATED, f"{decision.hand} in this coup is {who} to decide, not {claimed!r:.80}"
+        )
+    return claimed
 
 
 def on_close_shoe(table: Table | None, rec: Envelope, command: CloseShoe) -> Out:

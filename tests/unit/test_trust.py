@@ -142,8 +142,11 @@ def test_the_policy_table(topic: str, type_: str, allowed: set[Principal]) -> No
     assert POLICY.get((topic, type_), frozenset()) == allowed
     key = "player:001" if topic == topics.WALLET_REQUESTS else "T1"
     field = {"casino.wallet.requests": "account_id", "casino.table.inbox": "table_id"}.get(topic, "x")
-    env = request(type_, topic, key, {field: key}, event_id="e", occurred_at=T, producer="x")
     for principal in Principal:
+        # a decision's maker: a terminal names the seated player, the operator decides as the dealer
+        by = {"decided_by": "dealer" if principal is Principal.OPERATOR else "player:001"}
+        payload = {field: key, **(by if type_ == "Decision" else {})}
+        env = request(type_, topic, key, payload, event_id="e", occurred_at=T, producer="x")
         refusal = authorize(env, principal)
         assert (refusal is None) == (principal in allowed), principal
         if refusal is not None:

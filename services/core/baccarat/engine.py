@@ -318,6 +318,15 @@ class Variant(ABC):
             return Reason.UNKNOWN_SPOT.value
         return None
 
+    def seat(self, config: TableConfig, wagers: Sequence[Wager], hand: str) -> str | None:
+        """Who plays ``hand`` in a coup with ``wagers`` (acceptance order): the account whose decision
+        it is (docs/trust.md), or ``None`` when no one is seated there (the dealer then decides by the
+        house's rule). By default the ``banker`` hand is the bank's holder (the stake on ``bank``) and
+        any other hand the account with the most staked on the spot of its name, the first to bet
+        among equals (the ponte of chemin de fer, a baccarat banque tableau's player, a Russian
+        punter's own hand)."""
+        return seated_account(wagers, "bank" if hand == "banker" else hand)
+
     def settle(
         self, result: CoupResult, wagers: Sequence[Wager], config: TableConfig, accounts: Accounts
     ) -> tuple[Payout, ...]:
@@ -352,6 +361,20 @@ class Variant(ABC):
     def unknown_spot(self, spot: str) -> DomainError:
         """The error for a bet on a spot this variant does not have."""
         return DomainError(Reason.UNKNOWN_SPOT, f"{self.id} has no spot {spot!r}")
+
+
+def seated_account(wagers: Sequence[Wager], spot: str) -> str | None:
+    """The account with the most staked on ``spot`` among ``wagers`` (acceptance order), the first to bet
+    among equals; ``None`` when nobody staked on it."""
+    totals: dict[str, int] = {}
+    for w in wagers:
+        if w.spot == spot:
+            totals[w.account_id] = totals.get(w.account_id, 0) + w.stake_minor
+    best: str | None = None
+    for account, total in totals.items():  # first-insertion order: the order of first bets
+        if best is None or total > totals[best]:
+            best = account
+    return best
 
 
 # --- the driver: the same four functions for every variant ---------------------------------------

@@ -257,6 +257,12 @@ class FrenchClub(TwoHandGame):
             rounding_setting("floor", "the house's rule (the text does not say how 10 % of 15 rounds)"),
         )  # fmt: skip
 
+    def seat(self, config: TableConfig, wagers: Sequence[Wager], hand: str) -> str | None:
+        """The ponte hand is the ponte's (:func:`ponte_account`), the banker hand the bank's holder."""
+        if hand == "ponte":
+            return ponte_account(wagers)
+        return super().seat(config, wagers, hand)
+
     def spots(self, config: TableConfig) -> tuple[str, ...]:
         """The banker's stake ``bank`` and his cover ``bank_cover``, then the three results the others
         bet on."""
