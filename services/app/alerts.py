@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from services.core import topics
-from services.runtime.textfit import fit
+from services.runtime.textfit import fit, printable, printable_data
 
 SEVERITIES = ("info", "warning", "critical")
 
@@ -70,7 +70,8 @@ def select(alerts: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[
 
 
 def describe(a: dict[str, Any]) -> str:
-    """One alert as a few readable lines."""
+    """One alert as a few readable lines (every value from the log made printable: it is a log's)."""
+    a = printable_data(a)
     who = sorted(accounts_of(a))
     head = (f"{a['occurred_at']}  {str(a['severity']).upper():8} {a['detector']} ({a['category']})"
             f"  table {a['table_id']}" + (f"  account {', '.join(who)}" if who else ""))  # fmt: skip
@@ -102,7 +103,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         sys.stderr.write(f"casino-ledger: error: --since {args.since!r} is not an ISO 8601 instant\n")
         return 2
     except (SourceError, sqlite3.Error) as exc:
-        sys.stderr.write(f"casino-ledger: error: {str(exc)[:200]}\n")
+        sys.stderr.write(f"casino-ledger: error: {printable(str(exc)[:200])}\n")
         return 2
     if args.json:
         sys.stdout.write(json.dumps(chosen, indent=2, sort_keys=True) + "\n")

@@ -24,6 +24,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
@@ -38,6 +39,7 @@ from services.runtime.failures import BadInput, NotALog
 from services.runtime.keyring import KeyringError, load_keyring, new_keyring, save_keyring
 from services.runtime.replay import PUBLIC_KEYRING_SUFFIX, read_db, replay
 from services.runtime.settings import Settings
+from services.runtime.textfit import printable, printable_data
 
 DEFAULT_COUPS = 60
 
@@ -153,14 +155,15 @@ def render(
     Money is never cut: on a narrow terminal the labels wrap, then the counts go to a table of their
     own, then each table's figures are printed one per line."""
     render_tables(console, summaries)
-    d = report.to_dict()
+    d = printable_data(report.to_dict())  # the log's text: neither terminal controls nor rich markup
     colour = "green" if report.clean else "red"
     counts = (f"{plural(report.records, 'record')}, {plural(report.coups, 'coup')}, "
               f"{plural(len(d['findings']), 'finding')}")  # fmt: skip
     opened = plural(len(d["open_items"]), "open item")
     console.print(f"audit verdict: [{colour}]{d['verdict']}[/{colour}] — {counts}, {opened}")
     for f in d["findings"][:20]:
-        console.print(f"  finding {f.get('reason')}: {json.dumps(f.get('subject'), sort_keys=True)}")
+        console.print(f"  finding {escape(str(f.get('reason')))}: "
+                      f"{escape(json.dumps(f.get('subject'), sort_keys=True))}")  # fmt: skip
     by = Counter(str(a.get("severity")) for a in d.get("alerts", []))  # monitor alerts (issue #13)
     shown = ", ".join(f"{by.get(s, 0)} {s}" for s in ("critical", "warning", "info"))
     console.print(f"monitor alerts: {shown}")
@@ -177,7 +180,7 @@ def render_tables(console: Console, summaries: dict[str, TableSummary]) -> None:
     two tables (labels wrap); else each table's figures one per line."""
     rows = list(summaries.values())
     currencies = sorted({s.currency for s in rows if s.currency})
-    one = currencies[0] if len(currencies) == 1 else None  # one currency: said once, in the title
+    one = _shown(currencies[0]) if len(currencies) == 1 else None  # one currency: said once, in the title
     counts = [("coups", [str(s.coups) for s in rows]), ("bets", [str(s.bets) for s in rows]),
               ("refused", [str(s.refused) for s in rows])]  # fmt: skip
     money = [
@@ -188,8 +191,8 @@ def render_tables(console: Console, summaries: dict[str, TableSummary]) -> None:
         ("hold %", [f"{s.hold_pct:.2f}" for s in rows]),
     ]
     if one is None:
-        money.insert(0, ("currency", [s.currency or "?" for s in rows]))
-    ids, variants = [s.table_id for s in rows], [s.variant for s in rows]
+        money.insert(0, ("currency", [_shown(s.currency or "?") for s in rows]))
+    ids, variants = [_shown(s.table_id) for s in rows], [_shown(s.variant) for s in rows]
     amounts = f" (amounts in {one})" if one else ""
     both = [f"{t}\n[dim]{v}[/dim]" for t, v in zip(ids, variants, strict=True)]
     layouts = [
@@ -206,11 +209,17 @@ def render_tables(console: Console, summaries: dict[str, TableSummary]) -> None:
                 console.print(t)
             break
     else:  # narrower than the money itself: one figure per line, never cut
-        for i, s in enumerate(rows):
-            console.print(f"[bold]{s.table_id}[/bold] ({s.variant}){amounts}")
+        for i in range(len(rows)):
+            console.print(f"[bold]{ids[i]}[/bold] ({variants[i]}){amounts}")
             for h, c in counts + money:
                 console.print(f"  {h}: {c[i]}")  # a line too long breaks before the figure, never in it
     console.print("\n".join(f"[dim]{h}[/dim]: {what}" for h, what in COLUMNS), highlight=False)
+
+
+def _shown(text: str) -> str:
+    """Text from the log as a rich cell: made printable, its markup escaped (a table id ``[red]…`` or
+    an ANSI sequence prints as written, never as what it would do)."""
+    return escape(printable(text))
 
 
 def _whole(console: Console, table: Table) -> bool:
@@ -284,7 +293,7 @@ def main(args: argparse.Namespace) -> int:
         stored = _prepare(db, args) if not getattr(args, "kafka", None) else None
         options = _options(args, stored)
     except BadInput as exc:
-        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+        print(f"casino-ledger: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     tables = demo_tables(options["tables"])
     seed, coups = options["seed"], options["coups"]
@@ -449,7 +458,7 @@ def open_composition(beside: Path) -> Composition | None:
     try:
         return demo_composition(beside)
     except KeyringError as exc:
-        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+        print(f"casino-ledger: error: {printable(str(exc))}", file=sys.stderr)
         return None
 
 

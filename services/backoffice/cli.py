@@ -13,11 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from services.runtime.textfit import printable
+
 EXIT_BAD_INPUT = 2
 
 
 def _fail(message: str) -> int:
-    print(f"casino-ledger: error: {message}", file=sys.stderr)
+    print(f"casino-ledger: error: {printable(message)}", file=sys.stderr)  # a log's text may be in it
     return EXIT_BAD_INPUT
 
 

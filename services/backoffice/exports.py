@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from services.backoffice import queries
+from services.runtime.textfit import printable
 
 STATEMENT_FIELDS = (
     "transfer_id", "occurred_at", "amount_minor", "balance_after_minor", "kind", "coup_id", "bet_id",
@@ -23,13 +24,32 @@ SHIFT_FIELDS = (*REPORT_FIELDS[:2], "shift", *REPORT_FIELDS[2:])
 FORMATS = ("json", "csv")
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet reads as the start of a formula (OWASP, CSV injection)."""
+
+
+def csv_cell(value: Any) -> Any:
+    """A value as a CSV cell that a spreadsheet shows as text and a terminal prints as written: a string
+    starting with ``= + - @``, a tab or a CR gets a leading ``'`` (OWASP's advice against formula
+    injection: ``=HYPERLINK(…)`` in an id taken from the log stays text), and its unprintable characters
+    are escaped (:func:`~services.runtime.textfit.printable`). Numbers are ours and stay numbers (a
+    negative amount keeps its sign); ``None`` is an empty cell."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        return value
+    quoted = f"'{value}" if value.startswith(FORMULA_STARTS) else value
+    return printable(quoted)
+
+
 def to_csv(rows: Iterable[dict[str, Any]], fields: tuple[str, ...]) -> str:
-    """``rows`` as CSV text with a header line (``\\r\\n`` line ends, RFC 4180); None as an empty cell."""
+    """``rows`` as CSV text with a header line (``\\r\\n`` line ends, RFC 4180); every cell by
+    :func:`csv_cell`."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if row.get(k) is None else row[k] for k in fields})
+        writer.writerow({k: csv_cell(row.get(k)) for k in fields})
     return buf.getvalue()
 
 

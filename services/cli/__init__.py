@@ -32,7 +32,9 @@ EXIT_BROKEN_PIPE = 141
 
 
 def _fail(message: str) -> int:
-    print(f"casino-ledger: error: {message}", file=sys.stderr)
+    from services.runtime.textfit import printable  # noqa: PLC0415 (keeps --help fast)
+
+    print(f"casino-ledger: error: {printable(message)}", file=sys.stderr)  # a log's text may be in it
     return EXIT_BAD_INPUT
 
 

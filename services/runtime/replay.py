@@ -82,6 +82,7 @@ from services.core.errors import DomainError
 from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring
 from services.runtime.failures import BadInput
 from services.runtime.settings import int_from_env
+from services.runtime.textfit import printable_data
 
 ENV_PUBLIC_KEYRING = "CASINO_PUBLIC_KEYRING"
 
@@ -418,8 +419,10 @@ class _progress:
 
 
 def render_text(report: Report) -> str:
-    """The human summary of a replay: verdict, root findings with their consequences, open items."""
-    d = report.to_dict()
+    """The human summary of a replay: verdict, root findings with their consequences, open items. Every
+    value taken from the log is made printable (:func:`printable_data`): no log drives the terminal
+    or prints a line of its own, such as a fake verdict."""
+    d = printable_data(report.to_dict())
     cp = d["checkpoints"]
     signed = ", ".join(f"{k} ({n})" for k, n in sorted(cp.get("signed_by", {}).items())) or "none"
     lines = [
@@ -462,7 +465,9 @@ def _money(minor: Any) -> str:
 
 
 def render_coup_text(view: Mapping[str, Any]) -> str:
-    """One game round, readable: bets, cards, decisions, result (recorded and recomputed), payouts."""
+    """One game round, readable: bets, cards, decisions, result (recorded and recomputed), payouts
+    (every value from the log made printable, as in :func:`render_text`)."""
+    view = printable_data(view)
     lines = [
         f"coup {view.get('coup_id')} — table {view.get('table_id')}, shoe {view.get('shoe_id')}, "
         f"coup #{view.get('coup_number')}",

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import shutil
 import textwrap
+from typing import Any
 
 
 def fit(text: str, width: int | None = None) -> str:
     """``text`` with every line longer than ``width`` (default: the terminal's, ``COLUMNS``, else 80)
-    wrapped at spaces; continuation lines are indented four more than the line they continue."""
+    wrapped at spaces; continuation lines are indented four more than the line they continue. Every line
+    is made :func:`printable` first: nothing printed through here drives the terminal."""
     width = width or shutil.get_terminal_size((80, 24)).columns
     out: list[str] = []
-    for line in text.split("\n"):
+    for line in printable_lines(text).split("\n"):
         if len(line) <= width:
             out.append(line)
             continue
@@ -20,3 +22,43 @@ def fit(text: str, width: int | None = None) -> str:
         out.extend(textwrap.wrap(line, width, subsequent_indent=indent + "    ",
                                  break_long_words=False, break_on_hyphens=False))  # fmt: skip
     return "\n".join(out)
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(value: object) -> str:
+    """``str(value)`` safe to print to a terminal: every character that is not printable (C0 and C1
+    controls — ESC, CR, backspace, newline, tab, DEL —, bidi and other format characters, line and
+    paragraph separators, unassigned code points) written as its Python escape (``\\x1b``, ``\\u202e``),
+    so text from a log can neither drive the terminal (ANSI sequences that clear the screen, a CR
+    that overwrites a line) nor start a line of its own (docs/trust.md). The one escaping function every
+    text our command line prints from log data goes through."""
+    text = value if isinstance(value, str) else str(value)
+    if text.isprintable():  # the common case: one C-level scan
+        return text
+    return "".join(ch if ch.isprintable() else _escaped(ch) for ch in text)
+
+
+def printable_lines(text: str) -> str:
+    """``text`` with each of its lines made :func:`printable` (its own newlines kept): for text already
+    composed, at the sink."""
+    if text.isprintable():
+        return text
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def printable_data(data: Any) -> Any:
+    """``data`` (JSON-like: dicts, lists, tuples, strings, numbers) with every string, keys included,
+    made :func:`printable`: what a text renderer interpolates from a report built from a log."""
+    if isinstance(data, str):
+        return printable(data)
+    if isinstance(data, dict):
+        return {printable_data(k): printable_data(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [printable_data(v) for v in data]
+    return data
