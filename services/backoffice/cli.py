@@ -59,6 +59,17 @@ def _check_db(path: str) -> str | None:
     return None
 
 
+def _unsafe_out(args: argparse.Namespace) -> str | None:
+    """Why ``--out`` may not be written (the log, its WAL, a keyring: :func:`check_output`), or ``None``."""
+    from services.runtime.outputs import WouldOverwrite, check_output  # noqa: PLC0415
+
+    try:
+        check_output(args.out, "--out", db=args.db, extra=[_keyring(args)])
+    except WouldOverwrite as exc:
+        return str(exc)
+    return None
+
+
 def _write(out: str, text: str) -> None:
     if out == "-":
         sys.stdout.write(text)
@@ -163,7 +174,7 @@ def cmd_statement(args: argparse.Namespace) -> int:
     """An account's statement as JSON or CSV."""
     from services.backoffice import exports, queries  # noqa: PLC0415
 
-    if (err := _check_db(args.db)) is not None:
+    if (err := _check_db(args.db) or _unsafe_out(args)) is not None:
         return _fail(err)
     try:
         since = queries.normalise_time(args.since) if args.since else None
@@ -183,7 +194,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Table results per gaming day (or per shift) as JSON or CSV."""
     from services.backoffice import exports, queries  # noqa: PLC0415
 
-    if (err := _check_db(args.db)) is not None:
+    if (err := _check_db(args.db) or _unsafe_out(args)) is not None:
         return _fail(err)
     if args.day is not None:
         try:

@@ -124,9 +124,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         sys.stdout.buffer.flush()
         print(json.dumps({"exported": n, "out": "-"}), file=sys.stderr)
         return 0
-    log_files = [p for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")) if p.exists()]
-    if out.exists() and any(os.path.samefile(out, p) for p in log_files):
-        return _fail(f"--out {args.out} is the log itself: the export would destroy what it reads")
+    from services.runtime.outputs import WouldOverwrite, check_output  # noqa: PLC0415
+
+    try:  # never the log, its WAL or a keyring
+        check_output(out, "--out", db=db)
+    except WouldOverwrite as exc:
+        return _fail(str(exc))
     return replay.export_main(args)
 
 

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from services.runtime.outputs import PUBLIC_KEYRING, WouldOverwrite, check_output
+
 KEYRING_FORMAT = "casino-ledger/keyring-1"
 
 
@@ -71,11 +73,14 @@ def _read_json(path: Path, what: str) -> Any:
 def keys_public_main(args: argparse.Namespace) -> int:
     """Write the public keyring; print ``{"out", "key_ids"}``."""
     out = Path(args.out)
-    try:
+    try:  # a public keyring is merged into; the keyring read, a secret one or a log never written over
+        check_output(
+            out, "--out", extra=[args.keyring_in], allow=frozenset({PUBLIC_KEYRING}), environment=False
+        )
         keyring = _read_json(Path(args.keyring_in), "keyring")
         existing = _read_json(out, "public keyring") if out.exists() else None
         doc = public_keys(keyring, existing)
-    except (KeyringError, ValueError) as exc:
+    except (KeyringError, ValueError, WouldOverwrite) as exc:
         print(f"casino-ledger: error: {exc}", file=sys.stderr)  # noqa: T201
         return 2
     tmp = out.with_name(out.name + ".tmp")

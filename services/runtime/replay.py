@@ -81,8 +81,9 @@ from services.core.envelope import Envelope
 from services.core.errors import DomainError
 from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring
 from services.runtime.failures import BadInput
+from services.runtime.outputs import check_output
 from services.runtime.settings import int_from_env
-from services.runtime.textfit import printable_data
+from services.runtime.textfit import printable, printable_data
 
 ENV_PUBLIC_KEYRING = "CASINO_PUBLIC_KEYRING"
 
@@ -250,7 +251,7 @@ def replay_main(args: argparse.Namespace, now: Callable[[], datetime] | None = N
     try:
         return _replay_main(args, now or _clock)
     except SourceError as exc:
-        print(f"casino-ledger: error: {exc}", file=sys.stderr)
+        print(f"casino-ledger: error: {printable(str(exc))}", file=sys.stderr)  # it may quote the log
         return 2
 
 
@@ -267,6 +268,8 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
         scope = _scope_of(args)
     except ValueError as exc:
         raise SourceError(f"--since/--until must be ISO 8601: {exc}") from None
+    if getattr(args, "html", None):  # before anything is read: never the log, its WAL or a keyring
+        check_output(args.html, "--html", db=args.db, extra=[getattr(args, "keys", None), args.jsonl])
     keys, key_source = public_keys_from(getattr(args, "keys", None), log=Path(args.db) if args.db else None)
     source = Path(args.db or args.jsonl) if (args.db or args.jsonl) else None
     if source is not None and not source.exists():
