@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.backoffice import exports, probes, queries, roads
 from services.backoffice import schema as s
-from services.backoffice.apikeys import ApiKey, load_api_keys, verify
+from services.backoffice.apikeys import ApiKey, LiveKeys, verify
 from services.backoffice.commands import Gateway
 from services.backoffice.projector import Periods, Projector
 from services.core.boundary import own_namespace
@@ -341,13 +341,18 @@ class BackOffice:
         self.engine = engine
         self.projector = Projector(engine, periods=settings.periods)
         self.gateway = Gateway(settings.log_path, self.projector, keyring_path=settings.keyring_path)
-        self.keys: dict[str, ApiKey] = load_api_keys(settings.keyring_path)
+        self.live_keys = LiveKeys(settings.keyring_path)  # re-read when the keyring changes: a revoked key
         self.commands = threading.Lock()
         self.stop = threading.Event()
         self.logger = get_logger("casino_ledger.backoffice")
         self.ready = False
         """The read model is as current as the log was at start and the last projection round succeeded."""
         self.projection_failures = 0
+
+    @property
+    def keys(self) -> dict[str, ApiKey]:
+        """The API keys as the keyring holds them now (:class:`~services.backoffice.apikeys.LiveKeys`)."""
+        return self.live_keys.current()
 
     def follow(self) -> None:
         """Project the log every ``poll_seconds`` until stopped (the background thread)."""

@@ -15,6 +15,7 @@ import hmac
 import json
 import os
 import secrets
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,62 @@ def load_api_keys(path: str | Path | None) -> dict[str, ApiKey]:
         if isinstance(digest, str) and role in ROLES and isinstance(key_id, str):
             out[digest] = ApiKey(key_id, str(role))
     return out
+
+
+def revoke_key(path: str | Path, key_id: str) -> ApiKey | None:
+    """Remove the API key ``key_id`` from the keyring at ``path`` (written atomically): the revoked key,
+    or ``None`` when there was none. A running ``serve`` refuses it on its next request
+    (:class:`LiveKeys`)."""
+    p = Path(path)
+    if not p.exists():
+        raise KeyringError(f"no keyring at {p}")
+    data = _read(p)
+    entries = data.get("api_keys", [])
+    gone = [e for e in entries if isinstance(e, dict) and e.get("key_id") == key_id]
+    if not gone:
+        return None
+    data["api_keys"] = [e for e in entries if not (isinstance(e, dict) and e.get("key_id") == key_id)]
+    _write(p, data)
+    return ApiKey(key_id, str(gone[0].get("role")))
+
+
+class LiveKeys:
+    """The API keys of the keyring at ``path`` as they are now: each :meth:`current` looks at the file
+    (one ``stat``) and reads it again when it changed (its inode, size or modification time: a key added
+    or revoked is written by an atomic replace, a new inode), so a revoked key is refused on its next
+    request without restarting ``serve``. A keyring that is gone or unreadable holds no key (fails
+    closed: every request is then refused)."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._lock = threading.Lock()
+        self._seen: tuple[int, int, int] | None = None
+        self._keys: dict[str, ApiKey] = load_api_keys(self.path)  # a missing file at start: one line, exit 2
+        self._seen = self._signature()
+
+    def _signature(self) -> tuple[int, int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def current(self) -> dict[str, ApiKey]:
+        """The keys by stored hash, re-read when the file changed since the last look."""
+        if self.path is None:
+            return self._keys
+        signature = self._signature()
+        if signature == self._seen:
+            return self._keys
+        with self._lock:
+            try:
+                keys = load_api_keys(self.path) if signature is not None else {}
+            except KeyringError:
+                keys = {}
+            self._keys, self._seen = keys, signature
+            return keys
 
 
 def verify(keys: dict[str, ApiKey], presented: str) -> ApiKey | None:

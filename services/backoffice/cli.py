@@ -117,12 +117,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_apikey(args: argparse.Namespace) -> int:
-    """Create an API key: print it once, keep only its hash in the keyring."""
+    """Create an API key: print it once, keep only its hash in the keyring (or revoke one)."""
     from services.backoffice.apikeys import KeyringError, new_key  # noqa: PLC0415
 
     keyring = _keyring(args)
     if keyring is None:
-        return _fail("apikey new needs --keyring FILE (or CASINO_KEYRING)")
+        return _fail(f"apikey {args.apikey_command} needs --keyring FILE (or CASINO_KEYRING)")
+    if args.apikey_command == "revoke":
+        return _revoke(keyring, args.key_id)
     try:
         key, api_key = new_key(keyring, args.role)
     except (KeyringError, ValueError, OSError) as exc:
@@ -130,6 +132,20 @@ def cmd_apikey(args: argparse.Namespace) -> int:
     print(key)
     print(f"key id {api_key.key_id}, role {api_key.role}: shown once, only its hash is kept in {keyring}",
           file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def _revoke(keyring: str, key_id: str) -> int:
+    from services.backoffice.apikeys import KeyringError, revoke_key  # noqa: PLC0415
+
+    try:
+        revoked = revoke_key(keyring, key_id)
+    except (KeyringError, OSError) as exc:
+        return _fail(str(exc) if not isinstance(exc, OSError) else f"cannot write {keyring}: {exc.strerror}")
+    if revoked is None:
+        return _fail(f"no API key {key_id} in {keyring}")
+    print(f"revoked API key {revoked.key_id} (role {revoked.role}) in {keyring}: a running serve refuses it "
+          "from its next request", file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -385,6 +385,16 @@ def apikey_new(**o: Any) -> argparse.Namespace:
     return _done("apikey", _bo("cmd_apikey"), apikey_command="new", **o)
 
 
+@apikey.command("revoke", short_help="Revoke an API key: a running serve refuses it on its next request.")
+@click.argument("key_id", metavar="KEY_ID")
+@click.option("--keyring", default=None, metavar="FILE", help="Keyring holding the key.  [default: "
+              "$CASINO_KEYRING]")  # fmt: skip
+def apikey_revoke(**o: Any) -> argparse.Namespace:
+    """Remove the API key KEY_ID (as ``apikey new`` printed it: ``role-xxxxxxxx``) from the keyring; a
+    running ``serve`` refuses it from its next request on."""
+    return _done("apikey", _bo("cmd_apikey"), apikey_command="revoke", **o)
+
+
 @cli.command(short_help="Bring the read model up to date with the log (or Kafka).")
 @click.option("--db", default=None, metavar="PATH", help="The embedded log (the read model beside it, or "
               "CASINO_READ_DB).")  # fmt: skip
