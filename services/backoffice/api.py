@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
@@ -33,7 +33,7 @@ from services.backoffice import schema as s
 from services.backoffice.apikeys import ApiKey, LiveKeys, verify
 from services.backoffice.commands import Gateway
 from services.backoffice.projector import Periods, Projector
-from services.core.boundary import own_namespace
+from services.core.boundary import is_player_account, own_namespace
 from services.core.envelope import canonical, name_id
 from services.runtime.embedded.log import ConsumerMoved, LogConflict
 from services.runtime.logging import get_logger
@@ -54,6 +54,19 @@ PERMISSIONS: dict[str, frozenset[str]] = {
 """Which roles may use each group of routes (admin: every one)."""
 
 Id = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^\S+$")]
+
+
+def _player_account(account_id: str) -> str:
+    if not is_player_account(account_id):
+        raise ValueError(
+            "not_a_player_account: a table's, the cage's or the operator's account moves no money from here"
+        )
+    return account_id
+
+
+PlayerAccount = Annotated[Id, AfterValidator(_player_account)]
+"""A player's wallet (docs/trust.md): deposits, withdrawals and bets never name a table's account."""
+
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_]*$")]
 Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
 Amount = Annotated[int, Field(gt=0, le=10**12, strict=True)]
@@ -289,7 +302,7 @@ class MoneyCommand(BaseModel):
     """A deposit or withdrawal at the cashier."""
 
     model_config = ConfigDict(extra="forbid")
-    account_id: Id
+    account_id: PlayerAccount
     amount_minor: Amount
     currency: Currency
 
@@ -298,7 +311,7 @@ class BetCommand(BaseModel):
     """A bet from a table terminal (``bet_id`` derived from the Idempotency-Key when not given)."""
 
     model_config = ConfigDict(extra="forbid")
-    account_id: Id
+    account_id: PlayerAccount
     table_id: Id
     spot: Name
     stake_minor: Amount
