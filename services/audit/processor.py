@@ -633,14 +633,18 @@ def on_wallet_event(state: AuditState, rec: Envelope, p: Transfer) -> list[Draft
 def boundary_findings(rec: Envelope, p: Transfer) -> list[Draft]:
     """A wallet event whose transfer id is outside its kind's namespace, or a deposit or withdrawal on an
     account that is no player's (:mod:`services.core.boundary`): money moved beyond a writer's rights."""
-    out: list[Draft] = []
     tid = p.transfer_id
+    named = transfer_id_problem(rec.type, tid, getattr(p, "bet_id", None))
+    moved = account_problem(rec.type, rec.key)
+    if named is None and moved is None:  # every wallet event of an honest log: nothing built
+        return []
+    where = {"event_id": rec.event_id, "account_id": rec.key, "transfer_id": tid}
+    out: list[Draft] = []
     for reason, problem in (
-        (FindingReason.TRANSFER_ID_NOT_OWN, transfer_id_problem(rec.type, tid, getattr(p, "bet_id", None))),
-        (FindingReason.NOT_A_PLAYER_ACCOUNT, account_problem(rec.type, rec.key)),
+        (FindingReason.TRANSFER_ID_NOT_OWN, named),
+        (FindingReason.NOT_A_PLAYER_ACCOUNT, moved),
     ):
         if problem is not None:
-            where = {"event_id": rec.event_id, "account_id": rec.key, "transfer_id": tid}
             out.append(finding(reason, rec.key, where, None, tid, detail=problem))
     return out
 
