@@ -83,7 +83,7 @@ from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring
 from services.runtime.failures import BadInput
 from services.runtime.outputs import check_output
 from services.runtime.settings import int_from_env
-from services.runtime.textfit import printable, printable_data
+from services.runtime.textfit import printable, printable_data, printable_json
 
 ENV_PUBLIC_KEYRING = "CASINO_PUBLIC_KEYRING"
 
@@ -308,7 +308,7 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
         Path(args.html).write_text(render_html(data, meta, table_odds(data)), encoding="utf-8")
         print(f"casino-ledger: report written to {args.html}", file=sys.stderr)
     if args.json:
-        sys.stdout.write(report.to_json())
+        sys.stdout.write(printable_json(report.to_json()))  # the same JSON, nothing a terminal acts on
     else:
         print(render_text(report))
     return 0 if report.verdict == "clean" else 1
@@ -324,7 +324,7 @@ def _coup_main(args: argparse.Namespace, collector: RoundCollector) -> int:
         Path(args.html).write_text(render_coup_html(view), encoding="utf-8")
         print(f"coup view written to {args.html}")
     elif args.json:
-        print(json.dumps(view, indent=2, ensure_ascii=False))
+        print(printable_json(json.dumps(view, indent=2, ensure_ascii=False)))
     else:
         from services.runtime.textfit import fit  # noqa: PLC0415
 

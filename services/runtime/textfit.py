@@ -62,3 +62,23 @@ def printable_data(data: Any) -> Any:
     if isinstance(data, list | tuple):
         return [printable_data(v) for v in data]
     return data
+
+
+def printable_json(text: str) -> str:
+    """JSON text (as ``json.dumps(..., ensure_ascii=False)`` writes it) with every unprintable character
+    but its own newlines written as a JSON escape (``\\u009b``; a surrogate pair beyond the BMP): the
+    same JSON value, which a terminal prints as written. ``json.dumps`` escapes only C0 controls; C1
+    controls (U+009B is a CSI), bidi overrides and separators it writes raw. Outside strings a JSON text
+    holds only spaces and newlines, so every character escaped here is inside a string."""
+    if all(line.isprintable() for line in text.split("\n")):
+        return text
+    out: list[str] = []
+    for ch in text:
+        if ch == "\n" or ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            high, low = divmod(ord(ch) - 0x10000, 0x400)
+            out.append(f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}")
+    return "".join(out)

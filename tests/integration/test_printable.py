@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import os
 import tempfile
 from contextlib import redirect_stderr, redirect_stdout
@@ -19,7 +20,7 @@ from services.backoffice.exports import csv_cell, to_csv
 from services.cli import main
 from services.core import topics
 from services.core.envelope import Draft, Envelope, seal
-from services.runtime.textfit import fit, printable, printable_data
+from services.runtime.textfit import fit, printable, printable_data, printable_json
 from tests.helpers.membus import MemBus
 
 FAKE = "\x1b[2J\x1b[H\rverdict: clean\x08\x1b]0;x\x07"
@@ -60,6 +61,17 @@ def _replay_text(records: list[Envelope], *args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def _strings(data: object) -> set[str]:
+    """Every string in a JSON value, keys included."""
+    if isinstance(data, str):
+        return {data}
+    if isinstance(data, dict):
+        return {s for k, v in data.items() for s in (_strings(k) | _strings(v))}
+    if isinstance(data, list):
+        return {s for v in data for s in _strings(v)}
+    return set()
+
+
 def _only_printable_lines(text: str) -> bool:
     return all(line.isprintable() for line in text.split("\n"))
 
@@ -96,6 +108,27 @@ def test_printable_escapes_exactly_what_is_not_printable(text: str) -> None:
     assert (shown == text) == text.isprintable()
     assert all(line.isprintable() for line in fit(f"a {text}\nb", 20).split("\n"))
     assert printable_data({text: [text, (text, 1)]}) == {shown: [shown, [shown, 1]]}
+
+
+@given(table_id=st.text(min_size=1, max_size=24))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_whatever_the_id_replay_json_is_the_same_json_in_printable_lines(table_id: str) -> None:
+    """``replay --json``: every line printable (C1 controls such as U+009B, a CSI, escaped too), and the
+    text is the same JSON value as the report's (the id in it as written)."""
+    _, out, _ = _replay_text([*_base(), _forged(table_id)], "--json")
+    assert _only_printable_lines(out)
+    assert table_id in _strings(json.loads(out))
+
+
+@given(value=st.recursive(st.text(max_size=10), lambda inner: st.lists(inner, max_size=3), max_leaves=6))
+@settings(max_examples=200, deadline=None)
+def test_printable_json_is_the_same_value(value: object) -> None:
+    """Whatever strings a JSON value holds, ``printable_json`` of its text parses to the same value and
+    every line of it is printable."""
+    text = json.dumps({"v": value}, ensure_ascii=False, indent=2)
+    shown = printable_json(text)
+    assert json.loads(shown) == json.loads(text)
+    assert _only_printable_lines(shown)
 
 
 def test_the_coup_view_escapes_what_the_log_says() -> None:
