@@ -188,6 +188,30 @@ def cage_account(currency: str) -> str:
     return f"cage:{currency}"
 
 
+Rows = tuple[tuple[str, int], ...]
+"""Postings as ``(account, amount_minor)`` pairs summing to zero."""
+
+
+def stake_rows(account: str, escrow: str, amount_minor: int) -> Rows:
+    """A stake held: the wallet pays ``amount_minor`` into the table's escrow (``StakeReserved``)."""
+    return ((account, -amount_minor), (escrow, amount_minor))
+
+
+def refund_rows(escrow: str, account: str, amount_minor: int) -> Rows:
+    """A refused bet's stake back: escrow → wallet (``StakeRefunded``)."""
+    return ((escrow, -amount_minor), (account, amount_minor))
+
+
+def deposit_rows(account: str, currency: str, amount_minor: int) -> Rows:
+    """A deposit: the cage → the wallet (``FundsDeposited``)."""
+    return ((cage_account(currency), -amount_minor), (account, amount_minor))
+
+
+def withdraw_rows(account: str, currency: str, amount_minor: int) -> Rows:
+    """A withdrawal: the wallet → the cage (``FundsWithdrawn``)."""
+    return ((account, -amount_minor), (cage_account(currency), amount_minor))
+
+
 def postings_for(
     settlement: Settlement, wallet: str, counterparty: str, accounts: Accounts
 ) -> tuple[tuple[str, int], ...]:

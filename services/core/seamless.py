@@ -47,7 +47,7 @@ from services.core import topics
 from services.core.boundary import stake_id, sync_id
 from services.core.envelope import Draft, canonical, sha256_hex
 from services.core.errors import Reason
-from services.core.ledger import table_accounts
+from services.core.ledger import Rows, refund_rows, stake_rows, table_accounts
 
 SUCCESS: Final = frozenset({"ok", "duplicate"})
 """Answers that mean the operator applied the transaction (now or before)."""
@@ -299,20 +299,23 @@ def _movement(c: Call, before: int, after: int) -> Draft:
     base = {"account_id": account, "amount_minor": amount, "currency": c.currency,
             "balance_before_minor": before, "balance_after_minor": after}  # fmt: skip
     bet = {"bet_id": c.bet_id, "table_id": c.table_id}
-    held = {"account": _escrow(c.table_id), "amount_minor": amount}
-    mine = {"account": account, "amount_minor": amount}
     if c.call == "debit":
-        rows = [{"account": account, "amount_minor": -amount}, held]
+        rows = _postings(stake_rows(account, _escrow(c.table_id), amount))
         payload = {"transfer_id": stake_id(c.bet_id), **base, "postings": rows, **bet,
                    "coup_id": p.get("coup_id"), "spot": p["spot"]}  # fmt: skip
         return Draft("StakeReserved", topics.WALLET_EVENTS, account, payload)
     if c.call == "rollback":
-        rows = [{"account": _escrow(c.table_id), "amount_minor": -amount}, mine]
+        rows = _postings(refund_rows(_escrow(c.table_id), account, amount))
         payload = {"transfer_id": str(p["refund_id"]), **base, "postings": rows, **bet, "reason": p["reason"]}
         return Draft("StakeRefunded", topics.WALLET_EVENTS, account, payload)
     payload = {"transfer_id": str(p["payout_id"]), **base, "postings": list(p["postings"]), **bet,
                "coup_id": p["coup_id"], "payout_id": p["payout_id"], "result": p["result"]}  # fmt: skip
     return Draft("PayoutApplied", topics.WALLET_EVENTS, account, payload)
+
+
+def _postings(rows: Rows) -> list[dict[str, Any]]:
+    """Ledger rows (:mod:`services.core.ledger`, where every movement's postings are built) as a payload's."""
+    return [{"account": a, "amount_minor": m} for a, m in rows]
 
 
 def _bet_placed(c: Call) -> Draft:

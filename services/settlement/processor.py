@@ -51,7 +51,16 @@ from services.core.contract import (
 )
 from services.core.envelope import Envelope, canonical, sha256_hex
 from services.core.errors import DomainError, Reason
-from services.core.ledger import Payout, Wager, cage_account, table_accounts
+from services.core.ledger import (
+    Payout,
+    Wager,
+    cage_account,
+    deposit_rows,
+    refund_rows,
+    stake_rows,
+    table_accounts,
+    withdraw_rows,
+)
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import Event, Reactor
 from services.core.values import immutable
@@ -372,27 +381,27 @@ def _movement(
         "transfer_id": tid, "account_id": account, "amount_minor": amount, "currency": currency,
     }  # fmt: skip
     if type(request) is Deposit:
-        rows = [(cage_account(currency), -amount), (account, amount)]
+        rows = deposit_rows(account, currency, amount)
         return Written(FundsDeposited, {**common, **_moved(rows, balance, after)})
     if type(request) is Withdraw:
-        rows = [(account, -amount), (cage_account(currency), amount)]
+        rows = withdraw_rows(account, currency, amount)
         return Written(FundsWithdrawn, {**common, **_moved(rows, balance, after)})
     assert isinstance(request, PlaceBet | BetRefundDue), type(request)
     escrow = table_accounts(request.table_id).escrow
     if type(request) is PlaceBet:
         return Written(StakeReserved, {
-            **common, **_moved([(account, -amount), (escrow, amount)], balance, after),
+            **common, **_moved(stake_rows(account, escrow, amount), balance, after),
             "bet_id": request.bet_id, "table_id": request.table_id, "coup_id": request.coup_id,
             "spot": request.spot,
         })  # fmt: skip
     assert isinstance(request, BetRefundDue), type(request)
     return Written(StakeRefunded, {
-        **common, **_moved([(escrow, -amount), (account, amount)], balance, after),
+        **common, **_moved(refund_rows(escrow, account, amount), balance, after),
         "bet_id": request.bet_id, "table_id": request.table_id, "reason": request.reason.value,
     })  # fmt: skip
 
 
-def _moved(rows: list[tuple[str, int]], balance: int, after: int) -> dict[str, Any]:
+def _moved(rows: Iterable[tuple[str, int]], balance: int, after: int) -> dict[str, Any]:
     """A transfer's postings and balances, as its record carries them."""
     return {"postings": _postings(rows), "balance_before_minor": balance, "balance_after_minor": after}
 
