@@ -138,3 +138,27 @@ def test_a_cashier_may_still_name_ids_in_its_own_namespace(ring: Keyring, tmp_pa
     records = _run(tmp_path / "log.db", ring, [deposit])
     applied = [e.payload for e in records if e.type == "FundsDeposited" and e.key == "player:009"]
     assert ("cashier/slip-1", 700) in [(p["transfer_id"], p["amount_minor"]) for p in applied]
+
+
+def test_a_log_written_before_the_rule_replays_with_the_squat_named(
+    ring: Keyring, reference: list[Envelope], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's case, replayed: a log written by a pipeline without the boundary's rules (a cashier's
+    deposit under ``payout/<bet_id>`` applied, the winner's payout then refused as a conflict) used to
+    replay ``clean``; the replay now names the squatted id (``transfer_id_not_own``), so it never is."""
+    from services.core import trust  # noqa: PLC0415
+    from services.runtime.replay import replay  # noqa: PLC0415
+
+    squat = insider_attacks(ring, reference)[0]
+    monkeypatch.setattr(trust, "request_refusal", lambda *_args: None)  # the pipeline before the rule
+    records = _run(tmp_path / "old.db", ring, [squat.record])
+    monkeypatch.undo()
+    conflicts = [
+        e for e in records if e.type == "TransferRefused" and e.payload["reason"] == "transfer_id_conflict"
+    ]
+    assert conflicts, "the squat blocked the winner's payout, as it did before the rule"
+    audit_key = Composition(ring).checkpoint_key()
+    report = replay(records, keys={audit_key.key_id: audit_key.public_hex()})
+    named = [f for f in report.findings if f["reason"] == "transfer_id_not_own"]
+    assert [f["recorded"] for f in named] == [squat.record.payload["transfer_id"]]
+    assert report.verdict != "clean"
