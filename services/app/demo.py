@@ -67,7 +67,7 @@ class TableSummary:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
         return {"table_id": self.table_id, "variant": self.variant, "currency": self.currency,
-                **self.figures.to_dict()}  # fmt: skip
+                **self.figures.to_dict(), "house_minor": self.figures.win_minor}  # fmt: skip
 
 
 _FIGURE_NAMES = frozenset({*COUNTERS, "win_minor", "hold_pct", "hold_bps", "punters_minor"})

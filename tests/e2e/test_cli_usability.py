@@ -270,6 +270,9 @@ def test_demo_at_80_columns_in_a_fresh_shell(tmp_path: Path, long_path: bool) ->
     assert exe.exists(), "the console script is installed in the venv"
     cwd = tmp_path / ("a-very-long-directory-name-for-testing-clone-paths" * 2 if long_path else "")
     cwd.mkdir(parents=True, exist_ok=True)
+    if long_path:  # the venv as a clone at a long path has it: the hints name this path, 130+ characters
+        (cwd / ".venv").symlink_to(Path(sys.executable).parent.parent, target_is_directory=True)
+        exe = cwd / ".venv" / "bin" / "casino-ledger"
     db = "logs with spaces/d.db" if long_path else "d.db"
     done = subprocess.run([str(exe), "demo", "--seed", "5", "--tables", "1", "--coups", "4", "--db", db],
                           capture_output=True, text=True, timeout=300, check=True, cwd=cwd,
@@ -287,6 +290,7 @@ def test_demo_at_80_columns_in_a_fresh_shell(tmp_path: Path, long_path: bool) ->
         assert name in wrote and (cwd / Path(db).parent / name).exists()
     replay_cmd = _command_after(out, "replayed by:")
     assert replay_cmd.endswith("replay --db " + shlex.quote(db)), replay_cmd
+    assert replay_cmd.startswith(str(exe)) and (len(replay_cmd) > 80) == long_path
     again = _run_as_printed(replay_cmd, cwd)
     assert again.returncode == 0, again.stderr
     assert "verdict" in again.stdout
