@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import shlex
 import sys
@@ -197,7 +198,7 @@ def _listen(host: str, port: int) -> Any:
         sock.listen(2048)
     except OSError as exc:
         sock.close()
-        taken = " (another serve? pick a free one with --port)" if exc.errno == 98 else ""  # EADDRINUSE
+        taken = " (another serve? pick a free one with --port)" if exc.errno == errno.EADDRINUSE else ""
         raise BadInput(f"--port {port}: cannot listen on {host}:{port}: {exc.strerror}{taken}") from None
     sock.set_inheritable(True)
     return sock
