@@ -38,13 +38,14 @@ issued (a session that stops between the two shows the coup's stakes as won unti
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import fields
 from typing import Any, Final
 
 from services.core import topics
 from services.core.baccarat.variants.french_club import BANK_SPOT, COVER_SPOT
 from services.core.ledger import table_accounts
+from services.core.values import immutable
 
 __all__ = [
     "BANK_SPOT", "COUNTED", "COUNTERS", "COVER_SPOT", "NOTHING", "Figures", "fold", "of_payout", "of_record",
@@ -54,7 +55,7 @@ COUNTED: Final = frozenset({"BetAccepted", "BetRefused", "CoupResolved", "Payout
 """The record types that move a figure."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Figures:
     """The counters of one table (or one table's day or shift): all integers, added field by field.
 
@@ -92,6 +93,13 @@ class Figures:
     def hold_pct(self) -> float:
         """Win over handle in percent, rounded to 4 places (display only; money stays integer)."""
         return round(100.0 * self.win_minor / self.handle_minor, 4) if self.handle_minor else 0.0
+
+    def counted(self) -> Iterator[tuple[str, int]]:
+        """The counters this value moves, ``(name, amount)`` (a record moves one to three of them)."""
+        for name in COUNTERS:
+            value = getattr(self, name)
+            if value:
+                yield name, value
 
     def to_dict(self) -> dict[str, Any]:
         """The counters and the derived figures, by name (the fields every report prints)."""

@@ -17,7 +17,7 @@ import pytest
 from services.backoffice.apikeys import new_key
 from services.cli import main
 from services.runtime.keyring import new_keyring, save_keyring
-from tests.backoffice.conftest import free_port, play
+from tests.backoffice.conftest import free_port, play, running_server
 
 CLI = [sys.executable, "-m", "services.cli"]
 
@@ -147,3 +147,29 @@ def test_a_rebuild_beside_a_running_serve_is_refused_with_a_reason(log: Path, tm
     again = subprocess.run([*CLI, "project", "--db", str(log), "--rebuild"], env=env, capture_output=True,
                            text=True, timeout=120, check=False)  # fmt: skip
     assert again.returncode == 0, again.stderr
+
+
+def test_a_request_that_fails_answers_problem_json_and_is_logged(log: Path) -> None:
+    """A command that fails inside ``serve`` for a reason no route expects (here the read model lost its
+    idempotency table) answers a problem+json 500 naming the error's type, and ``serve`` logs one
+    ``request failed`` line with the method, path and cause (it once answered a bare 500, logging nothing)."""
+    import sqlite3  # noqa: PLC0415
+
+    from structlog.testing import capture_logs  # noqa: PLC0415
+
+    read = log.parent / "broken.read.db"
+    ring = Path(f"{log}.keyring.json")
+    key = new_key(ring, "admin")[0]
+    with running_server(log, f"sqlite:///{read}", ring) as url:
+        with sqlite3.connect(read) as c:
+            c.execute("DROP TABLE bo_idempotency")
+        c.close()
+        headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": "k-broken"}
+        body = {"account_id": "player:001", "amount_minor": 100, "currency": "EUR"}
+        with capture_logs() as logs:
+            r = httpx.post(f"{url}/v1/cashier/deposits", timeout=30, headers=headers, json=body)
+    assert r.status_code == 500 and r.headers["content-type"].startswith("application/problem+json")
+    assert "OperationalError" in r.json()["detail"]
+    failed = [e for e in logs if e.get("event") == "request failed"]
+    assert failed and failed[0]["path"] == "/v1/cashier/deposits" and failed[0]["error"] == "OperationalError"
+    assert "bo_idempotency" in failed[0]["detail"]

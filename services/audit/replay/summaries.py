@@ -68,8 +68,8 @@ class Summaries:
         add = figures.of_record(env.topic, kind, p) if kind in figures.COUNTED else None
         if add is not None:  # the figures' one definition (services.core.figures)
             row = self.table(table_id)
-            for name in figures.COUNTERS:
-                row[name] += getattr(add, name)
+            for name, amount in add.counted():
+                row[name] += amount
         if kind == "CardDealt":
             self.shoe(str(p["shoe_id"]), table_id)["cards_dealt"] += 1
         elif kind == "CoupResolved":
