@@ -8,6 +8,10 @@ import pytest
 from hypothesis import settings
 
 os.environ.setdefault("LOG_LEVEL", "WARNING")
+# The suite does not depend on the terminal it is started from (issue #30: help texts wrapped at the
+# caller's COLUMNS=40): tests that are about a width set COLUMNS themselves.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 from services.runtime.logging import configure
 

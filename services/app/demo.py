@@ -30,9 +30,10 @@ from rich.table import Table
 
 from services.app.simulator import Session, TableSpec, demo_tables
 from services.audit.replay import Report
-from services.core import topics
-from services.core.baccarat.variants.french_club import COVER_SPOT
+from services.core import figures
+from services.core.baccarat import VARIANTS
 from services.core.envelope import Envelope, parse_record
+from services.core.figures import COUNTERS, NOTHING, Figures
 from services.core.signing import public_keyring
 from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, NotALog
@@ -46,41 +47,36 @@ DEFAULT_COUPS = 60
 
 @dataclass(slots=True)
 class TableSummary:
-    """Money and counts of one table over a session."""
+    """One table over a session: its name, variant, currency and figures (:mod:`services.core.figures`,
+    the one definition every report shares)."""
 
     table_id: str
     variant: str = ""
     currency: str = ""
-    coups: int = 0
-    bets: int = 0
-    refused: int = 0
-    handle_minor: int = 0
-    paid_minor: int = 0
-    commission_minor: int = 0
+    figures: Figures = NOTHING
+
+    def __getattr__(self, name: str) -> Any:  # the figures' counters and derived figures, by name
+        if name in _FIGURE_NAMES:
+            return getattr(self.figures, name)
+        raise AttributeError(name)
 
     @property
-    def house_minor(self) -> int:
-        """What the house and the banks kept: handle less everything credited back."""
-        return self.handle_minor - self.paid_minor
-
-    @property
-    def hold_pct(self) -> float:
-        """House result over handle, in percent (display only; money stays integer)."""
-        return 100.0 * self.house_minor / self.handle_minor if self.handle_minor else 0.0
+    def player_banked(self) -> bool:
+        """Whether a player holds the bank at this table (its variant is not house-banked)."""
+        variant = VARIANTS.get(self.variant)
+        return variant is not None and not variant.house_banked
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
-        return {
-            "table_id": self.table_id, "variant": self.variant, "currency": self.currency,
-            "coups": self.coups, "bets": self.bets, "refused": self.refused,
-            "handle_minor": self.handle_minor, "paid_minor": self.paid_minor,
-            "commission_minor": self.commission_minor, "house_minor": self.house_minor,
-            "hold_pct": round(self.hold_pct, 4),
-        }  # fmt: skip
+        return {"table_id": self.table_id, "variant": self.variant, "currency": self.currency,
+                **self.figures.to_dict(), "house_minor": self.figures.win_minor}  # fmt: skip
+
+
+_FIGURE_NAMES = frozenset({*COUNTERS, "win_minor", "hold_pct", "hold_bps", "punters_minor"})
 
 
 def summarise(records: Iterable[bytes | Envelope]) -> dict[str, TableSummary]:
-    """Per-table summaries from a log's records."""
+    """Per-table summaries from a log's records (figures by :func:`services.core.figures.of_record`)."""
     tables: dict[str, TableSummary] = {}
 
     def of(table_id: str) -> TableSummary:
@@ -92,18 +88,11 @@ def summarise(records: Iterable[bytes | Envelope]) -> dict[str, TableSummary]:
         if env.type == "TableOpened":
             of(env.key).variant = str(p["variant"])
             of(env.key).currency = str(p.get("currency") or "")
-        elif env.type == "BetAccepted" and p.get("spot") != COVER_SPOT:  # a bank's cover is no wager
-            s = of(env.key)
-            s.bets += 1
-            s.handle_minor += int(p["stake_minor"])
-        elif env.type == "BetRefused":
-            of(env.key).refused += 1
-        elif env.type == "CoupResolved":
-            of(env.key).coups += 1
-        elif env.type == "PayoutIssued" and env.topic == topics.WALLET_REQUESTS and p["spot"] != COVER_SPOT:
-            s = of(str(p["table_id"]))
-            s.paid_minor += int(p["credit_minor"])
-            s.commission_minor += int(p["commission_minor"])
+        elif env.type in figures.COUNTED:
+            add = figures.of_record(env.topic, env.type, p)
+            if add is not None:
+                row = of(str(p["table_id"]))
+                row.figures += add
     return dict(sorted(tables.items()))
 
 
@@ -124,33 +113,47 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("handle", "the stakes of the accepted bets"),
     (
         "paid back",
-        "all credited to players: winnings plus the stakes returned on winning and pushed bets; "
-        "at a player-banked table (chemin de fer, baccarat banque, french club), what the banker's bank "
-        "returns to the player-banker too",
+        "all credited on bets: winnings less commission plus the stakes returned on winning and pushed "
+        "bets (at a player-banked table the player-banker's payout too, not his cover's return)",
     ),
     (
         "commission",
-        "taken from winnings: the house's 5 % on banker wins and its levy on a player-banker's "
-        "win; at french club the 10 % on banker bets, which the player-banker receives",
+        "taken by the house from winnings: its 5 % on banker wins, its levy on a player-banker's win "
+        "(the french club's 10 % on banker bets goes to the player-banker: in his share)",
     ),
     (
-        "result",
-        "handle − paid back: what the house kept, commission included; at a player-banked table "
-        "it includes the player-banker's win or loss",
+        "win",
+        "what the house kept, commission included: all staked less all credited back; at a "
+        "player-banked table the house is no party to the bets, so its win is its levy",
     ),
-    ("hold %", "result ÷ handle × 100"),
+    (
+        "bank",
+        "the player-banker's share: what the players holding the bank won (or lost, −) at a "
+        "player-banked table, the commission paid to the bank included; the punters' result is "
+        "−(win + bank)",
+    ),
+    ("hold %", "win ÷ handle × 100"),
 )
-"""The table's columns after ``table``/``variant``, each with what it is in a casino manager's words."""
+"""The table's columns after ``table``/``variant``, each with what it is in a casino manager's words
+(the definitions: :mod:`services.core.figures`); ``bank`` only when a table is player-banked."""
 
 _LABEL_MIN = 9
 """The narrowest a label column (table, variant) wraps to."""
 
 
-def render(
-    console: Console, summaries: dict[str, TableSummary], report: Report, where: str, db: Path | None = None
+def render(  # noqa: PLR0917 (the callers name what they pass by position since the first version)
+    console: Console,
+    summaries: dict[str, TableSummary],
+    report: Report,
+    where: str,
+    db: Path | None = None,
+    replay_cmd: str | None = None,
 ) -> None:
     """Print the summary table, its legend, the audit verdict and where the log is (``db``: the SQLite
-    log, named in the hint that explains the alerts).
+    log, named in the hint that explains the alerts; ``replay_cmd``: the command that replays it).
+
+    Every command the user may copy is printed on a line of its own, never wrapped by the console
+    (``soft_wrap``): however long the clone's path, the line copied is the command, whole.
 
     Money is never cut: on a narrow terminal the labels wrap, then the counts go to a table of their
     own, then each table's figures are printed one per line."""
@@ -166,11 +169,22 @@ def render(
                       f"{escape(json.dumps(f.get('subject'), sort_keys=True))}")  # fmt: skip
     by = Counter(str(a.get("severity")) for a in d.get("alerts", []))  # monitor alerts (issue #13)
     shown = ", ".join(f"{by.get(s, 0)} {s}" for s in ("critical", "warning", "info"))
-    console.print(f"monitor alerts: {shown}")
-    if db is not None:  # one line to copy (``alerts`` reads a SQLite log)
-        console.print(f"  each explained by: {invoked_as()} alerts --db {db}", soft_wrap=True)
+    if db is None:
+        console.print(f"monitor alerts: {shown}")
+    else:  # the command on a line of its own (``alerts`` reads a SQLite log)
+        console.print(f"monitor alerts: {shown}; each explained by:")
+        command_line(console, f"{invoked_as()} alerts --db {shlex.quote(str(db))}")
     console.print(f"digest: {report.digest}")
-    console.print(f"log: {where}")
+    if replay_cmd is None:
+        console.print(f"log: {where}")
+    else:
+        console.print(f"log: {where}; replayed by:")
+        command_line(console, replay_cmd)
+
+
+def command_line(console: Console, command: str) -> None:
+    """One command to copy, indented two spaces, on a line of its own that the console never wraps."""
+    console.print(f"  {command}", soft_wrap=True, markup=False, highlight=False)
 
 
 def render_tables(console: Console, summaries: dict[str, TableSummary]) -> None:
@@ -183,11 +197,13 @@ def render_tables(console: Console, summaries: dict[str, TableSummary]) -> None:
     one = _shown(currencies[0]) if len(currencies) == 1 else None  # one currency: said once, in the title
     counts = [("coups", [str(s.coups) for s in rows]), ("bets", [str(s.bets) for s in rows]),
               ("refused", [str(s.refused) for s in rows])]  # fmt: skip
+    banked = any(s.player_banked for s in rows)
     money = [
         ("handle", [_money(s.handle_minor) for s in rows]),
         ("paid back", [_money(s.paid_minor) for s in rows]),
         ("commission", [_money(s.commission_minor) for s in rows]),
-        ("result", [_money(s.house_minor) for s in rows]),
+        ("win", [_money(s.win_minor) for s in rows]),
+        *([("bank", [_money(s.bank_minor) if s.player_banked else "-" for s in rows])] if banked else []),
         ("hold %", [f"{s.hold_pct:.2f}" for s in rows]),
     ]
     if one is None:
@@ -213,7 +229,8 @@ def render_tables(console: Console, summaries: dict[str, TableSummary]) -> None:
             console.print(f"[bold]{ids[i]}[/bold] ({variants[i]}){amounts}")
             for h, c in counts + money:
                 console.print(f"  {h}: {c[i]}")  # a line too long breaks before the figure, never in it
-    console.print("\n".join(f"[dim]{h}[/dim]: {what}" for h, what in COLUMNS), highlight=False)
+    shown = {h for h, _ in counts + money}
+    console.print("\n".join(f"[dim]{h}[/dim]: {what}" for h, what in COLUMNS if h in shown), highlight=False)
 
 
 def _shown(text: str) -> str:
@@ -321,12 +338,16 @@ def main(args: argparse.Namespace) -> int:
     finally:
         bus.close()
     report = replay(read_db(path), keys=composition.checkpoint_public_keys())
-    hint = f"{path}  (try: {invoked_as()} replay --db {path})"
-    render(console, summarise(read_db(path)), report, hint, path)
+    replay_cmd = f"{invoked_as()} replay --db {shlex.quote(str(path))}"
+    render(console, summarise(read_db(path)), report, str(path), path, replay_cmd)
     say_written(console, path)
     from services.backoffice.cli import serve_hint  # noqa: PLC0415
 
-    console.print(serve_hint(path, invoked_as()), soft_wrap=True)
+    title, commands, after = serve_hint(path, invoked_as())
+    console.print(title)
+    for command in commands:
+        command_line(console, command)
+    console.print(after, soft_wrap=True)
     return 0 if report.clean else 1
 
 
@@ -504,6 +525,5 @@ def _main_kafka(
     report = replay(records, keys=composition.checkpoint_public_keys())
     prefix = settings.topic_prefix
     replay_cmd = f"CASINO_TOPIC_PREFIX={prefix} {invoked_as()} replay --kafka {args.kafka}"
-    where = f"Kafka {args.kafka}, topics {prefix}*  (try: {replay_cmd})"
-    render(console, summarise(records), report, where)
+    render(console, summarise(records), report, f"Kafka {args.kafka}, topics {prefix}*", None, replay_cmd)
     return 0 if report.clean else 1

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import statistics
 import sys
+import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -98,11 +101,17 @@ class Row:
     median_coups: float | None
 
 
-def evaluate(runs: int, rounds: int, honest_rounds: int, honest_runs: int,
-             out: TextIO = sys.stdout) -> tuple[list[Row], float, Counter[str]]:  # fmt: skip
+Tick = Callable[[str], None]
+"""Told what was just run, after each run of a long evaluation."""
+
+
+def evaluate(runs: int, rounds: int, honest_rounds: int, honest_runs: int, out: TextIO = sys.stdout, *,
+             progress: Tick | None = None) -> tuple[list[Row], float, Counter[str]]:  # fmt: skip
     """Run everything and print the table; return its rows, the honest false-alarm rate per 10 000
-    coups and the honest warning-or-worse alerts by detector."""
+    coups and the honest warning-or-worse alerts by detector. ``progress`` is called after each run
+    with what was run (the full evaluation takes about 25 minutes)."""
     rows: list[Row] = []
+    tick = progress or (lambda _what: None)
     for name, cls in ADVERSARIES.items():
         found: list[int] = []
         for r in range(runs):
@@ -111,6 +120,7 @@ def evaluate(runs: int, rounds: int, honest_rounds: int, honest_runs: int,
             at = caught(bus, adversary)
             if at is not None:
                 found.append(at)
+            tick(f"{name} run {r + 1} of {runs}")
         median = statistics.median(found) if found else None
         rows.append(Row(name, ", ".join(sorted(cls.detectors)), runs, len(found), median))
     honest_coups = 0
@@ -120,6 +130,7 @@ def evaluate(runs: int, rounds: int, honest_rounds: int, honest_runs: int,
         honest_coups += len(bus.of_type("CoupResolved"))
         false.update(p["detector"] for p in (a.payload for _, a in alerts(bus.log))
                      if p["severity"] in WARNING_OR_WORSE)  # fmt: skip
+        tick(f"honest play run {r + 1} of {honest_runs}")
     rate = sum(false.values()) * 10_000 / max(honest_coups, 1)
     print_table(rows, rate, honest_coups, false, out)
     return rows, rate, false
@@ -161,5 +172,33 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     honest_runs = max(1, min(honest // (len(TABLES) * 500), 50) or 1)
     honest_rounds = -(-honest // (len(TABLES) * honest_runs))
-    evaluate(runs, rounds, honest_rounds, honest_runs)
+    with progress_on_stderr(len(ADVERSARIES) * runs + honest_runs) as tick:
+        evaluate(runs, rounds, honest_rounds, honest_runs, progress=tick)
     return 0
+
+
+@contextmanager
+def progress_on_stderr(total: int) -> Iterator[Tick]:
+    """Say how far a long run is, on stderr (stdout stays the table): a rich progress bar on a
+    terminal; elsewhere (a log, CI) one line at every tenth of the way, with the minutes so far."""
+    from rich.console import Console  # noqa: PLC0415
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
+
+    console = Console(stderr=True)
+    if console.is_terminal:
+        columns = (TextColumn("monitor-eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.description}"))  # fmt: skip
+        with Progress(*columns, console=console, transient=True) as bar:
+            task = bar.add_task("", total=total)
+            yield lambda what: bar.update(task, advance=1, description=what)
+        return
+    start, done = time.monotonic(), 0
+
+    def line(what: str) -> None:
+        nonlocal done
+        done += 1
+        if done == total or done * 10 // total != (done - 1) * 10 // total:
+            minutes = (time.monotonic() - start) / 60
+            sys.stderr.write(f"monitor-eval: {done} of {total} runs ({what}), {minutes:.1f} min\n")
+
+    yield line

@@ -1,7 +1,7 @@
-"""The README's generated parts: each variant's settings table and the ``settle`` examples.
+"""The generated parts of docs/games.md: each variant's settings table and the ``settle`` examples.
 
-``python -m services.app.readme`` rewrites them in ``README.md`` between their markers; tests check
-that the README and the code agree (the tables equal the variants' declarations, and every example's
+``python -m services.app.readme`` rewrites them in ``docs/games.md`` between their markers; tests check
+that the doc and the code agree (the tables equal the variants' declarations, and every example's
 printed answer is what ``casino-ledger settle`` prints).
 """
 
@@ -16,7 +16,8 @@ from services.app.settle import render, settle_text
 from services.core.baccarat import VARIANTS
 from services.core.baccarat.settings import settings_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "games.md"
+"""The document that holds the generated parts (the README once did; the name stayed)."""
 
 SETTINGS_BEGIN, SETTINGS_END = "<!-- settings:begin -->", "<!-- settings:end -->"
 EXAMPLES_BEGIN, EXAMPLES_END = "<!-- settle-examples:begin -->", "<!-- settle-examples:end -->"
@@ -110,7 +111,7 @@ def settings_markdown() -> str:
 
 
 def example_block(data: dict[str, Any]) -> str:
-    """One example as the README shows it: the command with its input, then what it prints."""
+    """One example as the doc shows it: the command with its input, then what it prints."""
     text = json.dumps(data, ensure_ascii=False)
     answer = render(settle_text(text))
     return f"```sh\n$ casino-ledger settle <<'EOF'\n{text}\nEOF\n{answer}\n```"
@@ -133,7 +134,7 @@ def section(text: str, begin: str, end: str) -> str:
 
 
 def main() -> int:
-    """Rewrite the generated parts of the README."""
+    """Rewrite the generated parts of docs/games.md."""
     text = README.read_text(encoding="utf-8")
     text = _between(text, SETTINGS_BEGIN, SETTINGS_END, settings_markdown())
     text = _between(text, EXAMPLES_BEGIN, EXAMPLES_END, examples_markdown())

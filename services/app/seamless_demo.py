@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import secrets
+import shlex
 import sys
 from contextlib import ExitStack
 from dataclasses import replace
@@ -81,8 +82,8 @@ def main_seamless(
             differences = reconcile(ours_from(read_db(path)), wallet.ledger.transactions())
             console.print(f"reconcile against {path}.operator.json: {len(differences)} differences")
     report = replay(read_db(path), keys=composition.checkpoint_public_keys())
-    hint = f"{path}  (try: {invoked_as()} replay --db {path})"
-    render(console, summarise(read_db(path)), report, hint, path)
+    replay_cmd = f"{invoked_as()} replay --db {shlex.quote(str(path))}"
+    render(console, summarise(read_db(path)), report, str(path), path, replay_cmd)
     operator = [(Path(f"{path}.operator.db"), "the reference wallet's ledger"),
                 (Path(f"{path}.operator.json"), "its export")] if wallet is not None else []  # fmt: skip
     say_written(console, path, operator)

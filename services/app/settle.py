@@ -14,7 +14,7 @@ Input (one JSON object)::
      "decisions": [{"hand": "player", "choice": "draw"}],
      "bets": [{"bet_id": "b1", "account_id": "alice", "spot": "banker", "stake_minor": 1000}]}
 
-``config`` holds the variant's settings (see the README's tables); ``decisions`` are taken in order
+``config`` holds the variant's settings (see docs/games.md's tables); ``decisions`` are taken in order
 when the dealer asks for one; when none is left the variant's default strategy answers (as ``deal``
 does). Output::
 

@@ -22,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import IntegrityError
@@ -91,6 +92,9 @@ class ServeSettings:
     keyring_path: Path | None = None
     periods: Periods = field(default_factory=Periods)
     poll_seconds: float = 0.5
+    commands_refused: str | None = None
+    """Why this server cannot sign commands into the log (its keyring did not write it): every command
+    then answers 503 with this reason, reads go on."""
 
 
 class Problem(Exception):
@@ -138,9 +142,18 @@ class TableReport(BaseModel):
     coups: int
     bets: int
     handle_minor: int
-    win_minor: int
-    commission_minor: int
-    hold_pct: float
+    win_minor: int = Field(
+        description="what the house kept, commission included: all staked less all "
+        "credited back (services.core.figures)"
+    )
+    commission_minor: int = Field(description="commission and levies the house took")
+    hold_pct: float = Field(description="win over handle, in percent")
+    paid_minor: int = Field(description="all credited back on bets (a player-banker's cover is no bet)")
+    refused: int = Field(description="bets refused")
+    bank_minor: int = Field(
+        description="the player-banker's share: what the players holding the bank won "
+        "(or lost, negative); 0 at a house-banked table"
+    )
 
 
 class ShiftReport(TableReport):
@@ -343,6 +356,61 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 
 
+# --- the OpenAPI document -----------------------------------------------------------------------------
+
+
+def _route_roles(route: Any) -> frozenset[str] | None:
+    """The roles that may use ``route`` (``None``: no key needed), from its ``role()`` dependency."""
+    from fastapi.params import Depends as DependsParam  # noqa: PLC0415
+
+    found: list[Any] = list(getattr(route, "dependencies", []))
+    dependant = getattr(route, "dependant", None)
+    for sub in getattr(dependant, "dependencies", []):
+        found.append(sub)
+    for dep in found:
+        call = dep.dependency if isinstance(dep, DependsParam) else getattr(dep, "call", None)
+        group = getattr(call, "role_group", None)
+        if group is not None:
+            return PERMISSIONS[group]
+    return None
+
+
+def contract_openapi(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document with the whole contract: each operation's roles (``x-roles`` and a line of
+    its description; the bearer scheme where a key is needed) and every error answer under
+    ``application/problem+json`` with the :class:`ProblemBody` schema (FastAPI puts the models of the
+    ``responses`` under ``application/json``, and its own 422 schema, which this API never sends)."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi  # noqa: PLC0415
+    from fastapi.routing import APIRoute  # noqa: PLC0415
+
+    doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/ProblemBody"}}}
+    roles_of = {(m.lower(), r.path_format): _route_roles(r) for r in app.routes if isinstance(r, APIRoute)
+                for m in r.methods or ()}  # fmt: skip
+    for path, operations in doc.get("paths", {}).items():
+        for method, op in operations.items():
+            for code, answer in op.get("responses", {}).items():
+                if code.isdigit() and int(code) >= 400:
+                    answer["content"] = problem
+                    if code == "422":
+                        answer["description"] = "the request is invalid, or the command was refused"
+            roles = roles_of.get((method, path))
+            if roles is not None:
+                op["x-roles"] = sorted(roles)
+                line = f"Roles: {', '.join(sorted(roles))} (an API key of another role: 403)."
+                op["description"] = f"{op.get('description', '').rstrip()}\n\n{line}".lstrip()
+                op["security"] = [{"HTTPBearer": []}]
+            else:
+                op.pop("security", None)
+    schemas = doc.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    app.openapi_schema = doc
+    return doc
+
+
 # --- the application ---------------------------------------------------------------------------------
 
 
@@ -400,7 +468,9 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
             await run_in_threadpool(thread.join, 10)
         bo.gateway.close()
 
-    app = FastAPI(
+    app = FastAPIOffline(  # Swagger UI served from the package (fastapi-offline): no CDN on a closed network
+        redoc_url=None,
+        static_url="/docs-static",
         title="casino-ledger back office",
         version="1",
         description="The back-office API over the read model (docs/integration.md). "
@@ -420,6 +490,15 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
         for name, value in (exc.headers or {}).items():
             response.headers[name] = value
         return response
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # a bare 500 told the caller nothing and the operator less: one log line with the cause (its
+        # type and first line, no secret is in either), a problem+json that says where to look
+        detail = (str(exc).strip().splitlines() or [""])[0][:300]
+        bo.logger.error("request failed", method=request.method, path=request.url.path,
+                        error=type(exc).__name__, detail=detail)  # fmt: skip
+        return problem_response(500, "internal error", f"{type(exc).__name__}: see the serve log")
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -441,6 +520,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
                 raise Problem(403, "forbidden", f"role {key.role} may not use this route")
             return key
 
+        check.role_group = group  # type: ignore[attr-defined]  # read by the OpenAPI document's roles
         return Depends(check)
 
     def conn() -> Iterator[Any]:
@@ -627,6 +707,8 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
     # -- commands ---------------------------------------------------------------------------------
 
     def idempotent(route: str, key: ApiKey, idem: str, body: BaseModel, run: Any) -> Response:
+        if settings.commands_refused:
+            raise Problem(503, "commands unavailable", settings.commands_refused)
         digest = hashlib.sha256(canonical({"route": route, "body": body.model_dump(mode="json")})).hexdigest()
         t = s.idempotency.c
         with bo.commands:
@@ -715,6 +797,8 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
         return idempotent("bets", key, idem, body, run)
 
     # -- the page ---------------------------------------------------------------------------------
+
+    app.openapi = lambda: contract_openapi(app)  # type: ignore[method-assign]
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:

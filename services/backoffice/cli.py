@@ -8,8 +8,12 @@ exit 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import os
+import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,21 +40,98 @@ def _periods(args: argparse.Namespace) -> Any:
     return Periods(cutoff_hour=args.day_cutoff, shift_hours=args.shift_hours)
 
 
+def open_read_model(url: str) -> Any:
+    """An engine on the read model at ``url``, migrated; what an operator can fix (PostgreSQL down or
+    misnamed, a malformed URL, a driver missing) is :class:`~services.runtime.failures.BadInput`: one
+    line naming the read model (password hidden) and what to check, exit 2."""
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError  # noqa: PLC0415
+
+    from services.backoffice.migrate import upgrade  # noqa: PLC0415
+    from services.backoffice.schema import READ_DB_ENV, make_engine  # noqa: PLC0415
+    from services.runtime.failures import BadInput  # noqa: PLC0415
+
+    try:
+        engine = make_engine(url)
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        kind = type(exc).__name__
+        raise BadInput(f"{READ_DB_ENV}: not a database URL the read model can use ({kind})") from None
+    with read_model_errors(url):
+        upgrade(engine)
+    return engine
+
+
+class read_model_errors:
+    """Turns a database error raised inside it into :class:`~services.runtime.failures.BadInput`: the
+    read model cannot be reached, does not exist, or refuses us."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _tb: object) -> None:
+        from sqlalchemy.exc import InterfaceError, OperationalError  # noqa: PLC0415
+
+        from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
+        from services.runtime.failures import BadInput  # noqa: PLC0415
+
+        # the server down or unknown, the database missing, the file locked or the disk full: the
+        # operator's to fix; SQL the database rejects (ProgrammingError, IntegrityError, ...) is a bug
+        if not isinstance(exc, OperationalError | InterfaceError):
+            return
+        reason = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
+        where = "PostgreSQL" if self.url.startswith("postgres") else "SQLite"
+        raise BadInput(
+            f"the read model {_shown(self.url)} cannot be used: {reason} (is {where} running, does the "
+            f"database exist, may this user create tables? {READ_DB_ENV} names it)"
+        ) from None
+
+
 def _read_model(args: argparse.Namespace) -> Any:
     """(engine, projector) of the read model beside ``--db``, migrated and caught up with the log."""
-    from services.backoffice.migrate import upgrade  # noqa: PLC0415
     from services.backoffice.projector import Projector  # noqa: PLC0415
-    from services.backoffice.schema import default_url, make_engine  # noqa: PLC0415
+    from services.backoffice.schema import default_url  # noqa: PLC0415
     from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
 
-    engine = make_engine(default_url(args.db))
-    upgrade(engine)
+    url = default_url(args.db)
+    engine = open_read_model(url)
     projector = Projector(engine, periods=_periods(args))
-    with EmbeddedLog(args.db, readonly=True) as log:
+    with read_model_errors(url), EmbeddedLog(args.db, readonly=True) as log:
         if getattr(args, "rebuild", False):
-            projector.rebuild()
+            with serve_lock(args.db, what="project --rebuild"):
+                projector.rebuild()
+                projector.catch_up(log)
         projector.catch_up(log)
     return engine, projector
+
+
+@contextlib.contextmanager
+def serve_lock(db: str | Path, *, what: str) -> Iterator[None]:
+    """Hold the log's back-office lock (``<db>.serve.lock``, an advisory ``flock``) for ``what``: one
+    ``serve`` per log, and no ``project --rebuild`` under a running ``serve`` (its projector would apply
+    the same records as the rebuild, in another order: conflicts, on PostgreSQL deadlocks). Held by
+    another process: :class:`~services.runtime.failures.BadInput` saying who holds it and what to do."""
+    import fcntl  # noqa: PLC0415
+
+    from services.runtime.failures import BadInput  # noqa: PLC0415
+
+    path = Path(f"{db}.serve.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            raise BadInput(
+                f"{what}: {holder} holds {path}: stop it first (a rebuild beside a running serve would "
+                "project every record twice); serve projects the log by itself as it runs"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{what} (pid {os.getpid()})\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _check_db(path: str) -> str | None:
@@ -85,6 +166,57 @@ def _shown(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def _signing_keyring(path: str, db: str) -> tuple[str | None, str | None]:
+    """Whether the keyring at ``path`` can sign the API's commands into the log at ``db``: ``(fatal,
+    refused)``. It must be a whole keyring (``fatal`` otherwise: ``serve`` runs the pipeline with it) and
+    the one the log is written with (``refused`` otherwise: reads are served, commands answer 503)."""
+    from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
+    from services.runtime.keyring import KeyringError, load_keyring  # noqa: PLC0415
+
+    ring_hint = f"the keyring the log was written with (the demo's: {shlex.quote(f'{db}.keyring.json')})"
+    try:
+        keyring = load_keyring(path)
+    except KeyringError as exc:
+        why = "serve signs commands as principal backoffice and runs the pipeline with"
+        return f"--keyring: {exc}: {why} {ring_hint}", None
+    ids = {k.key_id for k in keyring.keys.values()}
+    with EmbeddedLog(db, readonly=True) as log:
+        first = log.read(["casino.table.events"], 0, 1)
+    if first:
+        from services.core.envelope import parse_record  # noqa: PLC0415
+
+        auth = parse_record(first[0][-1]).auth or {}
+        if auth.get("key_id") and auth["key_id"] not in ids:
+            return None, (f"--keyring {path} is not the keyring this log was written with (its dealer "
+                          f"signed with key {auth['key_id']}, which the keyring lacks): commands need "
+                          f"{ring_hint}")  # fmt: skip
+    return None, None
+
+
+def _listen(host: str, port: int) -> Any:
+    """A listening socket on ``host``:``port`` for uvicorn; taken or not allowed: BadInput, one line."""
+    import socket  # noqa: PLC0415
+
+    from services.runtime.failures import BadInput  # noqa: PLC0415
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise BadInput(f"--host {host}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        taken = " (another serve? pick a free one with --port)" if exc.errno == errno.EADDRINUSE else ""
+        raise BadInput(f"--port {port}: cannot listen on {host}:{port}: {exc.strerror}{taken}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve the API and the page over the read model beside ``--db`` (or ``CASINO_READ_DB``)."""
     if (err := _check_db(args.db)) is not None:
@@ -96,23 +228,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from services.backoffice.schema import default_url  # noqa: PLC0415
 
     keyring = _keyring(args)
-    try:
-        engine, _ = _read_model(args)
-        settings = ServeSettings(
-            log_path=Path(args.db), read_url=default_url(args.db),
-            keyring_path=Path(keyring) if keyring else None, periods=_periods(args),
-        )  # fmt: skip
-        app = create_app(settings, engine)
-    except KeyringError as exc:
-        return _fail(str(exc))
-    where = f"http://{args.host}:{args.port}"
-    print(f"casino-ledger serve: page {where}/ , API {where}/docs (OpenAPI {where}/openapi.json)",
-          file=sys.stderr)  # fmt: skip
-    if not app.state.bo.keys:
-        hint = "create one: casino-ledger apikey new --role admin --keyring FILE"
-        print(f"casino-ledger serve: no API keys: every /v1 request but /v1/health gets 401 ({hint})",
+    fatal, refused = _signing_keyring(keyring, args.db) if keyring is not None else (None, None)
+    if fatal is not None:
+        return _fail(fatal)
+    with serve_lock(args.db, what="serve"):
+        sock = _listen(args.host, args.port)
+        try:
+            engine, _ = _read_model(args)
+            settings = ServeSettings(
+                log_path=Path(args.db), read_url=default_url(args.db),
+                keyring_path=Path(keyring) if keyring else None, periods=_periods(args),
+                commands_refused=refused,
+            )  # fmt: skip
+            app = create_app(settings, engine)
+        except KeyringError as exc:
+            sock.close()
+            return _fail(str(exc))
+        where = f"http://{args.host}:{args.port}"
+        print(f"casino-ledger serve: page {where}/ , API {where}/docs (OpenAPI {where}/openapi.json)",
               file=sys.stderr)  # fmt: skip
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        if not app.state.bo.keys:
+            hint = "create one: casino-ledger apikey new --role admin --keyring FILE"
+            print(f"casino-ledger serve: no API keys: every /v1 request but /v1/health gets 401 ({hint})",
+                  file=sys.stderr)  # fmt: skip
+        if keyring is None:
+            print("casino-ledger serve: no --keyring: reads only; every deposit, withdrawal and bet is "
+                  "refused (unauthenticated)", file=sys.stderr)  # fmt: skip
+        elif refused is not None:
+            print(f"casino-ledger serve: reads only, every command answers 503: {refused}", file=sys.stderr)
+        server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
+        server.run(sockets=[sock])
     return 0
 
 
@@ -154,21 +299,20 @@ def _project_kafka(args: argparse.Namespace) -> int:
     import asyncio  # noqa: PLC0415
 
     from services.backoffice.kafka_follow import follow_kafka  # noqa: PLC0415
-    from services.backoffice.migrate import upgrade  # noqa: PLC0415
     from services.backoffice.projector import Projector  # noqa: PLC0415
-    from services.backoffice.schema import READ_DB_ENV, make_engine  # noqa: PLC0415
+    from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
     from services.runtime.settings import Settings  # noqa: PLC0415
 
     url = os.environ.get(READ_DB_ENV)
     if not url:
         return _fail(f"project --kafka needs the read model's URL in {READ_DB_ENV}")
-    engine = make_engine(url)
-    upgrade(engine)
+    engine = open_read_model(url)
     projector = Projector(engine, periods=_periods(args))
-    if args.rebuild:
-        projector.rebuild()
-    settings = Settings(bootstrap_servers=args.kafka)
-    applied = asyncio.run(follow_kafka(settings, projector, until_idle=not args.follow))
+    with read_model_errors(url):
+        if args.rebuild:
+            projector.rebuild()
+        settings = Settings(bootstrap_servers=args.kafka)
+        applied = asyncio.run(follow_kafka(settings, projector, until_idle=not args.follow))
     print(f"projected {applied} records from Kafka", file=sys.stderr)
     return 0
 
@@ -234,12 +378,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_hint(db: str | Path, prog: str = "casino-ledger") -> str:
-    """The demo's last line: how to open the page and the API over the log at ``db`` (``prog``: how the
-    command is run from the user's shell)."""
-    ring = Path(f"{db}.keyring.json")  # the demo's own keyring, beside its log
-    return (
-        f"back office: {prog} apikey new --role admin --keyring {ring}  then  "
-        f"{prog} serve --db {db} --keyring {ring}  ->  page http://127.0.0.1:8000/ (paste the key), "
-        "API http://127.0.0.1:8000/docs"
-    )
+def serve_hint(db: str | Path, prog: str = "casino-ledger") -> tuple[str, list[str], str]:
+    """The demo's last lines: how to open the page and the API over the log at ``db`` (``prog``: how the
+    command is run from the user's shell): a title, the commands (each to print on a line of its own)
+    and where to look once ``serve`` runs."""
+    ring = shlex.quote(f"{db}.keyring.json")  # the demo's own keyring, beside its log
+    commands = [f"{prog} apikey new --role admin --keyring {ring}",
+                f"{prog} serve --db {shlex.quote(str(db))} --keyring {ring}"]  # fmt: skip
+    after = "  then the page: http://127.0.0.1:8000/ (paste the key); the API: http://127.0.0.1:8000/docs"
+    return "back office (make a key, then serve the log):", commands, after

@@ -18,6 +18,7 @@ STATEMENT_FIELDS = (
 )  # fmt: skip
 REPORT_FIELDS = (
     "table_id", "day", "coups", "bets", "handle_minor", "win_minor", "commission_minor", "hold_pct",
+    "paid_minor", "refused", "bank_minor",
 )  # fmt: skip
 SHIFT_FIELDS = (*REPORT_FIELDS[:2], "shift", *REPORT_FIELDS[2:])
 

@@ -14,9 +14,10 @@ projectors on one read model cannot both apply a record: the second's position u
 projected tables and the same log gives the same rows (tested, on SQLite and PostgreSQL).
 
 **Gaming days and shifts.** A coup belongs to the gaming day and shift in which its betting opened
-(UTC; the day starts at ``cutoff_hour``, shifts of ``shift_hours`` from there). Its coups, accepted
-bets (handle), credits paid back and commission count in that day and shift: the win is what the house
-kept, handle less credits, commission included.
+(UTC; the day starts at ``cutoff_hour``, shifts of ``shift_hours`` from there). Its figures count in
+that day and shift, each record's share given by :func:`services.core.figures.of_record` (the one
+definition of bets, handle, paid back, commission, win and the player-banker's share that the demo and
+the replay use too): the win is what the house kept, commission included.
 
 Records that are not valid contract events (forgeries and garbage that processors dead-letter) are
 skipped and counted in :attr:`Projector.skipped`.
@@ -34,7 +35,7 @@ from pydantic import ValidationError
 from sqlalchemy import Connection, Engine, bindparam, delete, func, select, update
 
 from services.backoffice import schema as s
-from services.core import topics
+from services.core import figures, topics
 from services.core.contract import payload_of
 from services.core.envelope import Envelope, canonical, parse_record
 from services.core.errors import DomainError
@@ -121,7 +122,7 @@ _ROUND_SET = update(s.rounds).where(_by(s.rounds, "coup_id"))
 _ROUND_PERIOD = select(s.rounds.c.gaming_day, s.rounds.c.shift).where(_by(s.rounds, "coup_id"))
 _CARDS = select(func.count()).select_from(s.round_cards).where(_by(s.round_cards, "coup_id"))
 _DECISIONS = select(func.count()).select_from(s.round_decisions).where(_by(s.round_decisions, "coup_id"))
-_COUNTERS = ("coups", "bets", "handle_minor", "paid_minor", "commission_minor")
+_COUNTERS = figures.COUNTERS
 _PERIOD_ADD = (
     update(s.table_periods)
     .where(
@@ -287,8 +288,7 @@ class Projector:
                   stake_minor=p["stake_minor"], result=p["result"], win_minor=p["win_minor"],
                   commission_minor=p["commission_minor"], credit_minor=p["credit_minor"],
                   payout_id=p["payout_id"])  # fmt: skip
-        self._count(conn, p["table_id"], p["coup_id"], env.occurred_at,
-                    paid_minor=p["credit_minor"], commission_minor=p["commission_minor"])  # fmt: skip
+        self._figures(conn, env, p)
 
     # -- tables and rounds ----------------------------------------------------------------------------
 
@@ -337,10 +337,11 @@ class Projector:
     def _bet_accepted(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
         stake = p["stake_minor"]
         self._bet(conn, p, env, "accepted", coup_id=p["coup_id"], spot=p["spot"], stake_minor=stake)
-        self._count(conn, p["table_id"], p["coup_id"], env.occurred_at, bets=1, handle_minor=p["stake_minor"])
+        self._figures(conn, env, p)
 
     def _bet_refused(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
         self._bet(conn, p, env, "refused", spot=p["spot"], stake_minor=p["stake_minor"], reason=p["reason"])
+        self._figures(conn, env, p)
 
     def _betting_closed(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
         conn.execute(_ROUND_SET, {"b_key": p["coup_id"], "status": "dealing"})
@@ -366,15 +367,21 @@ class Projector:
             "outcome": p["outcome"], "natural": p["natural"], "hands": _json(p["hands"]),
             "versus": _json(p["versus"]), "round_events": _json(p["events"]), "resolved_offset": offset,
         })  # fmt: skip
-        self._count(conn, p["table_id"], p["coup_id"], env.occurred_at, coups=1)
+        self._figures(conn, env, p)
         self._touch_table(conn, p["table_id"], offset)
 
+    def _figures(self, conn: Connection, env: Envelope, p: dict[str, Any]) -> None:
+        """Add what the record adds to its table's figures (:mod:`services.core.figures`)."""
+        add = figures.of_record(env.topic, env.type, p)
+        if add is not None:
+            self._count(conn, p["table_id"], p.get("coup_id"), env.occurred_at, add)
+
     def _count(self, conn: Connection, table_id: str, coup_id: str | None, occurred_at: str,
-               **add: int) -> None:  # fmt: skip
+               add: figures.Figures) -> None:  # fmt: skip
         """Add ``add`` to the table's counters for the coup's gaming day, in total and in its shift."""
         found = conn.execute(_ROUND_PERIOD, {"b_key": coup_id}).first() if coup_id else None
         day, shift = (str(found[0]), int(found[1])) if found else self.periods.of(occurred_at)
-        amounts = {k: add.get(k, 0) for k in _COUNTERS}
+        amounts = {k: getattr(add, k) for k in _COUNTERS}
         for part in (0, shift):
             key = {"b_table": table_id, "b_day": day, "b_shift": part}
             if not conn.execute(_PERIOD_ADD, {**key, **{f"add_{k}": v for k, v in amounts.items()}}).rowcount:

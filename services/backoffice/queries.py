@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from services.backoffice import schema as s
+from services.core import figures
 
 MAX_PAGE = 500
 """The largest page a list returns."""
@@ -27,11 +28,6 @@ def normalise_time(value: str) -> str:
         raise ValueError("a time needs a zone (Z or ±hh:mm)")
     t = t.astimezone(UTC)
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
-def hold_pct(win_minor: int, handle_minor: int) -> float:
-    """Win over handle in percent, rounded to 4 places (display only; money stays integer)."""
-    return round(100.0 * win_minor / handle_minor, 4) if handle_minor else 0.0
 
 
 def balance(conn: Connection, account_id: str) -> dict[str, Any] | None:
@@ -131,16 +127,26 @@ def round_record(conn: Connection, coup_id: str) -> dict[str, Any] | None:
     }  # fmt: skip
 
 
-def _period(conn: Connection, table_id: str, day: str, shift: int) -> dict[str, int]:
+def _period(conn: Connection, table_id: str, day: str, shift: int) -> dict[str, Any]:
+    """The period's figures (:mod:`services.core.figures`) as the reports print them."""
     c = s.table_periods.c
     row = conn.execute(
-        select(c.coups, c.bets, c.handle_minor, c.paid_minor, c.commission_minor).where(
+        select(*(c[k] for k in figures.COUNTERS)).where(
             c.table_id == table_id, c.day == day, c.shift == shift
         )
     ).first()
-    coups, bets, handle, paid, commission = (int(v) for v in row) if row else (0, 0, 0, 0, 0)
-    return {"coups": coups, "bets": bets, "handle_minor": handle, "win_minor": handle - paid,
-            "commission_minor": commission}  # fmt: skip
+    total = figures.Figures(*(int(v) for v in row)) if row else figures.NOTHING
+    return report_fields(total)
+
+
+def report_fields(total: figures.Figures) -> dict[str, Any]:
+    """A table report's figures: ``coups``, ``bets``, ``handle_minor``, ``win_minor``, ``commission_minor``,
+    ``hold_pct`` (DESIGN §10), then ``paid_minor``, ``refused`` and the player-banker's ``bank_minor``."""
+    return {
+        "coups": total.coups, "bets": total.bets, "handle_minor": total.handle_minor,
+        "win_minor": total.win_minor, "commission_minor": total.commission_minor, "hold_pct": total.hold_pct,
+        "paid_minor": total.paid_minor, "refused": total.refused, "bank_minor": total.bank_minor,
+    }  # fmt: skip
 
 
 def table_exists(conn: Connection, table_id: str) -> bool:
@@ -152,8 +158,7 @@ def table_exists(conn: Connection, table_id: str) -> bool:
 def table_report(conn: Connection, table_id: str, day: str) -> dict[str, Any]:
     """``{"table_id", "day", "coups", "bets", "handle_minor", "win_minor", "commission_minor", "hold_pct"}``
     for one gaming day (zeros for a day without play)."""
-    p = _period(conn, table_id, day, 0)
-    return {"table_id": table_id, "day": day, **p, "hold_pct": hold_pct(p["win_minor"], p["handle_minor"])}
+    return {"table_id": table_id, "day": day, **_period(conn, table_id, day, 0)}
 
 
 def table_shifts(conn: Connection, table_id: str, day: str) -> list[dict[str, Any]]:
@@ -164,9 +169,8 @@ def table_shifts(conn: Connection, table_id: str, day: str) -> list[dict[str, An
     ).scalars()
     out = []
     for shift in shifts:
-        p = _period(conn, table_id, day, int(shift))
-        out.append({"table_id": table_id, "day": day, "shift": int(shift), **p,
-                    "hold_pct": hold_pct(p["win_minor"], p["handle_minor"])})  # fmt: skip
+        figures_of_shift = _period(conn, table_id, day, int(shift))
+        out.append({"table_id": table_id, "day": day, "shift": int(shift), **figures_of_shift})
     return out
 
 

@@ -195,8 +195,13 @@ table_periods = Table(
     Column("handle_minor", BigInteger, nullable=False),
     Column("paid_minor", BigInteger, nullable=False),
     Column("commission_minor", BigInteger, nullable=False),
+    Column("refused", Integer, nullable=False),
+    Column("reserve_used_minor", BigInteger, nullable=False),
+    Column("bank_minor", BigInteger, nullable=False),
 )  # fmt: skip
-"""Per table, gaming day and shift: coups, accepted bets, handle, credits paid back, commission."""
+"""Per table, gaming day and shift: the counters of :class:`services.core.figures.Figures` (coups,
+accepted bets, refused bets, handle, credits paid back, the house's commission, the cover reserve
+used, the player-banker's share); win and hold are derived from them, never stored."""
 
 alerts = Table(
     "bo_alerts", metadata,

@@ -269,7 +269,8 @@ def test_statement_windows_and_csv(own: tuple[str, dict[str, str]], fresh_log: P
     (row,) = csv.DictReader(io.StringIO(report.text))
     assert int(row["handle_minor"]) == json_report["handle_minor"] > 0
     assert set(json_report) == {"table_id", "day", "coups", "bets", "handle_minor", "win_minor",
-                                "commission_minor", "hold_pct"}  # fmt: skip
+                                "commission_minor", "hold_pct", "paid_minor", "refused",
+                                "bank_minor"}  # fmt: skip
 
 
 def test_errors_are_problem_json(shared: tuple[str, dict[str, str]]) -> None:

@@ -96,9 +96,12 @@ def test_bad_input_is_one_line_and_exit_2(
 def test_demo_ends_by_saying_how_to_open_the_page_and_the_api(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The demo's last line names the apikey and serve commands for its log, the page and the API."""
+    """The demo's last lines name the apikey and serve commands for its log (each alone on its line,
+    on the log's own keyring), the page and the API."""
     db = tmp_path / "demo.db"
     assert main(["demo", "--db", str(db), "--tables", "1", "--coups", "2", "--seed", "5"]) == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert f"serve --db {db}" in last and "apikey new --role admin" in last
-    assert "http://127.0.0.1:8000/" in last and "/docs" in last
+    title, key, serve, after = capsys.readouterr().out.strip().splitlines()[-4:]
+    assert title.startswith("back office")
+    assert key.strip().endswith(f"apikey new --role admin --keyring {db}.keyring.json")
+    assert serve.strip().endswith(f"serve --db {db} --keyring {db}.keyring.json")
+    assert "http://127.0.0.1:8000/" in after and "/docs" in after

@@ -139,7 +139,7 @@ def test_table_reports_agree_with_the_demo_summary(engine: Engine, demo_log: Pat
                 t.coups,
                 t.bets,
                 t.handle_minor,
-                t.house_minor,
+                t.win_minor,
                 t.commission_minor,
             )
             shifts = queries.table_shifts(c, table_id, day)

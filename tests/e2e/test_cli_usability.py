@@ -24,6 +24,7 @@ from services.app.demo import COLUMNS, TableSummary, plural, render_tables
 from services.cli import main
 from services.cli.app import cli
 from services.core.baccarat import VARIANTS
+from services.core.figures import Figures
 
 CLI = [sys.executable, "-m", "services.cli"]
 ENV = {**os.environ, "LOG_LEVEL": "WARNING"}
@@ -198,16 +199,11 @@ def _summaries(big: bool) -> dict[str, TableSummary]:
     for i, variant in enumerate(sorted(VARIANTS)):
         handle = (2_156_760 + 91_234 * i) * scale
         paid = handle - (147_683 - 61_000 * i) * scale  # some tables lose: negative results
+        banked = not VARIANTS[variant].house_banked
+        figures = Figures(coups=60, bets=290 + i, refused=i, handle_minor=handle, paid_minor=paid,
+                          commission_minor=12_758 * scale, bank_minor=(-31_417 + 9_000 * i) * scale if banked else 0)  # fmt: skip
         rows[f"T{i:02d}-{variant.replace('_', '-')}"] = TableSummary(
-            f"T{i:02d}-{variant.replace('_', '-')}",
-            variant,
-            "EUR",
-            60,
-            290 + i,
-            i,
-            handle,
-            paid,
-            12_758 * scale,
+            f"T{i:02d}-{variant.replace('_', '-')}", variant, "EUR", figures
         )
     return rows
 
@@ -230,7 +226,8 @@ def test_money_cells_are_whole_at_any_width(width: int, big: bool) -> None:
     assert max(map(len, lines)) <= width, text
     words = [set(line.split()) for line in lines]
     for s in rows.values():
-        for minor in (s.handle_minor, s.paid_minor, s.commission_minor, s.house_minor):
+        shown = (s.handle_minor, s.paid_minor, s.commission_minor, s.win_minor)
+        for minor in (*shown, s.bank_minor) if s.player_banked else shown:
             assert any(_money(minor) in w for w in words), (_money(minor), text)
     assert "EUR" in text
     legend = " ".join(text.split())
@@ -248,14 +245,37 @@ def test_plurals() -> None:
     )
 
 
-def test_demo_at_80_columns_in_a_fresh_shell(tmp_path: Path) -> None:
+def _command_after(out: str, label: str) -> str:
+    """The command the demo prints on the line after the one that ends with ``label``: indented two
+    spaces, whole on its line however long."""
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.endswith(label))
+    assert lines[at + 1].startswith("  "), lines[at : at + 2]
+    return lines[at + 1].strip()
+
+
+def _run_as_printed(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=300, check=False,
+                          cwd=cwd, env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)})  # fmt: skip
+
+
+@pytest.mark.parametrize("long_path", [False, True], ids=["short-path", "long-path"])
+def test_demo_at_80_columns_in_a_fresh_shell(tmp_path: Path, long_path: bool) -> None:
     """The demo run at 80 columns (``COLUMNS=80``, through a pipe) keeps its tables within 80 columns
-    with every money cell whole, says "1 table (1 variant)", names every file it wrote, and its ``try:``
-    hint and its alerts hint run as printed in a fresh shell that has no virtualenv on its PATH."""
+    with every money cell whole, says "1 table (1 variant)", names every file it wrote, and the commands
+    it prints (replay, alerts, the back office's key and serve) run as printed in a fresh shell that has
+    no virtualenv on its PATH — also when the log's path is longer than the terminal is wide (each
+    command is on a line of its own, never wrapped inside)."""
     exe = Path(sys.executable).parent / "casino-ledger"
     assert exe.exists(), "the console script is installed in the venv"
-    done = subprocess.run([str(exe), "demo", "--seed", "5", "--tables", "1", "--coups", "4", "--db", "d.db"],
-                          capture_output=True, text=True, timeout=300, check=True, cwd=tmp_path,
+    cwd = tmp_path / ("a-very-long-directory-name-for-testing-clone-paths" * 2 if long_path else "")
+    cwd.mkdir(parents=True, exist_ok=True)
+    if long_path:  # the venv as a clone at a long path has it: the hints name this path, 130+ characters
+        (cwd / ".venv").symlink_to(Path(sys.executable).parent.parent, target_is_directory=True)
+        exe = cwd / ".venv" / "bin" / "casino-ledger"
+    db = "logs with spaces/d.db" if long_path else "d.db"
+    done = subprocess.run([str(exe), "demo", "--seed", "5", "--tables", "1", "--coups", "4", "--db", db],
+                          capture_output=True, text=True, timeout=300, check=True, cwd=cwd,
                           env={**ENV, "COLUMNS": "80", "PATH": "/usr/bin:/bin"})  # fmt: skip
     out = done.stdout
     assert "1 table (1 variant), 4 coups each" in out
@@ -265,22 +285,24 @@ def test_demo_at_80_columns_in_a_fresh_shell(tmp_path: Path) -> None:
     money_row = [line for line in table_part.splitlines() if line.strip().startswith("T01")][-1]
     figures = money_row.split()[-5:]
     assert all(re.fullmatch(r"-?\d{1,3}(,\d{3})*\.\d\d", f) for f in figures[:4]), money_row
-    wrote = next(line for line in out.splitlines() if line.startswith("wrote:"))
+    wrote = out[out.index("wrote:") :]
     for name in ("d.db", "d.db.keyring.json", "d.db.public-keyring.json"):
-        assert name in wrote and (tmp_path / name).exists()
-    hint = re.search(r"\(try: (.+)\)$", next(line for line in out.splitlines() if line.startswith("log:")))
-    assert hint is not None
-    again = subprocess.run(["/bin/sh", "-c", hint.group(1)], capture_output=True, text=True, timeout=300,
-                           check=False, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
+        assert name in wrote and (cwd / Path(db).parent / name).exists()
+    replay_cmd = _command_after(out, "replayed by:")
+    assert replay_cmd.endswith("replay --db " + shlex.quote(db)), replay_cmd
+    assert replay_cmd.startswith(str(exe)) and (len(replay_cmd) > 80) == long_path
+    again = _run_as_printed(replay_cmd, cwd)
     assert again.returncode == 0, again.stderr
     assert "verdict" in again.stdout
     # the alerts hint names this log (it once printed a placeholder, ``--db LOG``) and runs as printed
-    alerts = next(line for line in out.splitlines() if "each explained by:" in line)
-    command = alerts.split("each explained by:", 1)[1].strip()
-    assert command.endswith("alerts --db d.db"), alerts
-    explained = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=300,
-                               check=False, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
+    command = _command_after(out, "each explained by:")
+    assert command.endswith("alerts --db " + shlex.quote(db)), command
+    explained = _run_as_printed(command, cwd)
     assert explained.returncode == 0, explained.stderr
+    key_cmd = _command_after(out, "(make a key, then serve the log):")
+    made = _run_as_printed(key_cmd, cwd)
+    assert made.returncode == 0, made.stderr
+    assert (cwd / Path(db).parent / "d.db.keyring.json").exists()
 
 
 def test_report_to_a_file_says_where(

@@ -50,3 +50,29 @@ def test_the_runbook_lists_every_setting(field: str) -> None:
 def test_the_runbook_lists_every_metric(metric: str) -> None:
     """docs/operations.md names each metric family a worker exposes."""
     assert f"`{metric}`" in OPERATIONS
+
+
+README = (ROOT / "README.md").read_text()
+MADE_BY_THE_OPERATOR = ("deploy/secrets/",)
+"""Paths the docs tell an operator to create (git-ignored: secrets never go in the repository)."""
+
+
+def test_the_readme_is_a_guide_not_a_diary() -> None:
+    """The README stays a user's guide (about 200 lines at most); measurements and history live in
+    docs/performance.md and CHANGELOG.md, which exist."""
+    assert len(README.splitlines()) <= 200
+    assert (ROOT / "docs" / "performance.md").is_file() and (ROOT / "CHANGELOG.md").is_file()
+    guide = README.split("## Speed")[0]
+    assert not re.search(r"\b[0-9a-f]{7,40}\b", guide), "commit hashes belong in the changelog"
+
+
+@pytest.mark.parametrize("doc", [ROOT / "README.md", ROOT / "CHANGELOG.md", *DOCS], ids=lambda p: p.name)
+def test_every_path_a_doc_names_exists(doc: Path) -> None:
+    """Every relative link, and every repository path written in backticks (``services/…``, ``docs/…``,
+    ``tests/…``, ``bench/…``, ``deploy/…``, ``schemas/…``), names a file or folder that exists."""
+    text = doc.read_text()
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
+        assert (doc.parent / target).exists(), (doc.name, target)
+    for path in re.findall(r"`((?:services|docs|tests|bench|deploy|schemas)/[A-Za-z0-9_./-]*)`", text):
+        if not path.startswith(MADE_BY_THE_OPERATOR):
+            assert (ROOT / path.rstrip("/")).exists(), (doc.name, path)

@@ -1,5 +1,5 @@
 """Issue #10 (and #8's rules bullets): validated configurations, impossible cards, the stop card, the
-French club's bank, the chemin de fer levy in the odds, and ``settle`` with its README examples."""
+French club's bank, the chemin de fer levy in the odds, and ``settle`` with its examples in docs/games.md."""
 
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def test_the_roundings_a_table_may_name_are_those_that_exist() -> None:
 
 
 def test_the_readme_tables_are_the_declarations() -> None:
-    """The README's table of each variant's settings is generated from the code and equal to it."""
+    """docs/games.md's table of each variant's settings is generated from the code and equal to it."""
     text = readme.README.read_text(encoding="utf-8")
     assert readme.section(text, readme.SETTINGS_BEGIN, readme.SETTINGS_END) == readme.settings_markdown(), (
         "run `python -m services.app.readme`"
@@ -418,7 +418,7 @@ def test_the_chemin_de_fer_bank_edge_includes_the_levy() -> None:
 
 
 def readme_examples() -> list[tuple[str, str]]:
-    """Every ``settle`` example of the README: (input, printed answer)."""
+    """Every ``settle`` example of docs/games.md: (input, printed answer)."""
     text = readme.section(
         readme.README.read_text(encoding="utf-8"), readme.EXAMPLES_BEGIN, readme.EXAMPLES_END
     )
@@ -438,7 +438,7 @@ def test_the_readme_has_one_settle_example_per_game() -> None:
 def test_every_readme_settle_example_prints_what_the_readme_says(
     index: int, capsys: pytest.CaptureFixture[str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``casino-ledger settle`` prints, byte for byte, the answer the README shows — from ``--in FILE``
+    """``casino-ledger settle`` prints, byte for byte, the answer docs/games.md shows — from ``--in FILE``
     and from stdin."""
     given_input, printed = readme_examples()[index]
     path = tmp_path / "coup.json"

@@ -12,9 +12,10 @@ from tests.helpers.membus import MemBus
 TABLE = "T05-french-club"
 
 
-def test_a_bank_cover_is_neither_handle_nor_paid_and_leaves_the_house_result_unchanged() -> None:
-    """Handle and bets count only the wagers; the house result is every stake less every credit, less
-    what the covers themselves lost (the banker's money, not a wager's); the replay's table row agrees."""
+def test_a_bank_cover_is_neither_handle_nor_paid_and_the_win_is_what_the_house_kept() -> None:
+    """Handle and bets count only the wagers; the house's win is every stake less every credit, covers
+    included (what the covers gave up paid the bank's debts, not the house); the player-banker's share
+    is his payouts less his stakes and covers; the replay's table row agrees."""
     bus = MemBus()
     Session(bus, seed=5).run([TableSpec(TABLE, "french_club")], 12)
     accepted = [e.payload for e in bus.log if e.type == "BetAccepted" and e.key == TABLE]
@@ -29,10 +30,17 @@ def test_a_bank_cover_is_neither_handle_nor_paid_and_leaves_the_house_result_unc
     assert summary.bets == len(wagers)
     assert summary.handle_minor == sum(p["stake_minor"] for p in wagers)
     everything = sum(p["stake_minor"] for p in accepted) - sum(p["credit_minor"] for p in payouts)
-    assert summary.house_minor == everything - (cover_stake - cover_credit)
+    assert summary.win_minor == everything == 0  # french club: the text names no levy
+    assert summary.reserve_used_minor == cover_stake - cover_credit
+    banker = {p["account_id"] for p in accepted if p["spot"] == "bank"}
+    mine = [p for p in payouts if p["spot"] in ("bank", COVER_SPOT)]
+    assert {p["account_id"] for p in mine} <= banker
+    assert summary.bank_minor == sum(p["credit_minor"] - p["stake_minor"] for p in mine)
     row = next(t for t in replay(bus.log).to_dict()["tables"] if t["table_id"] == TABLE)
-    assert (row["bets"], row["handle_minor"], row["paid_minor"]) == (
+    assert (row["bets"], row["handle_minor"], row["paid_minor"], row["win_minor"], row["bank_minor"]) == (
         summary.bets,
         summary.handle_minor,
         summary.paid_minor,
+        summary.win_minor,
+        summary.bank_minor,
     )

@@ -8,8 +8,7 @@ from typing import Any
 
 from services.audit.processor import AuditState
 from services.audit.replay.scope import Scope
-from services.core import topics
-from services.core.baccarat.variants.french_club import COVER_SPOT
+from services.core import figures
 from services.core.envelope import Envelope
 from services.core.reasons import (
     FindingReason,
@@ -35,9 +34,9 @@ class Summaries:
         row = self.tables.get(table_id)
         if row is None:
             row = self.tables[table_id] = {
-                "table_id": table_id, "variant": None, "rules_version": None, "coups": 0, "bets": 0,
-                "refused": 0, "handle_minor": 0, "paid_minor": 0, "commission_minor": 0, "findings": 0,
-                "rounds_audited": 0, "table_digest": None, **self.table_meta.get(table_id, {}),
+                "table_id": table_id, "variant": None, "rules_version": None,
+                **dict.fromkeys(figures.COUNTERS, 0), "findings": 0, "rounds_audited": 0,
+                "table_digest": None, **self.table_meta.get(table_id, {}),
             }  # fmt: skip
         return row
 
@@ -66,21 +65,15 @@ class Summaries:
             self._meta(kind, table_id, env)
         if not everything and not self.scope.at(env.occurred_at):
             return
-        if kind == "BetAccepted" and p.get("spot") != COVER_SPOT:  # a bank's cover is a reserve, no wager
+        add = figures.of_record(env.topic, kind, p) if kind in figures.COUNTED else None
+        if add is not None:  # the figures' one definition (services.core.figures)
             row = self.table(table_id)
-            row["bets"] += 1
-            row["handle_minor"] += int(p["stake_minor"])
-        elif kind == "BetRefused":
-            self.table(table_id)["refused"] += 1
-        elif kind == "CardDealt":
+            for name, amount in add.counted():
+                row[name] += amount
+        if kind == "CardDealt":
             self.shoe(str(p["shoe_id"]), table_id)["cards_dealt"] += 1
         elif kind == "CoupResolved":
-            self.table(table_id)["coups"] += 1
             self.shoe(str(p["shoe_id"]), table_id)["coups"] += 1
-        elif kind == "PayoutIssued" and env.topic == topics.WALLET_REQUESTS and p.get("spot") != COVER_SPOT:
-            row = self.table(table_id)
-            row["paid_minor"] += int(p["credit_minor"])
-            row["commission_minor"] += int(p["commission_minor"])
         elif kind in ("ShoeOpened", "ShoeClosed"):
             self.shoe(str(p["shoe_id"]), table_id)
 
@@ -119,8 +112,9 @@ class Summaries:
     def finish(self, state: AuditState) -> None:
         """Money totals and each table's audited rounds and digest."""
         for table_id, row in self.tables.items():
-            row["house_minor"] = row["handle_minor"] - row["paid_minor"]
-            row["hold_bps"] = row["house_minor"] * 10_000 // row["handle_minor"] if row["handle_minor"] else 0
+            total = figures.Figures(*(row[name] for name in figures.COUNTERS))
+            row["win_minor"] = row["house_minor"] = total.win_minor  # house_minor: the name reports read
+            row["hold_bps"] = total.hold_bps
             row["rounds_audited"] = state.rounds_done.get(table_id, 0)
             digest = state.digests.get(table_id)
             row["table_digest"] = digest.value() if digest else None

@@ -49,7 +49,7 @@ async function tableCard(t) {
     api(`/v1/tables/${encodeURIComponent(t.table_id)}/rounds?limit=6`),
     api(`/v1/tables/${encodeURIComponent(t.table_id)}/roads`),
   ]);
-  const r = t.report || { coups: 0, bets: 0, handle_minor: 0, win_minor: 0, commission_minor: 0, hold_pct: 0 };
+  const r = t.report || { coups: 0, bets: 0, handle_minor: 0, win_minor: 0, commission_minor: 0, hold_pct: 0, bank_minor: 0 };
   const results = el("div", { class: "results" },
     el("div", {}, "coups", el("b", { "data-field": "coups" }, r.coups)),
     el("div", {}, "bets", el("b", {}, r.bets)),
@@ -57,6 +57,10 @@ async function tableCard(t) {
     el("div", {}, "win", el("b", { "data-field": "win" }, money(r.win_minor))),
     el("div", {}, "commission", el("b", {}, money(r.commission_minor))),
     el("div", {}, "hold", el("b", { "data-field": "hold" }, r.hold_pct.toFixed(2) + " %")));
+  if (r.bank_minor) {  // a player-banked table: the player-banker's share beside the house's win
+    results.append(el("div", { title: "what the players holding the bank won (or lost)" }, "bank",
+                      el("b", { "data-field": "bank" }, money(r.bank_minor))));
+  }
   const coups = el("ul", { class: "coups" });
   for (const c of rounds.rounds) {
     const hands = el("span", {});

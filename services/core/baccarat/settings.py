@@ -6,7 +6,7 @@ rule text or regulation it comes from. :func:`config_errors` checks what a table
 declarations *before* anything is built, and returns every problem as a precise sentence; nothing is
 coerced (``"3"`` is not ``3``, ``True`` is not ``1``). The engine refuses a configuration with errors
 (``DomainError(BAD_CONFIG)``); the dealer turns that into ``CommandRefused`` and never opens the table;
-the CLI prints one line and exits 2. The README's per-variant tables are generated from the same
+the CLI prints one line and exits 2. docs/games.md's per-variant tables are generated from the same
 declarations (:func:`settings_table`), and a test keeps them equal.
 """
 

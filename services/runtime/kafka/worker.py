@@ -948,8 +948,12 @@ def run_worker(name: str, settings: Settings, factory: ServiceFactory | None = N
 
 def worker_main(args: argparse.Namespace) -> int:
     """``casino-ledger worker NAME [--broker kafka://host:port]``."""
+    from services.runtime.kafka.preflight import preflight  # noqa: PLC0415
+
     broker = getattr(args, "broker", None)
-    run_worker(args.name, _settings_for(broker, None))
+    settings = _settings_for(broker, None)
+    preflight(settings)  # a missing data folder or a taken port: one line, exit 2 (not faust's traceback)
+    run_worker(args.name, settings)
 
 
 def create_topics_main(settings: Settings, spec_path: Path) -> int:
