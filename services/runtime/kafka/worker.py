@@ -164,7 +164,7 @@ from services.core.trust import SEALED_KEPT, PrincipalKey, Refusal, Sealed, veri
 from services.runtime import intake
 from services.runtime.compose import OBSERVERS, SERVICES, Composition
 from services.runtime.embedded import snapshot as snapshot_codec
-from services.runtime.failures import one_line
+from services.runtime.failures import BadInput, one_line
 from services.runtime.kafka import metrics
 from services.runtime.kafka import state as state_store
 from services.runtime.kafka.topic_io import (
@@ -1375,6 +1375,12 @@ def run_worker(name: str, settings: Settings, factory: ServiceFactory | None = N
     except KeyringError as exc:
         print(f"casino-ledger: error: {exc}", file=sys.stderr)  # noqa: T201
         raise SystemExit(2) from None
+    try:
+        Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(
+            f"cannot create the data directory {settings.data_dir} (CASINO_DATA_DIR): {exc.strerror or exc}"
+        ) from None
     configure(level=settings.log_level or None, fmt=settings.log_format)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -1424,6 +1430,19 @@ def create_topics_main(settings: Settings, spec_path: Path) -> int:
     return 0
 
 
+PACKAGED_TOPIC_SPEC = Path(__file__).with_name("topics.yaml")
+"""The topic spec the package ships (``schemas/topics.yaml`` as ``make schemas`` writes it)."""
+
+
+def topic_spec_path(settings: Settings) -> Path:
+    """``CASINO_TOPIC_SPEC`` where it names a file, else (its default, ``schemas/topics.yaml``, outside the
+    source tree) the copy the package ships."""
+    chosen = Path(settings.topic_spec)
+    if chosen.exists() or "topic_spec" in settings.model_fields_set:
+        return chosen
+    return PACKAGED_TOPIC_SPEC
+
+
 def topics_create_main(args: argparse.Namespace) -> int:
     """``casino-ledger topics create [--broker HOST:PORT] [--spec PATH]`` (the deploy's topic job)."""
     try:
@@ -1437,7 +1456,7 @@ def topics_create_main(args: argparse.Namespace) -> int:
     level = library.level
     library.setLevel(logging.CRITICAL)  # its connection errors: our one line says it
     try:
-        return create_topics_main(settings, Path(spec) if spec else settings.topic_spec)
+        return create_topics_main(settings, Path(spec) if spec else topic_spec_path(settings))
     finally:
         library.setLevel(level)
 
@@ -1455,7 +1474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = _settings_for(args.broker, None)
         if args.name == "create-topics":
-            return create_topics_main(settings, Path(args.spec) if args.spec else settings.topic_spec)
+            return create_topics_main(settings, Path(args.spec) if args.spec else topic_spec_path(settings))
         run_worker(args.name, settings, _import_factory(args.factory) if args.factory else None)
     except Exception as exc:  # the same one line as `casino-ledger worker` for what an operator can fix
         line = one_line(exc)
