@@ -215,6 +215,28 @@ def test_readiness_reads_the_shell_consumer_and_the_committed_offsets() -> None:
     assert shell_status(shell).assigned is False
 
 
+def test_with_a_state_store_a_partition_is_not_ready_until_restored(tmp_path: Any) -> None:
+    """A worker with a state store: a partition assigned but not restored yet has no lag (not ready,
+    whatever the group's committed offset says); once restored, its lag is the high watermark less the
+    next offset its state applies (the committed offset does not count: the state is behind it)."""
+    from services.runtime.kafka.state import LocalStore  # noqa: PLC0415
+
+    consumer = FakeConsumer([], highwaters={TP0: 5, TP1: 3})
+    shell = _shell(consumer)
+    shell.store = LocalStore(tmp_path / "store")
+    shell.assigned = True
+    shell.committed = {TP0: 5, TP1: 3}
+    status = shell_status(shell)
+    assert dict(status.lag) == {(topics.WALLET_REQUESTS, 0): None, (topics.WALLET_REQUESTS, 1): None}
+    assert not status.ready(100)
+    shell.restored = {TP0, TP1}
+    shell.pipes[0].next_offset.update({(topics.WALLET_REQUESTS, 0): 2, (topics.WALLET_REQUESTS, 1): 3})
+    status = shell_status(shell)
+    assert dict(status.lag) == {(topics.WALLET_REQUESTS, 0): 3, (topics.WALLET_REQUESTS, 1): 0}
+    assert not status.ready(2) and status.ready(3)
+    shell.store.close()
+
+
 async def test_an_error_outside_a_batch_ends_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """A loop that fails (here: its consumer cannot start) exits with EXIT_CRASH instead of leaving a
     live worker that consumes nothing."""
