@@ -825,6 +825,8 @@ class Shell:
             if self._landing is not None:  # a stop: let the last batch land (its commit may fail)
                 with contextlib.suppress(Exception):
                     await self._landing
+            with contextlib.suppress(Exception):  # and snapshot: the next start replays nothing
+                await self._snapshot_idle(stopping=True)
             await self.consumer.stop()
             await self.producer.stop()
             await self.close()
@@ -872,15 +874,16 @@ class Shell:
                     f"the log of {where} ends at {highwater}, below the offset {applied} the state applied"
                 ))  # fmt: skip
 
-    async def _snapshot_idle(self) -> None:
+    async def _snapshot_idle(self, *, stopping: bool = False) -> None:
         """With nothing fetched and nothing in flight, snapshot every scope with records applied since
-        its last snapshot once the interval has passed (its state is then the committed one)."""
+        its last snapshot once the interval has passed (``stopping``: at once); its state is then the
+        committed one."""
         if self.store is None:
             return
         async with self._one_at_a_time:
             if any(self.committed.get(tp) != self._next_of(tp) for tp in self.owned or ()):
                 return  # a commit refused by a rebalance: the state is ahead of the group
-            due = self.due_snapshots()
+            due = self.due_snapshots(idle=stopping)
             if due:
                 await self.write_snapshots(due)
 
