@@ -701,8 +701,8 @@ class Shell:
         return added
 
     async def confirm(self) -> int:
-        """Hand every output added to the producer and wait for every acknowledgement; each id confirmed
-        joins the output index. Returns how many were confirmed."""
+        """Hand every output added to the producer and wait for every acknowledgement. Returns how many
+        were confirmed."""
         return await self.confirmed(await self.outbox.flush())
 
     async def confirmed(self, shipped: Shipped, *, note: bool = False) -> int:
@@ -1291,6 +1291,9 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         landing = self.shell._landing  # the batches in flight commit before the partitions go, if they
         if landing is not None:  # can: the next owner then re-reads fewer records
             await asyncio.wait({landing}, timeout=self.shell.settings.rebalance_timeout_s / 2)
+        if self.shell.owned is not None:  # a batch fetched before is not handled: its partitions' next
+            self.shell.owned = set()  # owner may have read back the outputs written so far already
+        self.shell.restored = set()
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         shell = self.shell
