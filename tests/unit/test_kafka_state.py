@@ -156,3 +156,18 @@ def test_a_chained_record_at_or_below_the_last_seq_is_a_duplicate_even_on_a_fres
     assert dict(second.states[0].inner) == {"acct-1": 2}
     second.apply(topics.WALLET_EVENTS, 0, 8, records[2].to_json())
     assert dict(second.states[0].inner) == {"acct-1": 3}
+
+
+def test_one_store_used_with_two_topic_prefixes_keeps_them_apart(tmp_path: Path) -> None:
+    """Two pipelines (topic prefixes) on one data directory: one's snapshot and ids are not the other's."""
+    store = state_store.LocalStore(tmp_path / "s")
+    first = Pipe(Toy(), Settings(topic_prefix="a."), store=store)
+    second = Pipe(Toy(), Settings(topic_prefix="b."), store=store)
+    first.apply(topics.WALLET_REQUESTS, 0, 0, add("acct-1", 0, 3).to_json())
+    ids = first.states[0].applied
+    assert isinstance(ids, state_store.StoredIds)
+    store.save(first.stored_as, 0, 0, b"{}", ids.take())
+    assert store.snapshot(first.stored_as, 0) is not None and store.snapshot(second.stored_as, 0) is None
+    assert "req-acct-1-0" in first.state_of(0).applied
+    assert "req-acct-1-0" not in second.state_of(0).applied
+    store.close()

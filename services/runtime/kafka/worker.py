@@ -450,6 +450,9 @@ class Pipe:
         stage_name = getattr(processor, "stage_name", None)
         self.stage: str = stage_name() if callable(stage_name) else processor.name
         self.by_seq = processor.validates_inputs
+        self.stored_as = f"{settings.topic_prefix}{self.stage}"
+        """The stage's name in the local store: with the topic prefix, so that one data directory used
+        with two prefixes (two pipelines on one broker) never takes one's snapshots for the other's."""
         self.complete = True
         """A multi-input pipe: whether the worker holds every input partition (else its state covers
         only some and is never snapshotted)."""
@@ -462,7 +465,7 @@ class Pipe:
         """An initial state for ``scope``, its applied ids kept in the store (a set without one)."""
         fresh = initial_state(self.processor)
         if self.store is not None:
-            fresh.applied = state_store.StoredIds(self.store, self.stage, scope)
+            fresh.applied = state_store.StoredIds(self.store, self.stored_as, scope)
         return fresh
 
     def state_of(self, scope: int) -> ProcessorState[Any]:
@@ -1087,7 +1090,7 @@ class Shell:
             try:
                 sent = await self.producer.send(topic, blob, key=key, partition=max(due.scope, 0))
                 meta = await sent
-                self.store.save(stage, due.scope, meta.offset, blob, due.ids)
+                self.store.save(due.pipe.stored_as, due.scope, meta.offset, blob, due.ids)
             except Exception as exc:
                 _log().warning("snapshot_failed", stage=stage, scope=due.scope, error=repr(exc))
                 continue
@@ -1135,7 +1138,7 @@ class Shell:
             return None
         stage = pipe.stage
         topic = self.settings.topic(state_store.changelog_topic(stage))
-        local = self.store.snapshot(stage, scope)
+        local = self.store.snapshot(pipe.stored_as, scope)
         latest = await self.latest_snapshot(TopicPartition(topic, max(scope, 0)))
         if local is not None and (latest is None or local[0] > latest[0]):
             raise state_store.StateLost(
@@ -1159,7 +1162,7 @@ class Shell:
             _log().warning("snapshot_ignored", stage=stage, scope=scope, why=str(exc))
             return None
         if source == "changelog":
-            self.store.save(stage, scope, offset, blob)
+            self.store.save(pipe.stored_as, scope, offset, blob)
         offsets = {f"{t}[{p}]": o for (t, p), o in snap.offsets.items()}
         _log().info("state_restored", stage=stage, scope=scope, source=source, changelog_offset=offset,
                     offsets=offsets, bytes=len(blob))  # fmt: skip
