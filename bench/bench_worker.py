@@ -315,8 +315,7 @@ def agent_main() -> None:
     metrics.serve(app, shell)
 
     async def on_assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
-        shell.index.stale = True
-        shell.assigned = True
+        shell.assigned = True  # no state store here: nothing to restore
 
     app.on_partitions_assigned.connect(on_assigned)
     (pipe,) = shell.pipes

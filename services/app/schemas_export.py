@@ -163,6 +163,10 @@ def readme() -> str:
     return README_HEAD + "\n" + "\n".join(rows) + "\n"
 
 
+PACKAGED_TOPICS = Path(__file__).resolve().parents[1] / "runtime" / "kafka" / "topics.yaml"
+"""``schemas/topics.yaml`` as the package ships it (package data of ``services.runtime.kafka``)."""
+
+
 def render() -> dict[str, str]:
     """Every generated file of ``schemas/``, by file name, as text."""
     files = {"Envelope.json": _json(schema_of(Envelope))}
@@ -186,6 +190,9 @@ def export(out: Path = SCHEMAS_DIR) -> list[Path]:
         path = out / name
         path.write_text(text, encoding="utf-8")
         written.append(path)
+    if out == SCHEMAS_DIR:  # the copy the package ships, for `topics create` outside the source tree
+        PACKAGED_TOPICS.write_text(files["topics.yaml"], encoding="utf-8")
+        written.append(PACKAGED_TOPICS)
     return written
 
 

@@ -52,6 +52,18 @@ class Settings(BaseSettings):
         default=None, description="CA bundle for SSL / SASL_SSL; system CAs if unset"
     )
     data_dir: Path = Field(default=Path("var/faust"), description="faust's working data (writable)")
+    state_snapshot_records: int = Field(
+        default=2000,
+        ge=1,
+        le=10_000_000,
+        description="a Kafka worker snapshots a partition's state after this many records applied",
+    )
+    state_snapshot_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=86_400,
+        description="a Kafka worker snapshots a partition's state at least this often while records come",
+    )
     db_path: Path = Field(default=Path("var/casino.db"), description="the embedded runtime's SQLite log")
     sqlite_synchronous: Literal["NORMAL", "FULL"] = Field(
         default="NORMAL",

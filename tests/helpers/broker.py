@@ -35,9 +35,10 @@ def _accepts(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def tansu(log_path: Path) -> Iterator[str]:
-    """Start Tansu on a free port, wait until it accepts connections, yield ``127.0.0.1:PORT``, stop it."""
-    port = free_port()
+def tansu(log_path: Path, port: int | None = None) -> Iterator[str]:
+    """Start Tansu on ``port`` (default: a free one), wait until it accepts connections, yield
+    ``127.0.0.1:PORT``, stop it."""
+    port = free_port() if port is None else port
     url = f"tcp://127.0.0.1:{port}"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(

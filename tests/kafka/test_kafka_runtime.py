@@ -35,8 +35,9 @@ from services.runtime.kafka.topic_io import (
     produce,
     read_range,
 )
-from services.runtime.kafka.worker import ensure_topics
+from services.runtime.kafka.worker import EXIT_LOST, ensure_topics
 from services.runtime.settings import Settings
+from tests.helpers.broker import free_port, tansu
 from tests.kafka.toy import Toy, add
 
 pytestmark = pytest.mark.kafka
@@ -252,7 +253,7 @@ async def test_sigkilled_worker_restarts_without_missing_or_duplicate_outputs(
     ids = [json.loads(r.value or b"")["event_id"] for r in written]
     assert len(ids) == len(set(ids))
     assert by_key(written) == expected
-    assert "catch_up" in log.read_text()
+    assert '"event": "state_restored"' in log.read_text()  # a restart starts from a snapshot
 
 
 async def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_killed(
@@ -330,3 +331,35 @@ def test_a_reader_stops_fetching_once_a_read_is_done(kafka_broker: str) -> None:
     assert after_ends and after_ends <= tps  # real_ends assigns the partitions that have records
     assert after_read == tps
     assert first == again == len(sent)
+
+
+async def test_a_broker_that_comes_back_empty_stops_the_worker_with_a_clear_line(tmp_path: Path) -> None:
+    """The broker (memory-only) restarted empty on the same port while a worker runs: the worker does
+    not carry on below the offsets its state holds (deposits would be skipped without a word); it
+    writes one ``log_lost`` line and exits non-zero (74)."""
+    port = free_port()
+    log = tmp_path / "worker.log"
+    inputs = deposits(0, 400)
+    with tansu(tmp_path / "first-broker.log", port=port) as bootstrap:
+        settings = settings_for(bootstrap)
+        await ensure_topics(settings, list(topics.ALL_TOPICS))
+        await aproduce(settings, inputs[:300])
+        total = sum(len(v) for v in reference(inputs[:300]).values())
+        worker = start_worker(settings, log, extra_env={"CASINO_STATE_SNAPSHOT_RECORDS": "20"})
+        try:
+            await wait_until(settings, lambda rs: len(rs) >= total, "all outputs")
+        except BaseException:
+            stop(worker, signal.SIGKILL)
+            raise
+    try:
+        with tansu(tmp_path / "second-broker.log", port=port):
+            await ensure_topics(settings, list(topics.ALL_TOPICS))
+            await aproduce(settings, inputs[300:])
+            status = await asyncio.get_running_loop().run_in_executor(None, worker.wait, 120)
+    finally:
+        if worker.poll() is None:
+            stop(worker, signal.SIGKILL)
+    text = log.read_text()
+    assert status == EXIT_LOST, text[-3000:]
+    lost = [json.loads(line) for line in text.splitlines() if '"log_lost"' in line]
+    assert len(lost) == 1 and lost[0]["level"] == "critical", text[-3000:]

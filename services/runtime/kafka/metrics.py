@@ -133,7 +133,18 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "casino_assigned_partitions": ("gauge", "Input partitions assigned to this worker", ("service",)),
     "casino_ready": ("gauge", "1 when /readyz answers 200 (assigned and caught up)", ("service",)),
     "casino_output_index_ids": (
-        "gauge", "Event ids in the worker's output index (memory grows with the history)", ("service",),
+        "gauge", "Event ids of outputs written since the snapshots the last restore started from",
+        ("service",),
+    ),
+    "casino_state_snapshots_total": (
+        "counter", "State snapshots written to the changelog and the local store", ("service",),
+    ),
+    "casino_state_snapshot_bytes_total": (
+        "counter", "Bytes of the state snapshots written", ("service",),
+    ),
+    "casino_log_lost_total": (
+        "counter", "Times the worker found the log lost what its state says was applied (it then exits)",
+        ("service",),
     ),
 }  # fmt: skip
 
@@ -246,6 +257,15 @@ class WorkerMetrics:
         m["casino_batch_duration_seconds"].labels(s, processor).observe(seconds)
         tally.clear()
 
+    def snapshot(self, size: int) -> None:
+        """Count one state snapshot written, of ``size`` bytes."""
+        self._m["casino_state_snapshots_total"].labels(self.service).inc()
+        self._m["casino_state_snapshot_bytes_total"].labels(self.service).inc(size)
+
+    def lost(self) -> None:
+        """Count a lost log (the worker exits next)."""
+        self._m["casino_log_lost_total"].labels(self.service).inc()
+
     def _watched(self, envelopes: Iterable[Envelope]) -> None:
         counts: Counter[tuple[str, ...]] = Counter()
         for env in envelopes:
@@ -326,8 +346,9 @@ _SCRAPED = (
 def shell_status(shell: Any) -> Status:
     """Assignment and lag of a :class:`services.runtime.kafka.worker.Shell`'s input partitions.
 
-    Handled = the larger of the next offset a pipe will apply and the group's committed offset (a
-    partition with nothing new since the assignment has handled up to its committed offset); the high
+    A worker with a state store (:mod:`services.runtime.kafka.state`): a partition not restored since the
+    assignment has no lag known (not ready); handled = the next offset its state will apply. Without
+    one: the larger of that and the group's committed offset. The high
     watermark is the one the consumer learnt from its last fetch. Reads only what the consumer already
     holds: no broker call, safe to run on every scrape.
     """
@@ -339,6 +360,7 @@ def shell_status(shell: Any) -> Status:
     except Exception:  # the consumer is not started yet, or is stopping
         return Status(False, {})
     committed: Mapping[Any, int | None] = shell.committed
+    restored = shell.restored if getattr(shell, "store", None) is not None else None
     inputs = {shell.settings.topic(t): pipe for pipe in shell.pipes for t in pipe.processor.inputs}
     lag: dict[tuple[str, int], int | None] = {}
     for tp in assignment:
@@ -350,7 +372,12 @@ def shell_status(shell: Any) -> Status:
             highwater = consumer.highwater(tp)
         except Exception:
             highwater = None
-        done = max(pipe.next_offset.get((logical, tp.partition), 0), committed.get(tp) or 0)
+        if restored is not None and tp not in restored:
+            lag[(logical, tp.partition)] = None  # not restored yet: not ready, whatever the offsets say
+            continue
+        done = pipe.next_offset.get((logical, tp.partition), 0)
+        if restored is None:
+            done = max(done, committed.get(tp) or 0)
         lag[(logical, tp.partition)] = None if highwater is None else max(0, highwater - done)
     return Status(True, lag)
 

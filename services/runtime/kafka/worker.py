@@ -22,37 +22,41 @@ the input's offset; the line per record (``record``: topic, partition, offset, t
 is DEBUG (docs/operations.md, "Logs"; measured below).
 
 **State and restarts, without transactions.** Kafka delivers at least once and the test broker has no
-transactions, so correctness rests on determinism and event ids (docs/architecture.md, "Principles"):
+transactions, so correctness rests on determinism, event ids and a state store per input partition
+(:mod:`services.runtime.kafka.state`, docs/adr/0001-kafka-state-store.md):
 
-* *Output index.* The worker knows the ``event_id`` of every record its service's producers have
-  written (``producer`` field), read from the output topics. On start and after every partition
-  assignment (a rebalance, another worker's crash) it reads them again from where it stopped up to the
-  current end offsets, before it handles the next record. An output whose id is in the index is never
-  sent again.
-* *Catch-up per partition.* The processor state lives in memory, with the next offset it has applied
-  from each input partition. When a record arrives at an offset above that (a fresh worker: the group's
-  committed offset; after a rebalance: where the previous owner stopped), the worker first reads that
-  partition from its own position up to the record with a plain aiokafka consumer and applies every
-  record through the same ``step``, sending only outputs missing from the index (normally none: a
-  committed offset means its outputs were written). A record below that offset was applied and sent by
-  this worker already and is skipped.
-* *Re-deliveries.* After a crash the group re-delivers from the last committed offset. ``step`` is
-  deterministic with derived ids, so those records re-derive byte-identical outputs, the ones already on
-  the topic are in the index and skipped, the rest are sent: no loss, no duplicate, same order per key.
+* *Snapshots.* Each pipe keeps its state per scope (an input partition; every partition for a
+  multi-input processor) with the next offset applied and the last ``seq`` applied per chained input
+  stream. A scope is snapshotted (as data, the project's codec) every ``CASINO_STATE_SNAPSHOT_RECORDS``
+  records or ``CASINO_STATE_SNAPSHOT_INTERVAL_S`` seconds, after its batch's commit, to the stage's
+  compacted changelog topic and then to a local RocksDB store with the changelog offset it got; the ids
+  applied go to the local store with their snapshot, never ahead of it.
+* *Restore.* On every assignment (a start, a rebalance, another worker's crash), before any record of
+  it is handled, each scope is restored from the local store when its snapshot is the changelog's
+  latest, else from the changelog, and each partition is sought to its snapshot's offset. The outputs
+  written since the snapshots (their output positions: every output of a later record lies after them)
+  are read back into the :class:`OutputIndex`: the records after a snapshot are applied again and their
+  outputs already on the log are not sent twice. A scope with no snapshot starts from its partition's
+  beginning (and the index from the output topics' beginnings: a first start on an old log).
+* *Re-deliveries.* ``step`` is deterministic with derived ids, so re-applied records re-derive
+  byte-identical outputs: the ones already on the topic are in the index and skipped, the rest are
+  sent: no loss, no duplicate, same order per key. A chained record at or below its stream's last
+  ``seq`` is a duplicate and changes nothing.
+* *A lost log is loud.* A state or committed offset past a partition's end, a log start past the
+  state, a local snapshot ahead of the changelog, or a high watermark below the state's offset (a
+  broker that came back empty): one ``log_lost`` line, ``casino_log_lost_total``, exit :data:`EXIT_LOST`.
 * *Fail fast.* Any error while handling a record ends the process (exit status 70) instead of carrying
   on with an in-memory state that may be ahead of what was sent; the restart path is the tested path.
-  A commit refused because a rebalance took the partitions is not an error: their next owner re-reads
-  those records and finds their outputs in its index.
+  A commit refused because a rebalance took the partitions is not an error: their next owner restores
+  them and finds the outputs in its index.
 
-Cost: a worker start (and a rebalance that moves a partition) re-reads that partition's history and the
-service's output topics from the beginning; memory holds the state, the applied ids and the output ids
-(a few tens of bytes per event). Topics therefore keep their records forever (``retention.ms=-1``, which
-the records must anyway: docs/event-contract.md, "Retention") and are never compacted. Limits: the state
-a record reads must belong to its partition's keys (true of the reference processors, which key by table
-or account); a multi-input processor (audit) re-applies its inputs partition by partition, so only its
-verdicts, not the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker
-(alive but out of the group) can still write a duplicate, which every consumer drops by ``event_id``.
-The worker sends without transactions (the test broker has none); correctness does not depend on them.
+Limits: the state a record reads must belong to its partition's keys (true of the reference
+processors, which key by table or account); a multi-input processor (audit, monitor) is snapshotted
+only while one worker holds all its input partitions (one replica) and re-applies its inputs partition
+by partition, so only its verdicts, not the interleaving of its outputs, are guaranteed equal after a
+restart; a zombie worker (alive but out of the group) can still write a duplicate, which every consumer
+drops by ``event_id`` or ``seq``. Topics keep their records forever (``retention.ms=-1``:
+docs/event-contract.md, "Retention"); only the changelogs are compacted.
 
 **Faust agent or a plain aiokafka loop (measured, issue #16).** Until issue #16 each processor was a
 faust agent (``stream.take_events``, sends through faust's producer, faust acking and committing).
@@ -146,7 +150,11 @@ import yaml  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
 from aiokafka.abc import ConsumerRebalanceListener  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
-from aiokafka.errors import CommitFailedError, KafkaError  # type: ignore[import-untyped]
+from aiokafka.errors import (  # type: ignore[import-untyped]
+    CommitFailedError,
+    KafkaError,
+    OffsetOutOfRangeError,
+)
 from faust.app.base import BootStrategy
 
 from services.core import topics
@@ -155,14 +163,15 @@ from services.core.processor import Processor, ProcessorState, initial_state, st
 from services.core.trust import SEALED_KEPT, PrincipalKey, Refusal, Sealed, verify
 from services.runtime import intake
 from services.runtime.compose import OBSERVERS, SERVICES, Composition
-from services.runtime.failures import one_line
+from services.runtime.embedded import snapshot as snapshot_codec
+from services.runtime.failures import BadInput, one_line
 from services.runtime.kafka import metrics
+from services.runtime.kafka import state as state_store
 from services.runtime.kafka.topic_io import (
     BATCH_BYTES,
     Outbox,
     _settings_for,
     new_consumer,
-    partitions_of,
     probe,
     read_range,
 )
@@ -181,6 +190,10 @@ the wait after a record arrives, so the demo and tests set a short one (10 ms:
 
 EXIT_CRASH = 70
 """Exit status of a worker that stopped on an error while handling a record (EX_SOFTWARE)."""
+
+EXIT_LOST = 74
+"""Exit status of a worker whose log lost what its state says was applied (EX_IOERR): a broker that
+came back empty, a topic recreated, a log start past the state (:class:`state_store.StateLost`)."""
 
 RETENTION_FOREVER_MS = -1
 """``retention.ms`` of every topic: game and account records are kept for years (docs/architecture.md)."""
@@ -209,11 +222,13 @@ def _log() -> Any:
 
 @dataclass(frozen=True, slots=True)
 class TopicSpec:
-    """One topic to create: logical name, partitions (None: the settings'), ``retention.ms``."""
+    """One topic to create: logical name, partitions (None: the settings'), ``retention.ms``, compacted
+    (a changelog: only each key's last record must stay)."""
 
     name: str
     partitions: int | None = None
     retention_ms: int = RETENTION_FOREVER_MS
+    compact: bool = False
 
 
 def _retention_ms(value: object) -> int:
@@ -264,11 +279,7 @@ async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec | str]) ->
                 settings.topic(name),
                 (spec.partitions if isinstance(spec, TopicSpec) else None) or settings.partitions,
                 settings.replication_factor,
-                topic_configs={
-                    "retention.ms": str(
-                        spec.retention_ms if isinstance(spec, TopicSpec) else RETENTION_FOREVER_MS
-                    )
-                },
+                topic_configs=_topic_configs(spec),
             )
             for name, spec in sorted(wanted.items())
             if settings.topic(name) not in existing
@@ -283,6 +294,15 @@ async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec | str]) ->
     finally:
         await admin.close()
     return [t.name for t in new]
+
+
+def _topic_configs(spec: TopicSpec | str) -> dict[str, str]:
+    if not isinstance(spec, TopicSpec):
+        return {"retention.ms": str(RETENTION_FOREVER_MS)}
+    configs = {"retention.ms": str(spec.retention_ms)}
+    if spec.compact:
+        configs["cleanup.policy"] = "compact"
+    return configs
 
 
 def service_topics(processors: Sequence[Processor[Any]]) -> list[str]:
@@ -305,7 +325,10 @@ def _outputs_of(processor: Processor[Any]) -> tuple[str, ...]:
 
 @dataclass(slots=True)
 class OutputIndex:
-    """Event ids written by the service's producers, read incrementally from its output topics."""
+    """Event ids written by the service's producers since the snapshots a restore started from: the
+    tail of the output topics after each snapshot's output positions (:mod:`state_store`), read once per
+    assignment (:meth:`Shell.restore`), bounded by what was written since the last snapshots, never
+    whole topics."""
 
     producers: frozenset[str]
     logical_topics: tuple[str, ...]
@@ -314,23 +337,22 @@ class OutputIndex:
     (a forgery written under the id the service is about to derive must not make it skip the real
     output: docs/trust.md)."""
     ids: set[str] = field(default_factory=set)
-    positions: dict[TopicPartition, int] = field(default_factory=dict)
-    stale: bool = True
 
-    async def refresh(self, settings: Settings, consumer: AIOKafkaConsumer) -> int:
-        """Read every output topic from where the last refresh stopped to its end; returns ids added."""
-        tps = await partitions_of(consumer, [settings.topic(t) for t in self.logical_topics])
-        ends = await consumer.end_offsets(tps) if tps else {}
-        read, reached = await read_range(consumer, self.positions, ends, to_end=True)
-        before = len(self.ids)
+    async def read_tail(
+        self,
+        consumer: AIOKafkaConsumer,
+        starts: Mapping[TopicPartition, int],
+        ends: Mapping[TopicPartition, int],
+    ) -> dict[TopicPartition, int]:
+        """Replace the ids by those of the records from ``starts`` to the real ends; returns the ends."""
+        read, reached = await read_range(consumer, starts, ends, to_end=True)
+        self.ids = set()
         for msgs in read.values():
             for m in msgs:
                 event_id, producer = intake.identity_of(m.value)
                 if event_id is not None and producer in self.producers and self._ours(m.value):
                     self.ids.add(event_id)
-        self.positions.update(reached)
-        self.stale = False
-        return len(self.ids) - before
+        return reached
 
     def _ours(self, raw: bytes | None) -> bool:
         """Whether ``raw`` is authenticated by one of the service's own keys (always, without keys)."""
@@ -394,29 +416,109 @@ class OwnOutputs:
 
 
 class Pipe:
-    """One processor inside a worker: its state and the next offset applied per input partition."""
+    """One processor inside a worker: its state per scope (:mod:`services.runtime.kafka.state`: an input
+    partition, or every input partition of a multi-input processor) and the next offset applied per
+    input partition."""
 
-    def __init__(self, processor: Processor[Any], settings: Settings, own: OwnOutputs | None = None) -> None:
+    def __init__(
+        self,
+        processor: Processor[Any],
+        settings: Settings,
+        own: OwnOutputs | None = None,
+        store: state_store.LocalStore | None = None,
+    ) -> None:
         self.processor = processor
         self.settings = settings
         self.own = own if processor.validates_inputs else None
         """The worker's own outputs, read back without decoding (:class:`OwnOutputs`); ``None``: none, and
         never for a processor that judges its inputs' bytes itself (audit decodes every record)."""
-        self.state: ProcessorState[Any] = initial_state(processor)
+        self.store = store
+        self.whole = len(processor.inputs) > 1
+        """A multi-input processor (audit, monitor) keeps one state over every input partition."""
+        self.states: dict[int, ProcessorState[Any]] = {}
+        self.seqs: dict[int, dict[tuple[str, str], int]] = {}
+        """Per scope, the last ``seq`` applied per chained input stream: a record at or below it is a
+        duplicate (never for audit, which reports duplicates itself)."""
+        self.since: dict[int, int] = {}
+        """Per scope, records applied since its last snapshot."""
+        self.snapped_at: dict[int, float] = {}
         self.next_offset: dict[tuple[str, int], int] = {}
+        self.current = state_store.WHOLE if self.whole else 0
+        """The scope of the record last applied (:attr:`state`)."""
         self.record: Envelope | None = None
         self.reason: str | None = None
         stage_name = getattr(processor, "stage_name", None)
         self.stage: str = stage_name() if callable(stage_name) else processor.name
+        self.by_seq = processor.validates_inputs
+        self.stored_as = f"{settings.topic_prefix}{self.stage}"
+        """The stage's name in the local store: with the topic prefix, so that one data directory used
+        with two prefixes (two pipelines on one broker) never takes one's snapshots for the other's."""
+        self.complete = True
+        """A multi-input pipe: whether the worker holds every input partition (else its state covers
+        only some and is never snapshotted)."""
+
+    def scope(self, partition: int) -> int:
+        """The scope a record of input partition ``partition`` belongs to."""
+        return state_store.WHOLE if self.whole else partition
+
+    def fresh(self, scope: int) -> ProcessorState[Any]:
+        """An initial state for ``scope``, its applied ids kept in the store (a set without one)."""
+        fresh = initial_state(self.processor)
+        if self.store is not None:
+            fresh.applied = state_store.StoredIds(self.store, self.stored_as, scope)
+        return fresh
+
+    def state_of(self, scope: int) -> ProcessorState[Any]:
+        """The state of ``scope`` (a fresh one the first time)."""
+        found = self.states.get(scope)
+        if found is None:
+            found = self.states[scope] = self.fresh(scope)
+        return found
+
+    @property
+    def state(self) -> ProcessorState[Any]:
+        """The state of the scope of the record last applied (partition 0's before any)."""
+        return self.state_of(self.current)
+
+    @state.setter
+    def state(self, value: ProcessorState[Any]) -> None:
+        self.states[self.current] = value
+
+    def install(self, scope: int, snap: state_store.Snapshot | None) -> None:
+        """Start ``scope`` from ``snap`` (from scratch when ``None``)."""
+        fresh = self.fresh(scope)
+        if snap is not None:
+            snap.state.applied = fresh.applied
+            fresh = snap.state
+            self.next_offset.update(snap.offsets)
+        self.states[scope] = fresh
+        self.seqs[scope] = dict(snap.seqs) if snap is not None else {}
+        self.since[scope] = 0
+
+    def forget(self) -> None:
+        """Drop every scope (a new assignment restores them)."""
+        self.states.clear()
+        self.seqs.clear()
+        self.since.clear()
+        self.next_offset.clear()
+
+    def offsets_of(self, scope: int) -> dict[tuple[str, int], int]:
+        """The next input offset of each partition ``scope`` covers."""
+        if scope == state_store.WHOLE:
+            return dict(self.next_offset)
+        return {tp: o for tp, o in self.next_offset.items() if tp[1] == scope}
 
     def apply(self, topic: str, partition: int, offset: int, value: bytes | None) -> list[Output]:
         """Decode and step one record of a logical topic (one of the worker's own outputs is the envelope
         it sealed, not decoded again: :class:`OwnOutputs`); undecodable bytes give one dead letter. Each
         output comes with its record's bytes (:func:`~services.core.processor.step_encoded`: made from
-        the JSON its hash was taken over, not serialised a second time).
+        the JSON its hash was taken over, not serialised a second time). A record of a chained stream
+        at or below the last ``seq`` applied from it is a duplicate: no outputs.
 
         ``record`` then holds the envelope (None when undecodable, ``reason`` saying why): what the
         record's log lines name (:meth:`facts`)."""
+        self.current = scope = self.scope(partition)
+        state = self.state_of(scope)
         try:
             own = self.own.take(value, topic) if self.own is not None else None
             record = own if own is not None else intake.decode(value, topic)
@@ -426,8 +528,21 @@ class Pipe:
             dead = intake.dead_letter_of(self.processor, exc, topic, position)
             return [(dead, intake.encode(dead))]
         self.record, self.reason = record, None
+        self.since[scope] = self.since.get(scope, 0) + 1
         sealed = self.own.sealed if self.own is not None else None
-        return step_encoded(self.processor, self.state, record, value, sealed)
+        seq = record.seq
+        if seq is None or not self.by_seq:
+            return step_encoded(self.processor, state, record, value, sealed)
+        seqs = self.seqs.setdefault(scope, {})
+        stream = (topic, record.key)
+        last = seqs.get(stream)
+        if last is not None and seq <= last:
+            return []
+        applied = state.records
+        out = step_encoded(self.processor, state, record, value, sealed)
+        if state.records > applied:
+            seqs[stream] = seq
+        return out
 
     @property
     def type(self) -> str | None:
@@ -483,24 +598,52 @@ Shipped = list[tuple[list[str], "asyncio.Future[Any]"]]
 
 
 @dataclass(frozen=True, slots=True)
+class Due:
+    """A snapshot taken when a batch was handled (the state's data, copied), written once the batch's
+    commit lands (:meth:`Shell.write_snapshots`), with the ids applied since the scope's last one."""
+
+    pipe: Pipe
+    scope: int
+    data: dict[str, Any]
+    ids: set[str]
+
+
+@dataclass(frozen=True, slots=True)
 class Shipment:
-    """A handled batch whose outputs are on their way: their acknowledgements, and the offsets to
-    commit once they are all in."""
+    """A handled batch whose outputs are on their way: their acknowledgements, the offsets to commit
+    once they are all in, and the snapshots to write after the commit."""
 
     acks: Shipped
     offsets: dict[TopicPartition, int]
+    snapshots: list[Due] = field(default_factory=list)
 
 
 class Shell:
     """The I/O around the pipes of one worker: the output index, the catch-up reader, the sends."""
 
     def __init__(
-        self, app: faust.App, settings: Settings, processors: Sequence[Processor[Any]], service: str = ""
+        self,
+        app: faust.App,
+        settings: Settings,
+        processors: Sequence[Processor[Any]],
+        service: str = "",
+        store: state_store.LocalStore | None = None,
     ) -> None:
         self.app = app
         self.settings = settings
+        self.store = store
+        """The local state store; ``None``: state in memory only, nothing restored (unit tests)."""
         self.own = OwnOutputs(t for p in processors for t in p.inputs)
-        self.pipes = [Pipe(p, settings, self.own) for p in processors]
+        self.pipes = [Pipe(p, settings, self.own, store) for p in processors]
+        self.outputs = sorted({t for p in processors for t in _outputs_of(p)})
+        self.out_positions: dict[tuple[str, int], int] = {}
+        """Per output partition, the next offset after the outputs of the batches landed so far (and
+        after what the last restore read): the snapshots' output positions."""
+        self.owned: set[TopicPartition] | None = None
+        """The input partitions of the last assignment (``None`` before any): a record of another is
+        not handled (fetched before a rebalance took its partition)."""
+        self.restored: set[TopicPartition] = set()
+        """The input partitions restored since the last assignment (readiness)."""
         outputs = sorted({t for p in processors for t in _outputs_of(p)})
         guards = [p.guard for p in processors if p.guard is not None]
         own = {g.own.key_id: g.own for g in guards} if guards else None
@@ -551,7 +694,7 @@ class Shell:
         added = []
         outbox = self.outbox
         for env, value in outputs:
-            if env.event_id in self.index.ids:
+            if env.event_id in self.index.ids:  # written before a crash or a rebalance: never twice
                 continue
             physical = self.settings.topic(env.topic)
             await outbox.add(physical, intake.encode_key(env), value, env.event_id)
@@ -561,18 +704,22 @@ class Shell:
         return added
 
     async def confirm(self) -> int:
-        """Hand every output added to the producer and wait for every acknowledgement; each id confirmed
-        joins the output index. Returns how many were confirmed."""
+        """Hand every output added to the producer and wait for every acknowledgement. Returns how many
+        were confirmed."""
         return await self.confirmed(await self.outbox.flush())
 
-    async def confirmed(self, shipped: Shipped) -> int:
-        """Wait for the acknowledgement of every batch ``shipped`` (:meth:`Outbox.flush`); each id
-        confirmed joins the output index. Returns how many were confirmed."""
+    async def confirmed(self, shipped: Shipped, *, note: bool = False) -> int:
+        """Wait for the acknowledgement of every batch ``shipped`` (:meth:`Outbox.flush`); returns how
+        many records were confirmed. ``note``: a landing batch's, whose positions the next snapshots
+        name (:attr:`out_positions`; never a catch-up's, whose records follow a snapshot being made)."""
         confirmed = 0
         for event_ids, acked in shipped:
-            await acked
-            self.index.ids.update(event_ids)
+            meta = await acked
             confirmed += len(event_ids)
+            offset = getattr(meta, "offset", None)
+            if note and isinstance(offset, int) and offset >= 0:
+                where = (self.settings.logical(meta.topic), meta.partition)
+                self.out_positions[where] = max(self.out_positions.get(where, 0), offset + len(event_ids))
         return confirmed
 
     async def on_batch(self, pipe: Pipe, records: Records) -> None:
@@ -611,7 +758,8 @@ class Shell:
                 summary = BatchSummary(pipe.processor.name, self.settings.logical(physical), partition)
                 for _, _, offset, value in records:
                     await self._on_record(pipe, summary, physical, offset, value)
-                summaries.append(summary)
+                if summary.records:
+                    summaries.append(summary)
             shipped = await self.outbox.flush()
             seconds = time.perf_counter() - started
             for summary in summaries:
@@ -651,7 +799,7 @@ class Shell:
             bootstrap_servers=settings.bootstrap_list,
             group_id=self.app.conf.id,
             enable_auto_commit=False,
-            auto_offset_reset="earliest",
+            auto_offset_reset="earliest",  # every assigned partition is sought by the restore anyway
             fetch_max_wait_ms=self.fetch_wait_ms(),
             max_poll_records=settings.batch_max,
             session_timeout_ms=int(settings.session_timeout_s * 1000),
@@ -667,13 +815,21 @@ class Shell:
         await self.consumer.start()
         try:
             while True:
-                batch = await self._batch()
+                try:
+                    batch = await self._batch()
+                except OffsetOutOfRangeError as exc:
+                    self.lost(state_store.StateLost(f"an offset the worker reads is out of range: {exc}"))
+                self.check_highwaters()
                 if batch:
                     await self._pipelined(batch)
+                elif self._landing is None or self._landing.done():
+                    await self._snapshot_idle()
         finally:
             if self._landing is not None:  # a stop: let the last batch land (its commit may fail)
                 with contextlib.suppress(Exception):
                     await self._landing
+            with contextlib.suppress(Exception):  # and snapshot: the next start replays nothing
+                await self._snapshot_idle(stopping=True)
             await self.consumer.stop()
             await self.producer.stop()
             await self.close()
@@ -704,6 +860,41 @@ class Shell:
                 batch.setdefault(tp, []).extend(msgs)
         return batch
 
+    def check_highwaters(self) -> None:
+        """:class:`StateLost` (the worker exits) when an owned partition's high watermark, as the last
+        fetch saw it, is below the offset its state has applied to: the broker lost records the state
+        holds (a broker that came back empty resets the fetch position to the log's start, where the
+        records below the state's offset would otherwise be skipped without a word)."""
+        consumer = self.consumer
+        if consumer is None or self.store is None:
+            return
+        for tp in self.restored:
+            highwater = consumer.highwater(tp)
+            applied = self._next_of(tp)
+            if highwater is not None and applied is not None and highwater < applied:
+                where = f"{self.settings.logical(tp.topic)}[{tp.partition}]"
+                self.lost(state_store.StateLost(
+                    f"the log of {where} ends at {highwater}, below the offset {applied} the state applied"
+                ))  # fmt: skip
+
+    async def _snapshot_idle(self, *, stopping: bool = False) -> None:
+        """With nothing fetched and nothing in flight, snapshot every scope with records applied since
+        its last snapshot once the interval has passed (``stopping``: at once); its state is then the
+        committed one."""
+        if self.store is None:
+            return
+        async with self._one_at_a_time:
+            if any(self.committed.get(tp) != self._next_of(tp) for tp in self.owned or ()):
+                return  # a commit refused by a rebalance: the state is ahead of the group
+            due = self.due_snapshots(idle=stopping)
+            if due:
+                await self.write_snapshots(due)
+
+    def _next_of(self, tp: TopicPartition) -> int | None:
+        logical = self.settings.logical(tp.topic)
+        found = [p.next_offset.get((logical, tp.partition)) for p in self.routes.get(tp.topic, [])]
+        return min((o for o in found if o is not None), default=None)
+
     async def _handle(self, batch: Mapping[TopicPartition, Sequence[Any]]) -> None:
         """Handle one ``getmany`` batch and commit it once its outputs are acknowledged (:meth:`_ship`,
         :meth:`_land`); fail fast (see the module docstring)."""
@@ -724,13 +915,16 @@ class Shell:
     async def _ship(self, batch: Mapping[TopicPartition, Sequence[Any]]) -> Shipment:
         """Handle one ``getmany`` batch and hand its outputs to the producer (:meth:`process`); what is
         left to do before its offsets can be committed. Any error ends the process."""
+        owned = self.owned
         parts = [
             (pipe, [(m.topic, m.partition, m.offset, m.value) for m in msgs])
             for tp, msgs in batch.items()
+            if owned is None or tp in owned
             for pipe in self.routes.get(tp.topic, [])
         ]
         try:
             shipped = await self.process(parts)
+            due = self.due_snapshots()
         except Exception as exc:
             first = next((records[0] for _, records in parts if records), ("", 0, 0, None))
             last = next((records[-1] for _, records in reversed(parts) if records), first)
@@ -740,7 +934,10 @@ class Shell:
             )  # fmt: skip
             sys.stderr.flush()
             os._exit(EXIT_CRASH)
-        return Shipment(shipped, {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs})
+        offsets = {
+            tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs and (owned is None or tp in owned)
+        }
+        return Shipment(shipped, offsets, due)
 
     async def _land(self, shipment: Shipment, after: asyncio.Future[None] | None = None) -> None:
         """Once the batch before (``after``) has landed, wait for the acknowledgements of the batch's
@@ -750,7 +947,7 @@ class Shell:
         try:
             if after is not None:
                 await after
-            await self.confirmed(shipment.acks)
+            await self.confirmed(shipment.acks, note=True)
         except Exception as exc:
             _log().critical("record_failed", offsets={str(tp): o for tp, o in shipment.offsets.items()},
                             error=repr(exc), exc_info=True)  # fmt: skip
@@ -762,23 +959,22 @@ class Shell:
             _log().warning("commit_failed", error=repr(exc))  # them, and finds the outputs in its index
             return
         self.committed.update(shipment.offsets)
+        if shipment.snapshots:
+            await self.write_snapshots(shipment.snapshots)
 
     async def _on_record(
         self, pipe: Pipe, summary: BatchSummary, physical: str, offset: int, value: bytes | None
     ) -> None:
-        """Refresh the index if stale, catch up, apply, add the outputs to the outbox."""
-        if self.index.stale:
-            added = await self.index.refresh(self.settings, await self.reader())
-            _log().info("output_index", ids=len(self.index.ids), added=added)
+        """Catch up if behind, apply, add the outputs to the outbox."""
         logical, partition = summary.topic, summary.partition
+        tp = (logical, partition)
+        expected = pipe.next_offset.get(tp, 0)
+        if offset < expected:
+            return  # applied and sent by this worker already (delivered again after a restore's seek)
         if summary.first < 0:
             summary.first = offset
         summary.last = offset
         summary.records += 1
-        tp = (logical, partition)
-        expected = pipe.next_offset.get(tp, 0)
-        if offset < expected:
-            return  # applied and sent by this worker already
         if offset > expected:
             await self.catch_up(pipe, physical, partition, expected, offset)
         outputs = pipe.apply(logical, partition, offset, value)
@@ -844,10 +1040,252 @@ class Shell:
             missing_outputs_sent=missing,
         )
 
+    # -- state: snapshots and restores (:mod:`services.runtime.kafka.state`) ----------------------------
+
+    def due_snapshots(self, *, idle: bool = False) -> list[Due]:
+        """The snapshots due after the batch just handled: a scope with records applied since its last
+        one, after ``CASINO_STATE_SNAPSHOT_RECORDS`` of them or ``CASINO_STATE_SNAPSHOT_INTERVAL_S``
+        seconds (``idle``: any such scope). Each is the scope's state copied out now, as of the offsets
+        the batch leaves; written once the batch's commit lands."""
+        if self.store is None:
+            return []
+        every, interval = self.settings.state_snapshot_records, self.settings.state_snapshot_interval_s
+        now = time.monotonic()
+        due = []
+        for pipe in self.pipes:
+            for scope, since in pipe.since.items():
+                if not since or scope not in pipe.states or (pipe.whole and not pipe.complete):
+                    continue
+                if idle or since >= every or now - pipe.snapped_at.get(scope, -interval) >= interval:
+                    taken = self.take_snapshot(pipe, scope, now)
+                    if taken is not None:
+                        due.append(taken)
+        return due
+
+    def take_snapshot(self, pipe: Pipe, scope: int, now: float) -> Due | None:
+        """``scope``'s state as snapshot data now (``None``, with a warning, for a state the codec
+        cannot write: the scope is then restored from an older snapshot and the log)."""
+        st = pipe.states[scope]
+        snap = state_store.Snapshot(st, pipe.offsets_of(scope), {}, pipe.seqs.get(scope, {}))
+        try:
+            data = state_store.encode_data(pipe.processor, snap)
+        except snapshot_codec.SnapshotError as exc:
+            _log().warning("snapshot_skipped", stage=pipe.stage, scope=scope, why=str(exc))
+            return None
+        ids = st.applied.take() if isinstance(st.applied, state_store.StoredIds) else set()
+        pipe.since[scope], pipe.snapped_at[scope] = 0, now
+        return Due(pipe, scope, data, ids)
+
+    async def write_snapshots(self, snapshots: Sequence[Due]) -> None:
+        """Write each snapshot to its stage's changelog, then, with the changelog offset it got, to the
+        local store (with the ids it covers). A failed write is not fatal: the scope restores from the
+        last snapshot written and replays the records after it."""
+        assert self.producer is not None and self.store is not None
+        positions = dict(self.out_positions)
+        for due in snapshots:
+            stage = due.pipe.stage
+            blob = state_store.finish(due.data, positions)
+            topic = self.settings.topic(state_store.changelog_topic(stage))
+            key = state_store.scope_key(stage, due.scope)
+            try:
+                sent = await self.producer.send(topic, blob, key=key, partition=max(due.scope, 0))
+                meta = await sent
+                self.store.save(due.pipe.stored_as, due.scope, meta.offset, blob, due.ids)
+            except Exception as exc:
+                _log().warning("snapshot_failed", stage=stage, scope=due.scope, error=repr(exc))
+                continue
+            state = due.pipe.states.get(due.scope)
+            if state is not None and isinstance(state.applied, state_store.StoredIds):
+                state.applied.written(due.ids)
+            self.metrics.snapshot(len(blob))
+
+    async def _partitions(self, logical: Iterable[str]) -> list[TopicPartition]:
+        """The partitions of logical topics, from the producer's metadata (a reader's narrows to what it
+        was last assigned)."""
+        assert self.producer is not None
+        out = []
+        for name in logical:
+            physical = self.settings.topic(name)
+            out += [TopicPartition(physical, p) for p in sorted(await self.producer.partitions_for(physical))]
+        return out
+
+    async def ensure_changelogs(self) -> None:
+        """Create each stage's changelog topic (compacted, as many partitions as its most partitioned
+        input) where missing."""
+        specs = []
+        for pipe in self.pipes:
+            most = max([len(await self._partitions([t])) for t in pipe.processor.inputs], default=1)
+            name = state_store.changelog_topic(pipe.stage)
+            specs.append(TopicSpec(name, max(most, 1), RETENTION_FOREVER_MS, compact=True))
+        await ensure_topics(self.settings, specs)
+
+    async def latest_snapshot(self, tp: TopicPartition) -> tuple[int, bytes | None, bytes | None] | None:
+        """The last record of a changelog partition: (offset, key, value), ``None`` when it has none."""
+        reader = await self.reader()
+        listed = (await reader.end_offsets([tp]))[tp]
+        if listed <= 0:
+            return None
+        read, _ = await read_range(reader, {tp: listed - 1}, {tp: listed}, to_end=True)
+        msgs = read.get(tp) or []
+        return (msgs[-1].offset, msgs[-1].key, msgs[-1].value) if msgs else None
+
+    async def load(self, pipe: Pipe, scope: int) -> state_store.Snapshot | None:
+        """The scope's latest snapshot: the local store's when its changelog offset is the changelog's
+        latest, else the changelog's (kept locally for the next start); ``None``: none, or one that does
+        not decode (the scope is rebuilt from its partitions' beginnings). :class:`StateLost` when the
+        local store is ahead of the changelog (the broker lost it)."""
+        if self.store is None:
+            return None
+        stage = pipe.stage
+        topic = self.settings.topic(state_store.changelog_topic(stage))
+        local = self.store.snapshot(pipe.stored_as, scope)
+        latest = await self.latest_snapshot(TopicPartition(topic, max(scope, 0)))
+        if local is not None and (latest is None or local[0] > latest[0]):
+            raise state_store.StateLost(
+                f"the local state of {stage} scope {scope} was written at offset {local[0]} of {topic}, "
+                f"which now ends at {'nothing' if latest is None else latest[0]}: the changelog was lost"
+            )
+        if latest is None:
+            return None
+        offset, key, value = latest
+        if key != state_store.scope_key(stage, scope) or value is None:
+            _log().warning(
+                "snapshot_ignored", stage=stage, scope=scope, why=f"the changelog's last key is {key!r}"
+            )
+            return None
+        source, blob = (
+            ("local", local[1]) if local is not None and local[0] == offset else ("changelog", value)
+        )
+        try:
+            snap = state_store.decode(pipe.processor, blob)
+        except snapshot_codec.SnapshotError as exc:
+            _log().warning("snapshot_ignored", stage=stage, scope=scope, why=str(exc))
+            return None
+        if source == "changelog":
+            self.store.save(pipe.stored_as, scope, offset, blob)
+        offsets = {f"{t}[{p}]": o for (t, p), o in snap.offsets.items()}
+        _log().info("state_restored", stage=stage, scope=scope, source=source, changelog_offset=offset,
+                    offsets=offsets, bytes=len(blob))  # fmt: skip
+        return snap
+
+    async def restore(self, assigned: Iterable[TopicPartition]) -> None:
+        """Restore the state of the assigned input partitions, check the log still holds what it says,
+        read the outputs written since the snapshots (:class:`OutputIndex`) and seek each partition to
+        the next offset its state needs (see the module docstring)."""
+        started = time.perf_counter()
+        mine = sorted(
+            (tp for tp in assigned if tp.topic in self.routes), key=lambda tp: (tp.topic, tp.partition)
+        )
+        self.owned, self.restored = set(mine), set()
+        if self.store is not None:
+            await self.ensure_changelogs()
+        snaps: list[state_store.Snapshot] = []
+        scratch: set[TopicPartition] = set()  # partitions of a scope started from nothing
+        ends = await self._ends(mine)
+        empty: list[tuple[Pipe, int]] = []  # scopes started from nothing over empty partitions
+        for pipe in self.pipes:
+            pipe.forget()
+            tps = [tp for tp in mine if pipe in self.routes[tp.topic]]
+            if not tps:
+                continue
+            everything = await self._partitions(pipe.processor.inputs)
+            pipe.complete = set(tps) == set(everything)
+            scopes = {pipe.scope(tp.partition) for tp in tps}
+            for scope in sorted(scopes):
+                snap = await self.load(pipe, scope) if pipe.complete or not pipe.whole else None
+                pipe.install(scope, snap)
+                if snap is not None:
+                    snaps.append(snap)
+                else:
+                    covered = [tp for tp in tps if pipe.scope(tp.partition) == scope]
+                    scratch.update(covered)
+                    if all(ends[tp] == 0 for tp in covered):
+                        empty.append((pipe, scope))
+            for tp in tps:
+                pipe.next_offset.setdefault((self.settings.logical(tp.topic), tp.partition), 0)
+        starts = await self.check_log(mine)
+        rebuild = any(ends[tp] > 0 for tp in scratch)  # outputs may exist for records of any offset
+        await self.read_outputs(snaps, rebuild=rebuild)
+        consumer = self.consumer
+        for tp in mine:
+            if consumer is not None:
+                consumer.seek(tp, starts[tp])
+        self.restored = set(mine)
+        if self.store is not None:  # a first snapshot: a crash before the next one reads outputs from here
+            due = [self.take_snapshot(pipe, scope, time.monotonic()) for pipe, scope in empty
+                   if not pipe.whole or pipe.complete]  # fmt: skip
+            await self.write_snapshots([d for d in due if d is not None])
+        ms = round((time.perf_counter() - started) * 1000, 1)
+        _log().info("restored", partitions=len(mine), snapshots=len(snaps), rebuild=rebuild,
+                    output_ids=len(self.index.ids), ms=ms)  # fmt: skip
+
+    async def _ends(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict(await (await self.reader()).end_offsets(list(tps))) if tps else {}
+
+    async def check_log(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """The offset each input partition is read from next (the least any pipe needs); raises
+        :class:`StateLost` when the log no longer holds it: the state or the group's committed offset
+        beyond the partition's end, or the log's start past the state."""
+        reader = await self.reader()
+        begins = await reader.beginning_offsets(list(tps)) if tps else {}
+        ends = await self._ends(tps)
+        starts = {}
+        for tp in tps:
+            logical = self.settings.logical(tp.topic)
+            start = min(p.next_offset[(logical, tp.partition)] for p in self.routes[tp.topic])
+            committed = await self.consumer.committed(tp) if self.consumer is not None else None
+            end = ends[tp]
+            if max(start, committed or 0) > end:
+                end = (await read_range(reader, {tp: max(end - 1, 0)}, {tp: end}, to_end=True))[1][tp]
+            where = f"{logical}[{tp.partition}]"
+            if start > end:
+                raise state_store.StateLost(
+                    f"the state of {where} is at offset {start}, the log ends at {end}"
+                )
+            if committed is not None and committed > end:
+                raise state_store.StateLost(
+                    f"the group's committed offset of {where} is {committed}, the log ends at {end}"
+                )
+            if begins[tp] > start:
+                raise state_store.StateLost(
+                    f"the log of {where} starts at {begins[tp]}, after the state's offset {start}"
+                )
+            starts[tp] = start
+        return starts
+
+    async def read_outputs(self, snaps: Sequence[state_store.Snapshot], *, rebuild: bool) -> None:
+        """Read the service's outputs written since the snapshots restored (from each output partition's
+        least position they name; from the beginning where a partition is ``rebuild`` from scratch) into
+        :class:`OutputIndex`; their ends become the output positions of the next snapshots."""
+        tps = await self._partitions(self.outputs)
+        reader = await self.reader()
+        ends = await reader.end_offsets(tps) if tps else {}
+        least = state_store.min_positions(dict(enumerate(snaps)))
+        starts = {}
+        for tp in tps:
+            where = (self.settings.logical(tp.topic), tp.partition)
+            if rebuild or (snaps and where not in least):
+                starts[tp] = 0
+            else:
+                starts[tp] = least.get(where, ends[tp])
+        reached = await self.index.read_tail(reader, starts, ends)
+        self.out_positions = {(self.settings.logical(tp.topic), tp.partition): o for tp, o in reached.items()}
+
+    def lost(self, exc: state_store.StateLost) -> NoReturn:
+        """A log that lost what the state says was applied: one line, a metric, exit :data:`EXIT_LOST`."""
+        self.metrics.lost()
+        _log().critical("log_lost", service=self.service, error=str(exc))
+        sys.stderr.flush()
+        os._exit(EXIT_LOST)
+
+
+def _tp_order(tp: TopicPartition) -> tuple[str, int]:
+    return tp.topic, tp.partition
+
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    """After every assignment: marks the output index stale (another worker may have written outputs for
-    these partitions), notes the group's committed offsets and the worker assigned (readiness)."""
+    """After every assignment: notes the group's committed offsets and restores the assigned partitions'
+    state (:meth:`Shell.restore`: it seeks each to the offset its state needs; readiness waits for it)."""
 
     def __init__(self, shell: Shell) -> None:
         self.shell = shell
@@ -856,15 +1294,28 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         landing = self.shell._landing  # the batches in flight commit before the partitions go, if they
         if landing is not None:  # can: the next owner then re-reads fewer records
             await asyncio.wait({landing}, timeout=self.shell.settings.rebalance_timeout_s / 2)
+        if self.shell.owned is not None:  # a batch fetched before is not handled: its partitions' next
+            self.shell.owned = set()  # owner may have read back the outputs written so far already
+        self.shell.restored = set()
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
-        self.shell.index.stale = True
-        consumer = self.shell.consumer
-        if consumer is not None:  # readiness: an assigned partition is handled up to the group's offset
+        shell = self.shell
+        consumer = shell.consumer
+        shell.assigned = True
+        shell.restored = set()
+        if consumer is not None:
             for tp in assigned:
                 done = await consumer.committed(tp) or 0
-                self.shell.committed[tp] = max(self.shell.committed.get(tp, 0), done)
-        self.shell.assigned = True
+                shell.committed[tp] = max(shell.committed.get(tp, 0), done)
+        try:  # the listener's errors would be logged by aiokafka and the worker carry on: never
+            async with shell._one_at_a_time:
+                await shell.restore(assigned)
+        except state_store.StateLost as exc:
+            shell.lost(exc)
+        except Exception as exc:
+            _log().critical("restore_failed", error=repr(exc), exc_info=True)
+            sys.stderr.flush()
+            os._exit(EXIT_CRASH)
 
 
 class _NoKafkaBoot(BootStrategy):
@@ -879,7 +1330,11 @@ def _as_processors(made: Processor[Any] | Sequence[Processor[Any]]) -> list[Proc
 
 
 def build_app(
-    processor: Processor[Any] | Sequence[Processor[Any]], settings: Settings, *, service: str | None = None
+    processor: Processor[Any] | Sequence[Processor[Any]],
+    settings: Settings,
+    *,
+    service: str | None = None,
+    with_store: bool = True,
 ) -> faust.App:
     """A faust app (id and consumer group ``{prefix}casino-{service}``) whose one task, :meth:`Shell.run`,
     consumes every processor's inputs; faust's own Kafka clients are not started.
@@ -896,7 +1351,8 @@ def build_app(
         datadir=str(settings.data_dir),
         autodiscover=False,
     )
-    shell = Shell(app, settings, processors, service=name)
+    store = state_store.LocalStore.open(Path(settings.data_dir) / "state", name) if with_store else None
+    shell = Shell(app, settings, processors, service=name, store=store)
     app.casino_shell = shell  # type: ignore[attr-defined]
     metrics.serve(app, shell)  # /metrics, /healthz, /readyz where CASINO_WEB_* say
 
@@ -928,6 +1384,12 @@ def run_worker(name: str, settings: Settings, factory: ServiceFactory | None = N
     except KeyringError as exc:
         print(f"casino-ledger: error: {exc}", file=sys.stderr)  # noqa: T201
         raise SystemExit(2) from None
+    try:
+        Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(
+            f"cannot create the data directory {settings.data_dir} (CASINO_DATA_DIR): {exc.strerror or exc}"
+        ) from None
     configure(level=settings.log_level or None, fmt=settings.log_format)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -981,6 +1443,19 @@ def create_topics_main(settings: Settings, spec_path: Path) -> int:
     return 0
 
 
+PACKAGED_TOPIC_SPEC = Path(__file__).with_name("topics.yaml")
+"""The topic spec the package ships (``schemas/topics.yaml`` as ``make schemas`` writes it)."""
+
+
+def topic_spec_path(settings: Settings) -> Path:
+    """``CASINO_TOPIC_SPEC`` where it names a file, else (its default, ``schemas/topics.yaml``, outside the
+    source tree) the copy the package ships."""
+    chosen = Path(settings.topic_spec)
+    if chosen.exists() or "topic_spec" in settings.model_fields_set:
+        return chosen
+    return PACKAGED_TOPIC_SPEC
+
+
 def topics_create_main(args: argparse.Namespace) -> int:
     """``casino-ledger topics create [--broker HOST:PORT] [--spec PATH]`` (the deploy's topic job)."""
     try:
@@ -994,7 +1469,7 @@ def topics_create_main(args: argparse.Namespace) -> int:
     level = library.level
     library.setLevel(logging.CRITICAL)  # its connection errors: our one line says it
     try:
-        return create_topics_main(settings, Path(spec) if spec else settings.topic_spec)
+        return create_topics_main(settings, Path(spec) if spec else topic_spec_path(settings))
     finally:
         library.setLevel(level)
 
@@ -1012,7 +1487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = _settings_for(args.broker, None)
         if args.name == "create-topics":
-            return create_topics_main(settings, Path(args.spec) if args.spec else settings.topic_spec)
+            return create_topics_main(settings, Path(args.spec) if args.spec else topic_spec_path(settings))
         run_worker(args.name, settings, _import_factory(args.factory) if args.factory else None)
     except Exception as exc:  # the same one line as `casino-ledger worker` for what an operator can fix
         line = one_line(exc)

@@ -1,0 +1,229 @@
+"""A Kafka worker's state per input partition: a local RocksDB store and a compacted changelog topic
+(docs/adr/0001-kafka-state-store.md).
+
+A *scope* is what one snapshot covers: one input partition of a single-input pipe (the dealer,
+settlement's two stages: their state is keyed by the partition's tables or accounts), or every input
+partition of a multi-input pipe (audit and monitor, which join several topics: :data:`WHOLE`).
+
+A snapshot (:class:`Snapshot`) is data, written by the project's codec
+(:mod:`services.runtime.embedded.snapshot`, never pickles): the processor's state, its chain heads, the
+next input offset of each partition of the scope, the last ``seq`` applied per chained input stream
+(duplicates found by sequence numbers), and, per output partition, an offset from which every output of
+a record after the snapshot lies (:attr:`Snapshot.outputs`: what a restore reads back to find outputs
+already written, instead of reading whole topics).
+
+Each snapshot is written to the stage's changelog topic (:func:`changelog_topic`, compacted, partition =
+the scope's input partition, so the latest snapshot of a scope is the last record of its partition)
+and then to the local store with the changelog offset it got: a restart restores from the local store
+when that offset is the changelog's latest, else from the changelog (another machine's worker).
+
+The ids of the records applied (:class:`StoredIds`) are kept in the local store, written together with
+the snapshot they belong to (never ahead of it); between snapshots they are in memory.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocksdict import Options, Rdict, WriteBatch
+
+from services.core.envelope import ChainHead
+from services.core.processor import Processor, ProcessorState
+from services.runtime.embedded import snapshot
+
+WHOLE = -1
+"""The scope of a multi-input pipe: every partition of every input topic in one state."""
+
+FORMAT = "casino-ledger/kafka-state-1"
+"""The ``format`` field of every snapshot written here."""
+
+_Heads = list[tuple[str, str, int, str]]
+_Offsets = list[tuple[str, int, int]]
+_Seqs = list[tuple[str, str, int]]
+_FIELDS = frozenset({"format", "processor", "inner", "heads", "records", "offsets", "outputs", "seqs"})
+
+
+class StateLost(Exception):
+    """The log no longer holds what the state says was applied (a broker that lost its log, a topic
+    recreated, a log start moved past the state): the worker must not carry on."""
+
+
+def changelog_topic(stage: str) -> str:
+    """The logical name of a stage's changelog topic (the settings' prefix is added like any topic's)."""
+    return f"casino.state.{stage}"
+
+
+def scope_key(stage: str, scope: int) -> bytes:
+    """The changelog record key and local store key of one scope."""
+    return f"{stage}/{'all' if scope == WHOLE else scope}".encode()
+
+
+def kind_of(processor: Processor[Any]) -> str:
+    """What a snapshot must name to be read back into ``processor``: its class."""
+    cls = type(processor)
+    return f"{FORMAT}:{cls.__module__}.{cls.__qualname__}"
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """One scope's state as of its input offsets (see the module docstring)."""
+
+    state: ProcessorState[Any]
+    offsets: dict[tuple[str, int], int]
+    """Next input offset per (logical topic, partition) of the scope."""
+    outputs: dict[tuple[str, int], int]
+    """Per output (logical topic, partition): every output of a record at or after :attr:`offsets`
+    is at this offset or later."""
+    seqs: dict[tuple[str, str], int] = field(default_factory=dict)
+    """The last ``seq`` applied per chained input stream (topic, key)."""
+
+
+def encode(processor: Processor[Any], snap: Snapshot) -> bytes:
+    """``snap`` as JSON bytes (:class:`snapshot.SnapshotError` for a state the codec cannot write)."""
+    return finish(encode_data(processor, snap), snap.outputs)
+
+
+def encode_data(processor: Processor[Any], snap: Snapshot) -> dict[str, Any]:
+    """``snap`` as JSON-ready data, copied out of the live state, without its output positions (a
+    worker encodes the state when a batch is handled and learns the positions when it lands)."""
+    st = snap.state
+    return {
+        "format": FORMAT, "processor": kind_of(processor),
+        "inner": snapshot.encode(st.inner, snapshot.state_type(processor)),
+        "heads": snapshot.encode([(t, k, h.seq, h.hash) for (t, k), h in st.heads.items()], _Heads),
+        "records": st.records,
+        "offsets": snapshot.encode([(t, p, o) for (t, p), o in snap.offsets.items()], _Offsets),
+        "seqs": snapshot.encode([(t, k, s) for (t, k), s in snap.seqs.items()], _Seqs),
+    }  # fmt: skip
+
+
+def finish(data: dict[str, Any], outputs: Mapping[tuple[str, int], int]) -> bytes:
+    """The bytes of a snapshot from :func:`encode_data`'s ``data`` and its output positions."""
+    positions = snapshot.encode([(t, p, o) for (t, p), o in outputs.items()], _Offsets)
+    return snapshot.to_bytes({**data, "outputs": positions})
+
+
+def decode(processor: Processor[Any], blob: bytes) -> Snapshot:
+    """The snapshot :func:`encode` wrote for this processor's class; :class:`snapshot.SnapshotError`
+    for anything else (foreign, corrupt, another class or format)."""
+    data = snapshot.loads(blob, dict[str, Any])
+    if set(data) != _FIELDS:
+        raise snapshot.SnapshotError(f"not a Kafka state snapshot: fields {sorted(data)[:10]}")
+    if (data["format"], data["processor"]) != (FORMAT, kind_of(processor)):
+        raise snapshot.SnapshotError("a snapshot of another format or processor")
+    heads = snapshot.decode(data["heads"], _Heads)
+    state: ProcessorState[Any] = ProcessorState(
+        inner=snapshot.decode(data["inner"], snapshot.state_type(processor)),
+        heads={(t, k): ChainHead(seq, h) for t, k, seq, h in heads},
+        records=snapshot.decode(data["records"], int),
+    )
+    return Snapshot(
+        state,
+        {(t, p): o for t, p, o in snapshot.decode(data["offsets"], _Offsets)},
+        {(t, p): o for t, p, o in snapshot.decode(data["outputs"], _Offsets)},
+        {(t, k): s for t, k, s in snapshot.decode(data["seqs"], _Seqs)},
+    )
+
+
+_POSITION = struct.Struct(">q")
+
+SLOTS = 16
+"""Stores one data directory holds per service (workers of a service sharing it: tests, one host)."""
+
+
+class LocalStore:
+    """The worker's RocksDB store (``rocksdict``, raw bytes): per scope its latest snapshot with the
+    changelog offset it was written at (``s/…``), and the ids of the records applied (``a/…``)."""
+
+    def __init__(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.db = Rdict(str(path), Options(raw_mode=True))
+
+    @classmethod
+    def open(cls, base: Path, service: str, slots: int = SLOTS) -> LocalStore:
+        """The first of ``base/service``, ``base/service.1``, … that no other process holds: workers of
+        one service sharing a data directory each get their own store (any one does: a snapshot is used
+        only when its changelog offset is the changelog's latest)."""
+        error: Exception | None = None
+        for slot in range(slots):
+            try:
+                return cls(base / (service if slot == 0 else f"{service}.{slot}"))
+            except Exception as exc:  # rocksdict raises a bare Exception for a held lock
+                if "lock" not in str(exc).lower():
+                    raise
+                error = exc
+        raise OSError(f"every state store slot under {base} is held by another worker: {error}")
+
+    def close(self) -> None:
+        """Flush and close the store."""
+        self.db.close()
+
+    def snapshot(self, stage: str, scope: int) -> tuple[int, bytes] | None:
+        """The scope's latest local snapshot: (changelog offset, bytes)."""
+        value = self.db.get(b"s/" + scope_key(stage, scope))
+        if value is None or len(value) < _POSITION.size:
+            return None
+        return _POSITION.unpack_from(value)[0], bytes(value[_POSITION.size :])
+
+    def save(self, stage: str, scope: int, position: int, blob: bytes, ids: Iterable[str] = ()) -> None:
+        """Keep ``blob`` as the scope's snapshot, written at changelog offset ``position``, and the ids
+        applied up to it, in one atomic write."""
+        batch = WriteBatch(raw_mode=True)
+        prefix = b"a/" + scope_key(stage, scope) + b"/"
+        for event_id in ids:
+            batch.put(prefix + event_id.encode(), b"")
+        batch.put(b"s/" + scope_key(stage, scope), _POSITION.pack(position) + blob)
+        self.db.write(batch)
+
+    def has_id(self, stage: str, scope: int, event_id: str) -> bool:
+        """Whether ``event_id`` was applied in the scope as of its latest local snapshot."""
+        return self.db.get(b"a/" + scope_key(stage, scope) + b"/" + event_id.encode()) is not None
+
+
+class StoredIds:
+    """The ids a scope has applied (:class:`~services.core.processor.AppliedIds`): those up to the last
+    local snapshot in the store, the rest in memory until the next snapshot takes them (:meth:`take`).
+    A duplicate input whose stream is chained is found by its ``seq`` first (:class:`Snapshot`)."""
+
+    def __init__(self, store: LocalStore | None, stage: str, scope: int) -> None:
+        self.store, self.stage, self.scope = store, stage, scope
+        self.pending: set[str] = set()
+        self.taken: list[set[str]] = []
+
+    def __contains__(self, event_id: object, /) -> bool:
+        if not isinstance(event_id, str):
+            return False
+        if event_id in self.pending or any(event_id in t for t in self.taken):
+            return True
+        return self.store is not None and self.store.has_id(self.stage, self.scope, event_id)
+
+    def add(self, event_id: str, /) -> None:
+        self.pending.add(event_id)
+
+    def take(self) -> set[str]:
+        """The ids applied since the last :meth:`take`, for the snapshot being made (still answered
+        from memory until :meth:`written`)."""
+        taken, self.pending = self.pending, set()
+        self.taken.append(taken)
+        return taken
+
+    def written(self, ids: set[str]) -> None:
+        """``ids`` (from :meth:`take`) are in the store now."""
+        self.taken = [t for t in self.taken if t is not ids]
+
+    def __len__(self) -> int:
+        return len(self.pending) + sum(map(len, self.taken))
+
+
+def min_positions(snaps: Mapping[Any, Snapshot]) -> dict[tuple[str, int], int]:
+    """Per output partition, the smallest position any of ``snaps`` names."""
+    out: dict[tuple[str, int], int] = {}
+    for snap in snaps.values():
+        for tp, offset in snap.outputs.items():
+            out[tp] = min(out.get(tp, offset), offset)
+    return out
