@@ -46,6 +46,7 @@ from typing import Any, Final
 from services.core import topics
 from services.core.envelope import Draft, canonical, sha256_hex
 from services.core.errors import Reason
+from services.core.kept import Kept
 
 SUCCESS: Final = frozenset({"ok", "duplicate"})
 """Answers that mean the operator applied the transaction (now or before)."""
@@ -140,7 +141,8 @@ class SeamlessState:
     entry per player copied per request and per answer."""
 
     wallets: Mapping[str, Wallet] = field(default_factory=dict)
-    seen: Mapping[str, str] = field(default_factory=dict)
+    seen: Kept = field(default_factory=Kept)
+    """A :class:`~services.core.kept.Kept` map (a shell may keep it in its store, out of snapshots)."""
 
 
 def _mutable(mapping: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,7 +200,7 @@ def enqueue(state: SeamlessState, c: Call, fp: str, policy: RetryPolicy) -> tupl
     drafts = [request_draft(c, policy)] if not wallet.queue else []
     # every event built: only now the state changes, in place (see SeamlessState)
     _mutable(state.wallets)[c.account_id] = replace(wallet, queue=(*wallet.queue, c))
-    _mutable(state.seen)[c.transaction_id] = fp
+    state.seen[c.transaction_id] = fp
     return state, drafts
 
 
