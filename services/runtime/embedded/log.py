@@ -833,10 +833,14 @@ class Runner(Generic[S]):
         """The kinds of snapshot this runner reads, with their format number."""
         self._state_type = snapshot.state_type(processor)
         self._logger = get_logger("casino_ledger.embedded")
-        self.state: ProcessorState[S] = initial_state(processor)
+        self._state: ProcessorState[S] | None = None
+        """The state, once :meth:`_materialize` has restored it (``None``: not yet needed)."""
+        self._snap: tuple[int, str, bytes] | None = None
+        self.ids = LoggedIds(log, self.name)
+        self._kept: list[LoggedKept] = []
         self.position = 0
         self.committed = 0
-        self.restored_from: int | None = None
+        self._restored_from: int | None = None
         self._since_snapshot = 0
         self.batches = 0
         """Transactions that applied records (a benchmark's count)."""
@@ -849,26 +853,56 @@ class Runner(Generic[S]):
         self.restore()
 
     def restore(self) -> None:
-        """Reload the state from the latest snapshot (or from scratch) and the committed offset; bind its
-        kept maps to the ``kept`` table (:meth:`_bind_kept`)."""
+        """Reload from the latest snapshot (or from scratch) and the committed offset. The snapshot is
+        decoded when the runner first has a record to apply, or its state is asked for
+        (:meth:`_materialize`): a start that finds nothing to read for this runner decodes nothing
+        (an ``ingest`` of a deposit wakes three of the six)."""
         with self.log.transaction(write=False):
             self.committed = self._flushed = self.log.committed(self.name)
-            snap = self.log.load_snapshot(self.name)
+            self._snap = self.log.load_snapshot(self.name)
         self._idle_mark, self._deferred = None, False
-        self.state, self.position, self.restored_from = initial_state(self.processor), 0, None
+        self._state, self._restored_from, self._since_snapshot = None, None, 0
+        self.ids, self._kept = LoggedIds(self.log, self.name), []  # what a rolled-back batch held: gone
+        snap = self._snap
+        self.position = snap[0] if snap is not None and snap[1] in self._kinds else 0
+        """Where the next read starts: the snapshot's offset until it is decoded (0 if it then does not)."""
+
+    @property
+    def state(self) -> ProcessorState[S]:
+        """The processor's state (restored from the snapshot on first use)."""
+        if self._state is None:
+            self._materialize()
+        assert self._state is not None
+        return self._state
+
+    @state.setter
+    def state(self, value: ProcessorState[S]) -> None:
+        self._state = value
+
+    @property
+    def restored_from(self) -> int | None:
+        """The offset of the snapshot the state was restored from (``None``: rebuilt from scratch)."""
+        if self._state is None:
+            self._materialize()
+        return self._restored_from
+
+    def _materialize(self) -> None:
+        """Decode the snapshot :meth:`restore` read (or start from scratch), forget what the log holds
+        past it, bind the state's kept maps to the ``kept`` table (:meth:`_bind_kept`)."""
+        snap, self._snap = self._snap, None
+        state, self.position = initial_state(self.processor), 0
         if snap is not None and snap[1] in self._kinds:
             try:
-                self.state = self._decode(snap[2], self._kinds[snap[1]])
+                state = self._decode(snap[2], self._kinds[snap[1]])
             except snapshot.SnapshotError as exc:  # foreign, corrupt or crafted: rebuild from the log
                 self._logger.warning("snapshot ignored", processor=self.name, offset=snap[0], why=str(exc))
             else:
-                self.position, self.restored_from = snap[0], snap[0]
+                self.position, self._restored_from = snap[0], snap[0]
         elif snap is not None:
             self._logger.info("snapshot of another kind ignored", processor=self.name, offset=snap[0])
-        self.ids = LoggedIds(self.log, self.name)
+        self._state = state
         self.ids.offset = self.position
-        self.state.applied = self.ids
-        self._since_snapshot = 0
+        state.applied = self.ids
         if self.log.readonly:
             self._bind_kept()
             return
@@ -887,7 +921,7 @@ class Runner(Generic[S]):
     def _bind_kept(self) -> int:
         """Bind every :class:`~services.core.kept.Kept` field of the processor's state to the ``kept``
         table (named by the field); returns how many in-memory entries were moved there."""
-        self._kept: list[LoggedKept] = []
+        self._kept = []
         inner = self.state.inner
         if not dataclasses.is_dataclass(inner):
             return 0
@@ -908,10 +942,14 @@ class Runner(Generic[S]):
         """Snapshot now (in a transaction of its own) when at least ``records`` records were applied
         since the last snapshot, so that the next start re-applies fewer; whether it did. For a process
         about to end: ``ingest``, a demo's bus closing."""
-        if self._since_snapshot < records or self.log.readonly:
+        if not self.snapshot_due(records):
             return False
         self.snapshot()
         return True
+
+    def snapshot_due(self, records: int = TAIL_SNAPSHOT_RECORDS) -> bool:
+        """Whether :meth:`snapshot_if_behind` would snapshot now."""
+        return self._since_snapshot >= records and not self.log.readonly
 
     def step_batch(self, limit: int | None = None) -> BatchResult:
         """Apply up to ``limit`` next input records in one transaction; see the module docstring."""
@@ -942,6 +980,9 @@ class Runner(Generic[S]):
     def _apply_batch(self, limit: int) -> BatchResult:
         mark = self.log.input_mark(self.processor.inputs)
         rows = self.log.read(self.processor.inputs, self.position, limit)
+        if rows and self._state is None:  # something to apply: now the state is needed
+            self._materialize()  # (a snapshot that does not decode moves the position back to 0)
+            rows = self.log.read(self.processor.inputs, self.position, limit)
         self._idle_mark = mark if len(rows) < limit else None
         if not rows:
             if self.log.committed(self.name) != self._flushed:
@@ -1297,8 +1338,10 @@ class EmbeddedBus:
         """Commit what is held, leave a snapshot of every runner that applied records since its last
         (:meth:`Runner.snapshot_if_behind`: the next start re-applies little), then close the log."""
         self.commit()
-        for runner in self.runners:
-            runner.snapshot_if_behind()
+        if any(runner.snapshot_due() for runner in self.runners):
+            with self.log.transaction():  # one commit for all of them
+                for runner in self.runners:
+                    runner.snapshot_if_behind()
         self.log.close()
 
 

@@ -395,7 +395,9 @@ def _plain(value: Any) -> Any:
 def decode(data: Any, tp: Any) -> Any:
     """The value of type ``tp`` that :func:`encode` turned into ``data``; :class:`SnapshotError` when
     ``data`` does not fit ``tp`` exactly."""
-    origin, args = get_origin(tp), get_args(tp)
+    if (tp is str or tp is int) and type(data) is tp:  # most values of a state: no walk over the type
+        return data
+    origin, args = _shape(tp)
     if tp is Any:
         return _check_plain(data)
     if tp is Kept:  # a JSON object of str, as a dict[str, str] field was written before Kept existed
@@ -481,11 +483,28 @@ def _decode_dataclass(data: Any, tp: type) -> Any:
 def _decode_tuple(data: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
     if not args or (len(args) == 2 and args[1] is Ellipsis):
         item = args[0] if args else Any
-        return tuple(decode(v, item) for v in _array(data))
+        values = _array(data)
+        if item in _FLAT and set(map(type, values)) <= {item}:  # each item is itself: one pass, no calls
+            return tuple(values)
+        return tuple(decode(v, item) for v in values)
     if args == ((),):
         args = ()
     items = _array(data, len(args))
     return tuple(decode(v, t) for v, t in zip(items, args, strict=True))
+
+
+_SHAPES: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
+"""``(get_origin(tp), get_args(tp))`` by type: :func:`decode` asks for every value it reads."""
+
+
+def _shape(tp: Any) -> tuple[Any, tuple[Any, ...]]:
+    try:
+        return _SHAPES[tp]
+    except KeyError:
+        shape = _SHAPES[tp] = (get_origin(tp), get_args(tp))
+        return shape
+    except TypeError:  # an unhashable annotation
+        return get_origin(tp), get_args(tp)
 
 
 def _decode_mapping(data: Any, args: tuple[Any, ...]) -> dict[Any, Any]:
