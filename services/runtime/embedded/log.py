@@ -221,7 +221,7 @@ CREATE TABLE IF NOT EXISTS kept (
     key TEXT NOT NULL,
     value TEXT NOT NULL,
     "offset" INTEGER NOT NULL,
-    PRIMARY KEY (consumer, name, key)
+    PRIMARY KEY (consumer, name, key, "offset")
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS kept_offset ON kept(consumer, "offset");
 CREATE TABLE IF NOT EXISTS snapshots (
@@ -658,15 +658,19 @@ class EmbeddedLog:
         self._conn.execute('DELETE FROM applied WHERE consumer = ? AND "offset" > ?', (consumer, after))
 
     def kept_value(self, consumer: str, name: str, key: str) -> str | None:
-        """The value ``consumer`` keeps under ``key`` in its map ``name`` (``kept`` table), if any."""
+        """The value ``consumer`` keeps under ``key`` in its map ``name`` (``kept`` table), if any: the one
+        written last (a key written again keeps its earlier rows, so that forgetting what follows a
+        snapshot brings back the value the snapshot saw)."""
         row = self._conn.execute(
-            "SELECT value FROM kept WHERE consumer = ? AND name = ? AND key = ?", (consumer, name, key)
+            "SELECT value FROM kept WHERE consumer = ? AND name = ? AND key = ? "
+            'ORDER BY "offset" DESC LIMIT 1',
+            (consumer, name, key),
         ).fetchone()
         return str(row[0]) if row else None
 
     def keep_many(self, consumer: str, name: str, entries: Iterable[tuple[str, str, int]]) -> None:
         """Keep ``(key, value, offset)`` entries in ``consumer``'s map ``name`` (inside the transaction that
-        applied the records at those offsets; a key kept already is replaced)."""
+        applied the records at those offsets; the same key at the same offset is replaced)."""
         self._conn.executemany(
             'INSERT OR REPLACE INTO kept (consumer, name, key, value, "offset") VALUES (?, ?, ?, ?, ?)',
             [(consumer, name, k, v, o) for k, v, o in entries],
@@ -774,27 +778,30 @@ class LoggedKept:
 
     def __init__(self, log: EmbeddedLog, consumer: str, name: str, ids: LoggedIds) -> None:
         self.log, self.consumer, self.name, self.ids = log, consumer, name, ids
-        self._pending: dict[str, tuple[str, int]] = {}
+        self._latest: dict[str, str] = {}
+        self._rows: list[tuple[str, str, int]] = []
+        """Every write since the last flush (a key written twice keeps both rows: see
+        :meth:`EmbeddedLog.kept_value`)."""
 
     def get(self, key: str, /) -> str | None:
-        held = self._pending.get(key)
+        held = self._latest.get(key)
         if held is not None:
-            return held[0]
+            return held
         return self.log.kept_value(self.consumer, self.name, key)
 
     def put(self, key: str, value: str, /) -> None:
-        self._pending[key] = (value, self.ids.offset)
+        self._latest[key] = value
+        self._rows.append((key, value, self.ids.offset))
 
     def put_many(self, entries: Mapping[str, str], /) -> None:
-        offset = self.ids.offset
-        self._pending.update((k, (v, offset)) for k, v in entries.items())
+        for key, value in entries.items():
+            self.put(key, value)
 
     def flush(self) -> None:
         """Write the entries put since the last flush (inside the applying transaction)."""
-        if self._pending:
-            rows = [(k, v, o) for k, (v, o) in self._pending.items()]
-            self.log.keep_many(self.consumer, self.name, rows)
-            self._pending = {}
+        if self._rows:
+            self.log.keep_many(self.consumer, self.name, self._rows)
+            self._latest, self._rows = {}, []
 
 
 @dataclass(frozen=True, slots=True)
