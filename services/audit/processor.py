@@ -56,6 +56,7 @@ from services.core.contract import (
 )
 from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError
+from services.core.kept import Kept
 from services.core.ledger import Payout, Wager, table_accounts  # Wager: a CoupTrail field type (snapshots)
 from services.core.processor import Processor, describe
 from services.core.reasons import FindingReason, Severity
@@ -193,8 +194,14 @@ class AuditState:
     records: int = 0
     findings_by_key: dict[str, int] = field(default_factory=dict)
     reserved: dict[str, int] = field(default_factory=dict)
-    settled: dict[str, str] = field(default_factory=dict)
+    settled: Kept = field(default_factory=Kept)
+    """The bets settled by a completed coup: bet id -> ``"<n> <event id of its payout>"``, ``n`` counting
+    the bets settled so far (:data:`SETTLED_WINDOW`: only the last ones count). A
+    :class:`~services.core.kept.Kept` map, so a shell may keep it in its store, out of snapshots."""
+    settled_count: int = 0
     settled_order: deque[str] = field(default_factory=deque)
+    """The bet ids of the settled window in order, while ``settled`` is in memory (to forget what left
+    the window); empty once a store holds ``settled``."""
     alerts: dict[str, tuple[int, str, str]] = field(default_factory=dict)
     paytables: dict[str, dict[str, Any]] = field(default_factory=dict)
     invalid: bool = False
@@ -493,7 +500,7 @@ def on_payout_issued(state: AuditState, rec: Envelope, p: PayoutIssued) -> list[
     bet_id, table, coup_id = p.bet_id, p.table_id, p.coup_id
     out = _check_postings(rec, p.postings)
     trail = state.coups.get(coup_id)
-    first = state.settled.get(bet_id)
+    first = _settled_by(state, bet_id)
     if first is None and trail is not None and bet_id in trail.recorded:
         first = trail.paid_by[bet_id]
     if first is not None:
@@ -730,6 +737,32 @@ SETTLED_WINDOW = 1 << 16
 of them is a ``duplicate_payout``; further back, it is an orphan left open at the end)."""
 
 
+def _settled_by(state: AuditState, bet_id: str) -> str | None:
+    """The payout record that settled ``bet_id``, if it is among the last :data:`SETTLED_WINDOW` bets
+    settled (its entry's number is at least ``settled_count - SETTLED_WINDOW``), else ``None``."""
+    entry = state.settled.get(bet_id)
+    if entry is None:
+        return None
+    n, _, event_id = entry.partition(" ")
+    return event_id if int(n) >= state.settled_count - SETTLED_WINDOW else None
+
+
+def _settle(state: AuditState, bet_id: str, event_id: str) -> None:
+    """Remember that ``event_id`` settled ``bet_id``; in memory, forget the entries that left the window
+    (a store keeps them all: :func:`_settled_by` looks at their numbers)."""
+    state.settled[bet_id] = f"{state.settled_count} {event_id}"
+    state.settled_count += 1
+    if state.settled.bound:
+        return
+    order = state.settled_order
+    order.append(bet_id)
+    while len(order) > SETTLED_WINDOW:
+        gone = order.popleft()
+        entry = state.settled.entries.get(gone)
+        if entry is not None and int(entry.partition(" ")[0]) < state.settled_count - SETTLED_WINDOW:
+            del state.settled.entries[gone]
+
+
 def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
     recorded, bets = trail.recorded, trail.bets
     if trail.done or trail.outcome is None or len(recorded) != len(bets) or set(recorded) != set(bets):
@@ -741,10 +774,7 @@ def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[D
     digest.add(trail.number, round_hash(trail, coup_id))
     for bet_id in trail.bets:
         state.bet_coup.pop(bet_id, None)
-        state.settled[bet_id] = trail.paid_by[bet_id]
-        state.settled_order.append(bet_id)
-    while len(state.settled_order) > SETTLED_WINDOW:
-        state.settled.pop(state.settled_order.popleft(), None)
+        _settle(state, bet_id, trail.paid_by[bet_id])
     del state.coups[coup_id]
     n = state.rounds_done[table] = state.rounds_done.get(table, 0) + 1
     state.completed.append((table, n, digest.value()))

@@ -98,6 +98,8 @@ class Gateway:
 
         def shut() -> None:
             if self._log is not None:
+                for runner in self._runners:  # the next start re-applies little (ADR 0001)
+                    runner.snapshot_if_behind()
                 self._log.close()
                 self._log, self._runners = None, []
 

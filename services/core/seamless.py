@@ -47,6 +47,7 @@ from services.core import topics
 from services.core.boundary import stake_id, sync_id
 from services.core.envelope import Draft, canonical, sha256_hex
 from services.core.errors import Reason
+from services.core.kept import Kept
 from services.core.ledger import Rows, refund_rows, stake_rows, table_accounts
 
 SUCCESS: Final = frozenset({"ok", "duplicate"})
@@ -142,7 +143,8 @@ class SeamlessState:
     entry per player copied per request and per answer."""
 
     wallets: Mapping[str, Wallet] = field(default_factory=dict)
-    seen: Mapping[str, str] = field(default_factory=dict)
+    seen: Kept = field(default_factory=Kept)
+    """A :class:`~services.core.kept.Kept` map (a shell may keep it in its store, out of snapshots)."""
 
 
 def _mutable(mapping: Mapping[str, Any]) -> dict[str, Any]:
@@ -200,7 +202,7 @@ def enqueue(state: SeamlessState, c: Call, fp: str, policy: RetryPolicy) -> tupl
     drafts = [request_draft(c, policy)] if not wallet.queue else []
     # every event built: only now the state changes, in place (see SeamlessState)
     _mutable(state.wallets)[c.account_id] = replace(wallet, queue=(*wallet.queue, c))
-    _mutable(state.seen)[c.transaction_id] = fp
+    state.seen[c.transaction_id] = fp
     return state, drafts
 
 

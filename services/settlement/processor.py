@@ -51,6 +51,7 @@ from services.core.contract import (
 )
 from services.core.envelope import Envelope, canonical, sha256_hex
 from services.core.errors import DomainError, Reason
+from services.core.kept import Kept
 from services.core.ledger import (
     Payout,
     Wager,
@@ -200,11 +201,14 @@ class WalletState:
     Why not immutable, like every other processor's state: ``transfers`` holds every transfer ever
     applied (idempotence forever), so a copy per request is O(history) per record — a replay of a
     large log turns quadratic — and the standard library has no persistent map (no dependency is added
-    for one). Copy-on-write per account would not help ``transfers``, which is one map for all."""
+    for one). Copy-on-write per account would not help ``transfers``, which is one map for all.
+
+    ``transfers`` is a :class:`~services.core.kept.Kept` map: in memory by default, in a shell's store
+    once bound (the embedded runtime's SQLite table), so a snapshot holds the live balances only."""
 
     balances: Mapping[str, int] = field(default_factory=dict)
     currencies: Mapping[str, str] = field(default_factory=dict)
-    transfers: Mapping[str, str] = field(default_factory=dict)
+    transfers: Kept = field(default_factory=Kept)
 
 
 def _mutable(mapping: Mapping[str, Any]) -> dict[str, Any]:
@@ -304,7 +308,7 @@ class WalletStage(Reactor[WalletState]):
         # owns it). Copying the three maps per request cost O(every transfer ever) per record.
         _mutable(state.balances)[account] = after
         _mutable(state.currencies)[account] = currency
-        _mutable(state.transfers)[tid] = fp
+        state.transfers[tid] = fp
         return state, events
 
     def _refusal_reason(

@@ -40,7 +40,7 @@ def test_steps_share_transactions_and_the_log_is_the_one_of_a_commit_per_step(tm
     each = play(tmp_path / "each.db", group_records=0)
     assert whole_log(tmp_path / "grouped.db") == whole_log(tmp_path / "each.db")
     records = len(whole_log(tmp_path / "grouped.db"))
-    assert grouped <= records // 1_000 + 2
+    assert grouped <= records // 1_000 + 3  # + 1: the snapshots the closing bus leaves, in one commit
     assert each > 10 * grouped
 
 

@@ -55,8 +55,13 @@ the speed bench's last credit came that much later). A restart loads the snapsho
 re-applies the records after it: the core is deterministic, so it re-derives the very outputs already in
 the log, whose appends are no-ops (and a :class:`LogConflict` there would expose a non-deterministic
 processor instead of hiding it). The ids a consumer has applied are rows of the ``applied`` table
-(:class:`LoggedIds`), written in the same transaction, not part of the snapshot: a snapshot stays the
-size of the processor's own state however many years the log holds.
+(:class:`LoggedIds`), written in the same transaction, looked up a batch at a time and never loaded
+whole; the entries a processor keeps forever (its state's :class:`~services.core.kept.Kept` maps:
+transfer ids, audit's settled bets) are rows of the ``kept`` table (:class:`LoggedKept`), likewise.
+Neither is part of a snapshot: a snapshot and a start stay the size of the processor's live state
+however many years the log holds (docs/adr/0001-embedded-bounded-state.md). A process about to end
+(``ingest``, the bus closing) snapshots the runners that applied records since their last snapshot
+(:meth:`Runner.snapshot_if_behind`), so the next start re-applies little.
 
 Snapshots are data, never pickles (docs/trust.md): JSON written and read by
 :mod:`services.runtime.embedded.snapshot`,
@@ -72,17 +77,20 @@ skip even the attempt.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from services.core.envelope import ChainHead, Envelope
+from services.core.kept import Kept
 from services.core.processor import Processor, ProcessorState, initial_state, step_encoded
 from services.core.trust import Sealed
 from services.runtime import intake
@@ -121,14 +129,27 @@ def synchronous_setting() -> Synchronous:
 Row = tuple[int, str, str, bytes]
 """One record as read from the log: (offset, topic, key, raw bytes)."""
 
-SNAPSHOT_FORMAT = 3
-"""Bumped when the snapshot layout changes; older snapshots are then ignored.
+SNAPSHOT_FORMAT = 4
+"""Bumped when the snapshot layout changes; older snapshots are then ignored (but see
+:data:`SNAPSHOT_READ`).
 2: the applied ids live in the ``applied`` table, not in the snapshot.
 3: JSON (:mod:`services.runtime.embedded.snapshot`) instead of pickles: ``{"format", "processor", "inner",
-``"heads": [[topic, key, seq, hash], ...]``, ``"records"}``."""
+``"heads": [[topic, key, seq, hash], ...]``, ``"records"}``.
+4: the same JSON, with every :class:`~services.core.kept.Kept` map empty: its entries live in the ``kept``
+table (docs/adr/0001-embedded-bounded-state.md). A version that knows only 3 ignores it and rebuilds
+from the log, instead of reading an empty map of transfer ids as the whole of them."""
 
-SNAPSHOT_NAME = "casino-ledger/snapshot-3"
+SNAPSHOT_NAME = "casino-ledger/snapshot-4"
 """The ``format`` field of every snapshot written (a foreign JSON document does not carry it)."""
+
+SNAPSHOT_READ = {3: "casino-ledger/snapshot-3", SNAPSHOT_FORMAT: SNAPSHOT_NAME}
+"""The formats a runner reads, by number: a format-3 snapshot holds its kept maps in memory, and the
+runner moves them into the ``kept`` table once (then snapshots again, in format 4)."""
+
+TAIL_SNAPSHOT_RECORDS = 64
+"""Records applied since the last snapshot from which :meth:`Runner.snapshot_if_behind` snapshots: a
+short-lived process (``ingest``, the end of a demo) leaves a snapshot behind, so the next start re-applies
+at most this many records per runner instead of up to twice ``snapshot_every``."""
 
 _Heads = list[tuple[str, str, int, str]]
 
@@ -193,6 +214,16 @@ CREATE TABLE IF NOT EXISTS applied (
     "offset" INTEGER NOT NULL,
     PRIMARY KEY (consumer, event_id)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS applied_offset ON applied(consumer, "offset");
+CREATE TABLE IF NOT EXISTS kept (
+    consumer TEXT NOT NULL,
+    name TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    "offset" INTEGER NOT NULL,
+    PRIMARY KEY (consumer, name, key, "offset")
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS kept_offset ON kept(consumer, "offset");
 CREATE TABLE IF NOT EXISTS snapshots (
     name TEXT PRIMARY KEY,
     "offset" INTEGER NOT NULL,
@@ -602,15 +633,52 @@ class EmbeddedLog:
         insert = 'INSERT OR IGNORE INTO applied (consumer, event_id, "offset") VALUES (?, ?, ?)'
         self._conn.executemany(insert, [(consumer, e, o) for e, o in ids])
 
+    def applied_among(self, consumer: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of ``event_ids`` ``consumer`` has applied (one query for a batch's records: a lookup in the
+        table's primary key each, never the consumer's whole history)."""
+        if len(event_ids) <= 1:
+            return {e for e in event_ids if self.was_applied(consumer, e)}
+        cur = self._conn.execute(  # CROSS JOIN: the ids outside (SQLite would otherwise scan the consumer's)
+            "SELECT a.event_id FROM json_each(?) AS j CROSS JOIN applied AS a "
+            "ON a.consumer = ? AND a.event_id = j.value",
+            (json.dumps(list(event_ids)), consumer),
+        )
+        return {str(r[0]) for r in cur}
+
     def applied_ids(self, consumer: str) -> set[str]:
-        """Every event id ``consumer`` has applied (what :class:`LoggedIds` keeps in memory)."""
+        """Every event id ``consumer`` has applied (its whole history: for tools and tests; a runner never
+        reads it, it asks :meth:`applied_among`)."""
         cur = self._conn.execute("SELECT event_id FROM applied WHERE consumer = ?", (consumer,))
         return {str(r[0]) for r in cur}
 
     def forget_applied(self, consumer: str, after: int) -> None:
         """Forget what ``consumer`` applied from records after ``after``: it is about to apply them again
-        (restarting from a snapshot taken at ``after``, or from scratch with 0)."""
+        (restarting from a snapshot taken at ``after``, or from scratch with 0). A range of the
+        ``applied_offset`` index, not a scan of the consumer's history."""
         self._conn.execute('DELETE FROM applied WHERE consumer = ? AND "offset" > ?', (consumer, after))
+
+    def kept_value(self, consumer: str, name: str, key: str) -> str | None:
+        """The value ``consumer`` keeps under ``key`` in its map ``name`` (``kept`` table), if any: the one
+        written last (a key written again keeps its earlier rows, so that forgetting what follows a
+        snapshot brings back the value the snapshot saw)."""
+        row = self._conn.execute(
+            "SELECT value FROM kept WHERE consumer = ? AND name = ? AND key = ? "
+            'ORDER BY "offset" DESC LIMIT 1',
+            (consumer, name, key),
+        ).fetchone()
+        return str(row[0]) if row else None
+
+    def keep_many(self, consumer: str, name: str, entries: Iterable[tuple[str, str, int]]) -> None:
+        """Keep ``(key, value, offset)`` entries in ``consumer``'s map ``name`` (inside the transaction that
+        applied the records at those offsets; the same key at the same offset is replaced)."""
+        self._conn.executemany(
+            'INSERT OR REPLACE INTO kept (consumer, name, key, value, "offset") VALUES (?, ?, ?, ?, ?)',
+            [(consumer, name, k, v, o) for k, v, o in entries],
+        )
+
+    def forget_kept(self, consumer: str, after: int) -> None:
+        """Forget what ``consumer`` kept from records after ``after`` (as :meth:`forget_applied`)."""
+        self._conn.execute('DELETE FROM kept WHERE consumer = ? AND "offset" > ?', (consumer, after))
 
     def meta(self, name: str) -> str | None:
         """The value a tool stored under ``name`` (e.g. the demo's session options), if any."""
@@ -658,13 +726,14 @@ class _Transaction:
 
 
 class LoggedIds:
-    """A consumer's applied ids, kept in the log's ``applied`` table and mirrored in memory: written in
-    the transaction that applies the records (so a rolled-back batch forgets them too: the runner
-    then rebuilds this object from the table) and never part of a snapshot, whose size then stays that
-    of the processor's own state however long the log grows.
+    """A consumer's applied ids, kept in the log's ``applied`` table: written in the transaction that
+    applies the records (so a rolled-back batch forgets them too: the runner then makes this object
+    afresh) and never part of a snapshot, nor of memory: a start reads none of them.
 
-    Lookups hit the in-memory set only (no SQLite query per record); the ids a batch adds are written
-    to the table at once by :meth:`flush`, inside the batch's transaction.
+    The runner asks for a whole batch at once (:meth:`prefetch`: one query, a primary-key lookup per
+    record); the ids a batch adds are held in memory until :meth:`flush` writes them, just before the
+    transaction commits. An id asked about outside the batch's (a caller stepping on its own) is looked
+    up on its own.
 
     Each id is stored with the offset it was read at (``offset``, set by the runner before each step),
     so that a restart from a snapshot forgets the ids of the records it re-applies: the table always
@@ -673,22 +742,66 @@ class LoggedIds:
 
     def __init__(self, log: EmbeddedLog, consumer: str) -> None:
         self.log, self.consumer, self.offset = log, consumer, 0
-        self._ids = log.applied_ids(consumer)
-        self._pending: list[tuple[str, int]] = []
+        self._pending: dict[str, int] = {}
+        self._asked: frozenset[str] = frozenset()
+        self._known: set[str] = set()
+
+    def prefetch(self, event_ids: Sequence[str]) -> None:
+        """Look up a batch's ids at once (what :meth:`__contains__` then answers from memory)."""
+        self._asked = frozenset(event_ids)
+        self._known = self.log.applied_among(self.consumer, event_ids)
 
     def __contains__(self, event_id: object, /) -> bool:
-        return event_id in self._ids
+        if event_id in self._pending:
+            return True
+        if event_id in self._asked:
+            return event_id in self._known
+        return isinstance(event_id, str) and self.log.was_applied(self.consumer, event_id)
 
     def add(self, event_id: str, /) -> None:
-        if event_id not in self._ids:
-            self._ids.add(event_id)
-            self._pending.append((event_id, self.offset))
+        self._pending.setdefault(event_id, self.offset)
 
     def flush(self) -> None:
         """Write the ids added since the last flush (inside the applying transaction)."""
         if self._pending:
-            self.log.mark_applied_many(self.consumer, self._pending)
-            self._pending = []
+            self.log.mark_applied_many(self.consumer, list(self._pending.items()))
+            self._pending = {}
+        self._asked, self._known = frozenset(), set()  # from now on the table answers
+
+
+class LoggedKept:
+    """One :class:`~services.core.kept.Kept` map of a consumer's state, kept in the log's ``kept`` table
+    (the port's SQLite adapter): lookups go to the table (a primary-key lookup), writes are held in
+    memory until :meth:`flush` writes them with the rest of the batch's bookkeeping, each with the offset
+    of the record that wrote it (read from the consumer's :class:`LoggedIds`), so a restart from a
+    snapshot forgets what the records after it wrote, as it forgets their applied ids."""
+
+    def __init__(self, log: EmbeddedLog, consumer: str, name: str, ids: LoggedIds) -> None:
+        self.log, self.consumer, self.name, self.ids = log, consumer, name, ids
+        self._latest: dict[str, str] = {}
+        self._rows: list[tuple[str, str, int]] = []
+        """Every write since the last flush (a key written twice keeps both rows: see
+        :meth:`EmbeddedLog.kept_value`)."""
+
+    def get(self, key: str, /) -> str | None:
+        held = self._latest.get(key)
+        if held is not None:
+            return held
+        return self.log.kept_value(self.consumer, self.name, key)
+
+    def put(self, key: str, value: str, /) -> None:
+        self._latest[key] = value
+        self._rows.append((key, value, self.ids.offset))
+
+    def put_many(self, entries: Mapping[str, str], /) -> None:
+        for key, value in entries.items():
+            self.put(key, value)
+
+    def flush(self) -> None:
+        """Write the entries put since the last flush (inside the applying transaction)."""
+        if self._rows:
+            self.log.keep_many(self.consumer, self.name, self._rows)
+            self._latest, self._rows = {}, []
 
 
 @dataclass(frozen=True, slots=True)
@@ -721,13 +834,20 @@ class Runner(Generic[S]):
         self.name = name or processor.name
         self.snapshot_every = snapshot_every
         self.batch_limit = batch_limit
-        self._kind = f"{SNAPSHOT_FORMAT}:{type(processor).__module__}.{type(processor).__qualname__}"
+        qualified = f"{type(processor).__module__}.{type(processor).__qualname__}"
+        self._kind = f"{SNAPSHOT_FORMAT}:{qualified}"
+        self._kinds = {f"{n}:{qualified}": n for n in SNAPSHOT_READ}
+        """The kinds of snapshot this runner reads, with their format number."""
         self._state_type = snapshot.state_type(processor)
         self._logger = get_logger("casino_ledger.embedded")
-        self.state: ProcessorState[S] = initial_state(processor)
+        self._state: ProcessorState[S] | None = None
+        """The state, once :meth:`_materialize` has restored it (``None``: not yet needed)."""
+        self._snap: tuple[int, str, bytes] | None = None
+        self.ids = LoggedIds(log, self.name)
+        self._kept: list[LoggedKept] = []
         self.position = 0
         self.committed = 0
-        self.restored_from: int | None = None
+        self._restored_from: int | None = None
         self._since_snapshot = 0
         self.batches = 0
         """Transactions that applied records (a benchmark's count)."""
@@ -740,28 +860,103 @@ class Runner(Generic[S]):
         self.restore()
 
     def restore(self) -> None:
-        """Reload the state from the latest snapshot (or from scratch) and the committed offset."""
+        """Reload from the latest snapshot (or from scratch) and the committed offset. The snapshot is
+        decoded when the runner first has a record to apply, or its state is asked for
+        (:meth:`_materialize`): a start that finds nothing to read for this runner decodes nothing
+        (an ``ingest`` of a deposit wakes three of the six)."""
         with self.log.transaction(write=False):
             self.committed = self._flushed = self.log.committed(self.name)
-            snap = self.log.load_snapshot(self.name)
+            self._snap = self.log.load_snapshot(self.name)
         self._idle_mark, self._deferred = None, False
-        self.state, self.position, self.restored_from = initial_state(self.processor), 0, None
-        if snap is not None and snap[1] == self._kind:
+        self._state, self._restored_from, self._since_snapshot = None, None, 0
+        self.ids, self._kept = LoggedIds(self.log, self.name), []  # what a rolled-back batch held: gone
+        snap = self._snap
+        self.position = snap[0] if snap is not None and snap[1] in self._kinds else 0
+        """Where the next read starts: the snapshot's offset until it is decoded (0 if it then does not)."""
+
+    @property
+    def state(self) -> ProcessorState[S]:
+        """The processor's state (restored from the snapshot on first use)."""
+        if self._state is None:
+            self._materialize()
+        assert self._state is not None
+        return self._state
+
+    @state.setter
+    def state(self, value: ProcessorState[S]) -> None:
+        self._state = value
+
+    @property
+    def restored_from(self) -> int | None:
+        """The offset of the snapshot the state was restored from (``None``: rebuilt from scratch)."""
+        if self._state is None:
+            self._materialize()
+        return self._restored_from
+
+    def _materialize(self) -> None:
+        """Decode the snapshot :meth:`restore` read (or start from scratch), forget what the log holds
+        past it, bind the state's kept maps to the ``kept`` table (:meth:`_bind_kept`)."""
+        snap, self._snap = self._snap, None
+        state, self.position = initial_state(self.processor), 0
+        if snap is not None and snap[1] in self._kinds:
             try:
-                self.state = self._decode(snap[2])
+                state = self._decode(snap[2], self._kinds[snap[1]])
             except snapshot.SnapshotError as exc:  # foreign, corrupt or crafted: rebuild from the log
                 self._logger.warning("snapshot ignored", processor=self.name, offset=snap[0], why=str(exc))
             else:
-                self.position, self.restored_from = snap[0], snap[0]
+                self.position, self._restored_from = snap[0], snap[0]
         elif snap is not None:
             self._logger.info("snapshot of another kind ignored", processor=self.name, offset=snap[0])
-        if not self.log.readonly:
-            with self.log.transaction():
-                self.log.forget_applied(self.name, self.position)
-        with self.log.transaction(write=False):
-            self.ids = LoggedIds(self.log, self.name)
-        self.state.applied = self.ids
-        self._since_snapshot = 0
+        self._state = state
+        self.ids.offset = self.position
+        state.applied = self.ids
+        if self.log.readonly:
+            self._bind_kept()
+            return
+        with self.log.transaction():
+            self.log.forget_applied(self.name, self.position)
+            self.log.forget_kept(self.name, self.position)
+            moved = self._bind_kept()
+            if moved:  # a format-3 snapshot's kept maps, now in the table: never read from a snapshot again
+                self._logger.warning(
+                    "kept entries moved out of the snapshot", processor=self.name, entries=moved,
+                    offset=self.position,
+                )  # fmt: skip
+                self._flush_kept()
+                self._snapshot()
+
+    def _bind_kept(self) -> int:
+        """Bind every :class:`~services.core.kept.Kept` field of the processor's state to the ``kept``
+        table (named by the field); returns how many in-memory entries were moved there."""
+        self._kept = []
+        inner = self.state.inner
+        if not dataclasses.is_dataclass(inner):
+            return 0
+        moved = 0
+        for f in dataclasses.fields(inner):
+            value = getattr(inner, f.name)
+            if isinstance(value, Kept):
+                store = LoggedKept(self.log, self.name, f.name, self.ids)
+                moved += value.bind(store)
+                self._kept.append(store)
+        return moved
+
+    def _flush_kept(self) -> None:
+        for store in self._kept:
+            store.flush()
+
+    def snapshot_if_behind(self, records: int = TAIL_SNAPSHOT_RECORDS) -> bool:
+        """Snapshot now (in a transaction of its own) when at least ``records`` records were applied
+        since the last snapshot, so that the next start re-applies fewer; whether it did. For a process
+        about to end: ``ingest``, a demo's bus closing."""
+        if not self.snapshot_due(records):
+            return False
+        self.snapshot()
+        return True
+
+    def snapshot_due(self, records: int = TAIL_SNAPSHOT_RECORDS) -> bool:
+        """Whether :meth:`snapshot_if_behind` would snapshot now."""
+        return self._since_snapshot >= records and not self.log.readonly
 
     def step_batch(self, limit: int | None = None) -> BatchResult:
         """Apply up to ``limit`` next input records in one transaction; see the module docstring."""
@@ -792,6 +987,9 @@ class Runner(Generic[S]):
     def _apply_batch(self, limit: int) -> BatchResult:
         mark = self.log.input_mark(self.processor.inputs)
         rows = self.log.read(self.processor.inputs, self.position, limit)
+        if rows and self._state is None:  # something to apply: now the state is needed
+            self._materialize()  # (a snapshot that does not decode moves the position back to 0)
+            rows = self.log.read(self.processor.inputs, self.position, limit)
         self._idle_mark = mark if len(rows) < limit else None
         if not rows:
             if self.log.committed(self.name) != self._flushed:
@@ -801,17 +999,24 @@ class Runner(Generic[S]):
             return BatchResult(0, 0, self.position)
         outputs: list[tuple[Envelope, bytes]] = []
         decode, sealed = self.log.decode, self.log.sealed
-        for offset, topic, _key, raw in rows:
+        read: list[tuple[int, str, bytes, Envelope | intake.DecodeError]] = []
+        for offset, topic, _key, raw in rows:  # decoded first: the batch's applied ids in one query
             try:
                 record = decode(offset, raw)
                 intake.check_topic(record, topic, raw)
             except intake.DecodeError as exc:
+                read.append((offset, topic, raw, exc))
+            else:
+                read.append((offset, topic, raw, record))
+        self.ids.prefetch([r.event_id for *_, r in read if not isinstance(r, intake.DecodeError)])
+        for offset, topic, raw, item in read:
+            if isinstance(item, intake.DecodeError):
                 position = f"dead/{self.name}/{topic}/{offset}"  # the runner's name: one dead letter each
-                dead = intake.dead_letter_of(self.processor, exc, topic, position)
+                dead = intake.dead_letter_of(self.processor, item, topic, position)
                 outputs.append((dead, dead.to_json()))
                 continue
             self.ids.offset = offset
-            outputs.extend(step_encoded(self.processor, self.state, record, raw, sealed))
+            outputs.extend(step_encoded(self.processor, self.state, item, raw, sealed))
         self.log.append_encoded(outputs, internal=True)
         self.position = rows[-1][0]
         self.committed = max(self.committed, self.position)
@@ -830,6 +1035,7 @@ class Runner(Generic[S]):
         transaction, just before it commits)."""
         self._deferred = False
         self.ids.flush()
+        self._flush_kept()
         if self.committed != self._flushed:
             # one statement checks that no other runner moved this consumer and commits the offset
             if not self.log.commit_offset(self.name, self.committed, expected=self._flushed):
@@ -844,11 +1050,12 @@ class Runner(Generic[S]):
             "heads": snapshot.encode(heads, _Heads), "records": self.state.records,
         })  # fmt: skip
 
-    def _decode(self, blob: bytes) -> ProcessorState[S]:
+    def _decode(self, blob: bytes, fmt: int = SNAPSHOT_FORMAT) -> ProcessorState[S]:
         data = snapshot.loads(blob, dict[str, Any])
         if set(data) != {"format", "processor", "inner", "heads", "records"}:
             raise snapshot.SnapshotError(f"not a snapshot: fields {sorted(data)[:10]}")
-        if (data["format"], data["processor"]) != (SNAPSHOT_NAME, self._kind):
+        kind = f"{fmt}:{self._kind.partition(':')[2]}"
+        if (data["format"], data["processor"]) != (SNAPSHOT_READ.get(fmt), kind):
             raise snapshot.SnapshotError("a snapshot of another format or processor")
         inner = snapshot.decode(data["inner"], self._state_type)
         heads = snapshot.decode(data["heads"], _Heads)
@@ -1135,8 +1342,13 @@ class EmbeddedBus:
             after = rows[-1][0]
 
     def close(self) -> None:
-        """Commit what is held, then close the log."""
+        """Commit what is held, leave a snapshot of every runner that applied records since its last
+        (:meth:`Runner.snapshot_if_behind`: the next start re-applies little), then close the log."""
         self.commit()
+        if any(runner.snapshot_due() for runner in self.runners):
+            with self.log.transaction():  # one commit for all of them
+                for runner in self.runners:
+                    runner.snapshot_if_behind()
         self.log.close()
 
 

@@ -11,7 +11,9 @@ worst refused — the runner then rebuilds the state from the log.
 The encoding is plain JSON: a dataclass is an object of its fields; a ``dict`` with string keys an
 object (insertion order kept), any other ``dict`` a list of ``[key, value]`` pairs; tuples, lists
 and named tuples are arrays; sets are arrays in a stable order. ``Any`` holds JSON values only (a
-tuple there comes back as a list, so a state should type what it keeps).
+tuple there comes back as a list, so a state should type what it keeps). A
+:class:`~services.core.kept.Kept` map is the object of its in-memory entries (none once a store holds
+them): the very encoding of the ``dict[str, str]`` it replaced, so an older snapshot's map reads back.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from itertools import chain
 from typing import Any, Final, Literal, Union, get_args, get_origin
 
 import orjson
+
+from services.core.kept import Kept
 
 MAX_SNAPSHOT_BYTES = 1 << 30
 """A snapshot larger than this is not read (the state is rebuilt from the log instead)."""
@@ -139,6 +143,8 @@ def _compile_kind(tp: Any) -> Encoder:  # one branch per kind of type, as decode
     origin, args = get_origin(tp), get_args(tp)
     if tp is Any:
         return _plain
+    if tp is Kept:
+        return _encode_kept
     if tp is None or tp is type(None):
         return _encode_none
     if origin is Literal:
@@ -195,6 +201,14 @@ def _compile_kind(tp: Any) -> Encoder:  # one branch per kind of type, as decode
         raise SnapshotError(f"no snapshot encoding for type {tp!r}")
 
     return unknown
+
+
+def _encode_kept(value: Any) -> Any:
+    """A :class:`~services.core.kept.Kept` map: the JSON object of its in-memory entries (none once a
+    store is bound: the store holds them, not the snapshot)."""
+    if not isinstance(value, Kept):
+        raise SnapshotError(f"expected Kept, got {type(value).__name__}")
+    return _FLAT_STR(value.entries)
 
 
 def _encode_none(value: Any) -> None:
@@ -306,6 +320,9 @@ def _flat_encoder(val_tp: type) -> Encoder:
     return flat
 
 
+_FLAT_STR: Final[Encoder] = _flat_encoder(str)
+
+
 def _mapping_encoder(args: tuple[Any, ...]) -> Encoder:
     key_tp, val_tp = args if args else (Any, Any)
     if key_tp is str and val_tp in _FLAT:
@@ -378,9 +395,13 @@ def _plain(value: Any) -> Any:
 def decode(data: Any, tp: Any) -> Any:
     """The value of type ``tp`` that :func:`encode` turned into ``data``; :class:`SnapshotError` when
     ``data`` does not fit ``tp`` exactly."""
-    origin, args = get_origin(tp), get_args(tp)
+    if (tp is str or tp is int) and type(data) is tp:  # most values of a state: no walk over the type
+        return data
+    origin, args = _shape(tp)
     if tp is Any:
         return _check_plain(data)
+    if tp is Kept:  # a JSON object of str, as a dict[str, str] field was written before Kept existed
+        return Kept(_decode_mapping(data, (str, str)))
     if tp is None or tp is type(None):
         if data is not None:
             raise SnapshotError(f"expected null, got {type(data).__name__}")
@@ -462,11 +483,28 @@ def _decode_dataclass(data: Any, tp: type) -> Any:
 def _decode_tuple(data: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
     if not args or (len(args) == 2 and args[1] is Ellipsis):
         item = args[0] if args else Any
-        return tuple(decode(v, item) for v in _array(data))
+        values = _array(data)
+        if item in _FLAT and set(map(type, values)) <= {item}:  # each item is itself: one pass, no calls
+            return tuple(values)
+        return tuple(decode(v, item) for v in values)
     if args == ((),):
         args = ()
     items = _array(data, len(args))
     return tuple(decode(v, t) for v, t in zip(items, args, strict=True))
+
+
+_SHAPES: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
+"""``(get_origin(tp), get_args(tp))`` by type: :func:`decode` asks for every value it reads."""
+
+
+def _shape(tp: Any) -> tuple[Any, tuple[Any, ...]]:
+    try:
+        return _SHAPES[tp]
+    except KeyError:
+        shape = _SHAPES[tp] = (get_origin(tp), get_args(tp))
+        return shape
+    except TypeError:  # an unhashable annotation
+        return get_origin(tp), get_args(tp)
 
 
 def _decode_mapping(data: Any, args: tuple[Any, ...]) -> dict[Any, Any]:
