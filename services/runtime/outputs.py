@@ -133,8 +133,8 @@ def check_output(
     target = Path(out)
     for p in protected(db, extra, environment=environment):
         if _same(target, p):
-            what = "the log itself" if db is not None and _same(p, Path(db)) else str(p)
-            raise WouldOverwrite(f"{option} {out} is {what}, which is never written over: nothing written")
+            named = "the log itself" if db is not None and _same(p, Path(db)) else str(p)
+            raise WouldOverwrite(f"{option} {out} is {named}, which is never written over: nothing written")
     if _companion_of_a_database(target):
         why = "would be taken for a file (WAL, shared memory, journal) of the SQLite database beside it"
         raise WouldOverwrite(f"{option} {out} {why}: nothing written")
