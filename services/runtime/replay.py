@@ -425,6 +425,7 @@ def render_text(report: Report) -> str:
     lines = [
         f"replayed {report.records} records, {report.coups} coups",
         f"checkpoints verified: {cp.get('verified', 0)}; signed by: {signed}",
+        *tree_lines(cp.get("tree_heads") or {}),
         f"findings: {d['root_findings']} root cause(s), {d['findings_total']} finding(s) in all; "
         f"open items: {len(d['open_items'])}",
     ]
@@ -455,6 +456,15 @@ def render_text(report: Report) -> str:
     lines.append(f"verdict: {d['verdict']}")
     lines.append(f"digest: {report.digest}")
     return "\n".join(lines)
+
+
+def tree_lines(trees: Mapping[str, Any]) -> list[str]:
+    """What the text report says of audit's signed tree heads (:mod:`services.audit.replay.tree_head`)."""
+    latest = trees.get("latest")
+    if not latest:
+        return ["tree heads: none verifies: nothing in this log is proven"] if trees.get("unproven") else []
+    return [f"tree heads verified: {trees.get('signed', 0)}; latest #{latest['n']} root {latest['root']} "
+            f"over {trees.get('chains_covered', 0)} chains"]  # fmt: skip
 
 
 def _money(minor: Any) -> str:
