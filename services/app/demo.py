@@ -167,7 +167,7 @@ def render(
     if db is not None:  # one line to copy (``alerts`` reads a SQLite log)
         console.print(f"  each explained by: {invoked_as()} alerts --db {db}", soft_wrap=True)
     console.print(f"digest: {report.digest}")
-    console.print(f"log: {where}")
+    console.print(f"log: {where}", soft_wrap=True)  # one line: a command to copy
 
 
 def render_tables(console: Console, summaries: dict[str, TableSummary]) -> None:
@@ -312,7 +312,7 @@ def main(args: argparse.Namespace) -> int:
     finally:
         bus.close()
     report = replay(read_db(path), keys=composition.checkpoint_public_keys())
-    hint = f"{path}  (try: {invoked_as()} replay --db {path})"
+    hint = f"{path}  (try: {invoked_as()} replay --db {path} --keys {path}{PUBLIC_KEYRING_SUFFIX})"
     render(console, summarise(read_db(path)), report, hint, path)
     say_written(console, path)
     from services.backoffice.cli import serve_hint  # noqa: PLC0415
@@ -426,7 +426,8 @@ def _stored_options(path: Path) -> dict[str, int] | None:
 
 
 def _write_public_keyring(path: Path, composition: Composition) -> None:
-    """The public half of the demo's checkpoint key beside its log, where ``replay --db`` finds it."""
+    """The public half of the demo's checkpoint key beside its log, for ``replay --keys`` (a keyring the
+    replay only finds there is not supplied independently: docs/trust.md)."""
     doc = public_keyring(composition.checkpoint_public_keys())
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
@@ -494,7 +495,9 @@ def _main_kafka(
         records = bus.consume_all()
     report = replay(records, keys=composition.checkpoint_public_keys())
     prefix = settings.topic_prefix
-    replay_cmd = f"CASINO_TOPIC_PREFIX={prefix} {invoked_as()} replay --kafka {args.kafka}"
+    public = log_dir / "public-keyring.json"
+    _write_public_keyring(public, composition)
+    replay_cmd = f"CASINO_TOPIC_PREFIX={prefix} {invoked_as()} replay --kafka {args.kafka} --keys {public}"
     where = f"Kafka {args.kafka}, topics {prefix}*  (try: {replay_cmd})"
     render(console, summarise(records), report, where)
     return 0 if report.clean else 1

@@ -109,6 +109,14 @@ PUBLIC_KEYRING_SUFFIX = ".public-keyring.json"
 """A log file's own public keyring, written beside it (``<db>.public-keyring.json``) by ``demo``."""
 
 
+def keys_supplied(path: str | None, env: Mapping[str, str] | None = None) -> bool:
+    """Whether the regulator supplied the public keyring (``--keys`` or ``CASINO_PUBLIC_KEYRING``), as
+    opposed to one found beside the log or the public demo key, which whoever wrote the log could have
+    written too: without it, a replay's ``clean`` is qualified (docs/trust.md)."""
+    env = os.environ if env is None else env
+    return bool(path or env.get(ENV_PUBLIC_KEYRING, "").strip())
+
+
 def public_keys_from(
     path: str | None, env: Mapping[str, str] | None = None, *, log: Path | None = None
 ) -> tuple[dict[str, str], str]:
@@ -132,17 +140,25 @@ def replay(
     keys: Mapping[str, str] | None = None,
     checkpoint_every: int | None = None,
     collector: RoundCollector | None = None,
+    ordered: bool = True,
+    expect: Mapping[str, Any] | None = None,
 ) -> Report:
     """Re-run audit over ``raw_records`` (in log order, streamed) and report.
 
     ``keys``: the public checkpoint keyring (default :func:`public_keys_from`); ``checkpoint_every``: the
-    cadence audit ran with (default ``CASINO_AUDIT_CHECKPOINT_EVERY`` or 50).
+    cadence audit ran with (default ``CASINO_AUDIT_CHECKPOINT_EVERY`` or 50); ``ordered``: the records come
+    in the order they were written (``False`` for Kafka, read topic by topic); ``expect``: a pinned tree
+    head (:func:`services.runtime.heads.read_heads`) the log must extend.
     """
     every = checkpoint_every or int_from_env(
         ENV_CHECKPOINT_EVERY, os.environ.get(ENV_CHECKPOINT_EVERY, "") or str(CHECKPOINT_EVERY)
     )
     default = public_keys_from(None)[0] if keys is None else keys
-    return replay_records(raw_records, keys=default, checkpoint_every=every, scope=scope, collector=collector)
+    report = replay_records(raw_records, keys=default, checkpoint_every=every, scope=scope,
+                            collector=collector, ordered=ordered, expect=expect)  # fmt: skip
+    report.keys_supplied = keys is not None or keys_supplied(None)
+    report.keys["supplied"] = report.keys_supplied
+    return report
 
 
 # --- reading logs --------------------------------------------------------------------------------
@@ -273,6 +289,11 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
     if args.db:
         open_readonly(Path(args.db)).close()  # a foreign file is an error before anything is read
     collector = RoundCollector(args.coup) if getattr(args, "coup", None) else None
+    expect = None
+    if getattr(args, "expect", None):
+        from services.runtime.heads import read_heads  # noqa: PLC0415
+
+        expect = read_heads(Path(args.expect), keys)
     with _progress(args, source) as advance:
         if args.db:
             records: Iterable[bytes | str | Envelope] = read_db(Path(args.db), advance)
@@ -282,8 +303,11 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
             from services.runtime.kafka import topic_io as kafka_io  # noqa: PLC0415
 
             records = (r.value or b"" for r in kafka_io.iter_raw(args.kafka, list(topics.ALL_TOPICS)))
-        report = replay(records, scope=scope, keys=keys, collector=collector)
+        report = replay(records, scope=scope, keys=keys, collector=collector, ordered=not args.kafka,
+                        expect=expect)  # fmt: skip
     what = str(source) if source is not None else f"the topics at {args.kafka}"
+    report.keys_supplied = keys_supplied(getattr(args, "keys", None))
+    report.keys["supplied"] = report.keys_supplied
     if report.records == 0:
         hint = "" if source is not None else " (check the topic prefix)"
         raise SourceError(f"{what} holds no records: nothing to replay{hint}")
@@ -421,10 +445,13 @@ def render_text(report: Report) -> str:
     """The human summary of a replay: verdict, root findings with their consequences, open items."""
     d = report.to_dict()
     cp = d["checkpoints"]
-    signed = ", ".join(f"{k} ({n})" for k, n in sorted(cp.get("signed_by", {}).items())) or "none"
+    prints = d["keys"].get("fingerprints") or {}
+    signed = ", ".join(f"{k} {prints.get(k) or '(no such key)'} ({n})"
+                       for k, n in sorted(cp.get("signed_by", {}).items())) or "none"  # fmt: skip
     lines = [
         f"replayed {report.records} records, {report.coups} coups",
         f"checkpoints verified: {cp.get('verified', 0)}; signed by: {signed}",
+        *([] if report.keys_supplied else [KEYS_NOT_SUPPLIED_LINE]),
         *tree_lines(cp.get("tree_heads") or {}),
         f"findings: {d['root_findings']} root cause(s), {d['findings_total']} finding(s) in all; "
         f"open items: {len(d['open_items'])}",
@@ -456,6 +483,12 @@ def render_text(report: Report) -> str:
     lines.append(f"verdict: {d['verdict']}")
     lines.append(f"digest: {report.digest}")
     return "\n".join(lines)
+
+
+KEYS_NOT_SUPPLIED_LINE = (
+    "keys: NOT SUPPLIED INDEPENDENTLY — the keyring came from beside the log (or is the public demo key); "
+    "whoever could write the log could have written it: replay with --keys PUBLIC (or CASINO_PUBLIC_KEYRING)"
+)
 
 
 def tree_lines(trees: Mapping[str, Any]) -> list[str]:

@@ -29,6 +29,7 @@ from services.core.reasons import (
     ReplayReason,
     Severity,
 )
+from services.core.signing import fingerprint
 
 DEDUP_WINDOW = 1 << 16
 """How many recent event ids the replay remembers to drop exact re-deliveries."""
@@ -321,13 +322,22 @@ class Replayer:
             n, env = self.last
             report.ends_at = {"record": n, "event_id": env.event_id, "type": env.type, "topic": env.topic,
                               "occurred_at": env.occurred_at}  # fmt: skip
-        report.keys = {"key_ids": sorted(self.keys), "signed_by": report.checkpoints.get("signed_by", {})}
+        prints = {k: _fingerprint(v) for k, v in sorted(self.keys.items())}
+        signed_by = report.checkpoints.get("signed_by", {})
+        report.keys = {"key_ids": sorted(self.keys), "signed_by": signed_by, "fingerprints": prints}
         report.tables_in_log = sorted(self.state.configs)
         report.coup_rows = [
             {**row, "house_minor": row["stake_minor"] - row["credit_minor"]}
             for row in self.coup_rows.values() if "coup_id" in row
         ]  # fmt: skip
         return report
+
+
+def _fingerprint(public_hex: str) -> str | None:
+    try:
+        return fingerprint(public_hex)
+    except ValueError:
+        return None
 
 
 def replay_records(

@@ -207,7 +207,7 @@ class TreeHeads:
             return
         reason = ReplayReason.HEADS_NOT_EXTENDED if claim.pinned else ReplayReason.CHAIN_REWRITTEN
         subject = {"topic": chain[0], "key": chain[1], "seq": seq, "tree_head": claim.n,
-                   "checkpoint": claim.event_id}  # fmt: skip
+                   "event_id": claim.event_id}  # fmt: skip
         self.broken[chain] = entry(reason, chain[1], subject, values[0], values[1], detail=why)
 
     def finish(self, *, chained_records: bool) -> list[dict[str, Any]]:
@@ -233,7 +233,7 @@ class TreeHeads:
             else:
                 why = f"signed tree head {claim.n} claims seq {seq}; " + why
             subject = {"topic": chain[0], "key": chain[1], "seq": seq, "tree_head": claim.n,
-                       "checkpoint": claim.event_id}  # fmt: skip
+                       "event_id": claim.event_id}  # fmt: skip
             self.broken[chain] = entry(reason, chain[1], subject, claim.hash, held if held >= 0 else None,
                                        detail=why)  # fmt: skip
         out.extend(f for _, f in sorted(self.broken.items()))
@@ -257,7 +257,8 @@ class TreeHeads:
                 continue  # refused when it was written: an attempt (reported), not a spliced chain
             why = ("audit had read this chain when it signed its tree heads, yet none names it: "
                    "spliced in after they were signed")  # fmt: skip
-            subject = {"topic": chain[0], "key": chain[1], "record": first}
+            subject = {"topic": chain[0], "key": chain[1], "record": first,
+                       "event_id": stream.first_id if stream is not None else None}  # fmt: skip
             out.append(entry(ReplayReason.CHAIN_NOT_IN_TREE_HEAD, chain[1], subject, detail=why))
         return out
 
