@@ -109,8 +109,9 @@ class TreeHeads:
     """The highest tree head number signed in the log, with its root."""
     roots: dict[int, str] = field(default_factory=dict)
     pinned: tuple[int, str] | None = None
-    broken: dict[Chain, dict[str, Any]] = field(default_factory=dict)
-    """One finding per chain (the first thing found wrong with it)."""
+    broken: dict[tuple[Chain, bool], dict[str, Any]] = field(default_factory=dict)
+    """One finding per chain, and one more per chain for the pinned tree head (the first thing found
+    wrong with it)."""
     found: list[dict[str, Any]] = field(default_factory=list)
     refused: set[str] = field(default_factory=set)
     """Ids of records a processor refused live (dead letters): an outsider's chain audit never read."""
@@ -203,44 +204,51 @@ class TreeHeads:
             self.reach = index
 
     def _break(self, chain: Chain, seq: int, claim: Claim, values: tuple[Any, Any], why: str) -> None:
-        if chain in self.broken:
+        if (chain, claim.pinned) in self.broken:
             return
         reason = ReplayReason.HEADS_NOT_EXTENDED if claim.pinned else ReplayReason.CHAIN_REWRITTEN
         subject = {"topic": chain[0], "key": chain[1], "seq": seq, "tree_head": claim.n,
                    "event_id": claim.event_id}  # fmt: skip
-        self.broken[chain] = entry(reason, chain[1], subject, values[0], values[1], detail=why)
+        self.broken[(chain, claim.pinned)] = entry(
+            reason, chain[1], subject, values[0], values[1], detail=why
+        )
 
     def finish(self, *, chained_records: bool) -> list[dict[str, Any]]:
         """What only the end of the log tells: claimed heads never found, chains no tree head names,
         no tree head at all, a pinned tree head the log does not extend."""
         out = list(self.found)
         for (chain, seq), claims in sorted(self.pending.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
-            if chain in self.broken:
-                continue
-            claim = next((c for c in claims if c.pinned), claims[0])
-            stream = self.streams.get(chain)
-            held = -1 if stream is None else len(stream.index) - 1
-            if stream is None and not any(c == chain for c, _ in self.odd):
-                why = "the chain is not in the log at all: deleted"
-                reason = ReplayReason.CHAIN_DELETED
-            else:
-                why = f"the log's chain ends at seq {held}: its tail was cut"
-                reason = ReplayReason.CHAIN_CUT
-            if claim.pinned:
-                reason = ReplayReason.HEADS_NOT_EXTENDED
-                why = why.replace("deleted", "rolled back")
-                why = f"the pinned tree head {claim.n} claims seq {seq}; " + why
-            else:
-                why = f"signed tree head {claim.n} claims seq {seq}; " + why
-            subject = {"topic": chain[0], "key": chain[1], "seq": seq, "tree_head": claim.n,
-                       "event_id": claim.event_id}  # fmt: skip
-            self.broken[chain] = entry(reason, chain[1], subject, claim.hash, held if held >= 0 else None,
-                                       detail=why)  # fmt: skip
-        out.extend(f for _, f in sorted(self.broken.items()))
+            for pinned in sorted({c.pinned for c in claims}):
+                if (chain, pinned) not in self.broken:
+                    self._missing(chain, seq, next(c for c in claims if c.pinned == pinned))
+        out.extend(f for _, f in sorted(self.broken.items(), key=lambda kv: (kv[0][0], kv[0][1])))
         out.extend(self._spliced())
         out.extend(self._pinned_root())
         self.unproven = chained_records and not self.signed
         return out
+
+    def _missing(self, chain: Chain, seq: int, claim: Claim) -> None:
+        """A claimed head the log never held: the chain deleted, or its tail cut."""
+        stream = self.streams.get(chain)
+        held = -1 if stream is None else len(stream.index) - 1
+        if stream is None and not any(c == chain for c, _ in self.odd):
+            why, reason = "the chain is not in the log at all: deleted", ReplayReason.CHAIN_DELETED
+        else:
+            why, reason = f"the log's chain ends at seq {held}: its tail was cut", ReplayReason.CHAIN_CUT
+        if claim.pinned:
+            reason = ReplayReason.HEADS_NOT_EXTENDED
+            why = f"the pinned tree head {claim.n} claims seq {seq}; " + why.replace("deleted", "rolled back")
+        else:
+            why = f"signed tree head {claim.n} claims seq {seq}; " + why
+        subject = {
+            "topic": chain[0],
+            "key": chain[1],
+            "seq": seq,
+            "tree_head": claim.n,
+            "event_id": claim.event_id,
+        }
+        self.broken[(chain, claim.pinned)] = entry(reason, chain[1], subject, claim.hash,
+                                                   held if held >= 0 else None, detail=why)  # fmt: skip
 
     def _spliced(self) -> list[dict[str, Any]]:
         if not self.ordered or self.reach < 0:
@@ -250,7 +258,7 @@ class TreeHeads:
         for (chain, _), (_, index) in self.odd.items():
             firsts[chain] = min(index, firsts.get(chain, index))
         for chain, first in sorted(firsts.items()):
-            if chain in self.covered or chain in self.broken or first >= self.reach:
+            if chain in self.covered or (chain, False) in self.broken or first >= self.reach:
                 continue
             stream = self.streams.get(chain)
             if stream is not None and stream.first_id in self.refused:
