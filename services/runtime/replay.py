@@ -21,15 +21,20 @@ and every shoe commitment; and checks each ``AuditCheckpoint`` the audit wrote a
   the new one; the findings count also shows a log edited *after* audit ran;
 * that every checkpoint the cadence calls for is there (``checkpoint_missing``) and none is extra;
 * that the monitor's alerts it counted at its table are in the log (a claim checked at the end, so
-  deleting every alert — which leaves no gap in any chain — is still found).
+  deleting every alert — which leaves no gap in any chain — is still found);
+* its tree head: every chain head it signs is in the log, and no chain audit had read is missing from
+  it (:mod:`services.audit.replay.tree_head`: deleted chains, cut tails, rewritten history, spliced
+  chains); ``--expect HEADS`` (written by ``heads``) pins one the log must extend.
 
-**Verdicts.** ``clean`` (exit 0): a complete log replayed and agreed. ``findings`` (exit 1). ``incomplete``
-(exit 1): nothing disagrees, but the log stops with coups open or accepted bets unpaid (``ends_at`` says
-where). An empty source, a foreign file (another program's SQLite database or JSON), a Kafka prefix
-with no records, an unknown ``--table``: :class:`SourceError`, one line, exit 2. Dead letters of records
-refused by authentication are counted by reason (``refused``), not findings. Findings are grouped by
-root cause (:func:`group_findings`). ``--db`` is opened read-only (:func:`open_readonly`): no byte of
-the file changes and nothing is created beside it.
+**Verdicts.** ``clean`` (exit 0): a complete log replayed and agreed, with keys the regulator supplied
+(``--keys`` or ``CASINO_PUBLIC_KEYRING``); with keys only found beside the log, or the demo key, the same
+log is ``clean (keys not supplied independently)`` (exit 1). ``findings`` (exit 1). ``incomplete`` (exit
+1): nothing disagrees, but the log stops with coups open or accepted bets unpaid (``ends_at`` says where),
+or no signed tree head verifies. An empty source, a foreign file (another program's SQLite database or
+JSON), a Kafka prefix with no records, an unknown ``--table``: :class:`SourceError`, one line, exit 2.
+Dead letters of records refused by authentication are counted by reason (``refused``), not findings.
+Findings are grouped by root cause (:func:`group_findings`). ``--db`` is opened read-only
+(:func:`open_readonly`): no byte of the file changes and nothing is created beside it.
 
 **Scope.** ``--table`` and ``--since``/``--until`` (ISO 8601, ``since`` inclusive, ``until``
 exclusive, on ``occurred_at``) limit the *report*, never the verification: chains, balances and
@@ -44,7 +49,9 @@ calls :meth:`Audit.handle_hashed` itself and drops re-deliveries with a bounded 
 ids (:data:`DEDUP_WINDOW`). A re-delivery further back than the window is still caught: on a chained
 stream its ``seq`` is behind the head (``seq_duplicate``); a repeated ``PayoutIssued`` is a second
 payout for its bet or an orphan left open. Audit drops completed coups and folds round hashes, so the
-state grows with tables, shoes in play and accounts — not with the log. Findings are kept up to
+state grows with tables, shoes in play and accounts — not with the log — except the tree heads' check,
+which keeps 32 bytes and an index per chained record (a claimed head is checked whenever the claim and
+its record meet, in either order). Findings are kept up to
 :data:`MAX_FINDINGS_LISTED` and counted beyond.
 
 **Reports.** JSON with a fixed top-level key order and every nested object's keys sorted, nothing from
