@@ -94,8 +94,6 @@ class TreeHeads:
     streams: dict[Chain, _Stream] = field(default_factory=dict)
     odd: dict[tuple[Chain, int], tuple[str, int]] = field(default_factory=dict)
     """Records out of ``seq`` order (a tampered chain), by chain and seq: their hash and log index."""
-    claimed: dict[tuple[Chain, int], Claim] = field(default_factory=dict)
-    """The first claim on each (chain, seq); later ones must agree with it."""
     pending: dict[tuple[Chain, int], list[Claim]] = field(default_factory=dict)
     """Claims whose record the replay has not read yet."""
     covered: set[Chain] = field(default_factory=set)
@@ -177,21 +175,13 @@ class TreeHeads:
             self._claim(chain, seq, Claim(digest, n, event_id, pinned))
 
     def _claim(self, chain: Chain, seq: int, claim: Claim) -> None:
-        first = self.claimed.get((chain, seq))
-        if first is not None:
-            if claim.hash is not None and first.hash is not None and claim.hash != first.hash:
-                why = f"tree heads {first.n} and {claim.n} claim different records at seq {seq}"
-                self._break(chain, seq, claim, (first.hash, claim.hash), why)
-                return
-            if not claim.pinned and (first.hash is not None or claim.hash is None):
-                return  # the same claim, already checked or waiting
-        if first is None or (first.hash is None and claim.hash is not None):
-            self.claimed[(chain, seq)] = claim
         record = self._record(chain, seq)
-        if record is None:
-            self.pending.setdefault((chain, seq), []).append(claim)
-        else:
+        if record is not None:
             self._settle(chain, seq, claim, record)
+            return
+        waiting = self.pending.setdefault((chain, seq), [])
+        if not any(c.hash == claim.hash and c.pinned == claim.pinned for c in waiting):
+            waiting.append(claim)
 
     def _settle(self, chain: Chain, seq: int, claim: Claim, record: tuple[str, int]) -> None:
         digest, index = record
