@@ -147,14 +147,15 @@ def replay(
     keys: Mapping[str, str] | None = None,
     checkpoint_every: int | None = None,
     collector: RoundCollector | None = None,
-    ordered: bool = True,
+    ordered: bool = False,
     expect: Mapping[str, Any] | None = None,
 ) -> Report:
     """Re-run audit over ``raw_records`` (in log order, streamed) and report.
 
     ``keys``: the public checkpoint keyring (default :func:`public_keys_from`); ``checkpoint_every``: the
     cadence audit ran with (default ``CASINO_AUDIT_CHECKPOINT_EVERY`` or 50); ``ordered``: the records come
-    in the order they were written (``False`` for Kafka, read topic by topic); ``expect``: a pinned tree
+    in the order they were written (``True`` for a SQLite log and its JSONL export; not Kafka, read topic
+    by topic); ``expect``: a pinned tree
     head (:func:`services.runtime.heads.read_heads`) the log must extend.
     """
     every = checkpoint_every or int_from_env(
@@ -310,7 +311,8 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
             from services.runtime.kafka import topic_io as kafka_io  # noqa: PLC0415
 
             records = (r.value or b"" for r in kafka_io.iter_raw(args.kafka, list(topics.ALL_TOPICS)))
-        report = replay(records, scope=scope, keys=keys, collector=collector, ordered=not args.kafka,
+        written_order = bool(args.db or args.jsonl)
+        report = replay(records, scope=scope, keys=keys, collector=collector, ordered=written_order,
                         expect=expect)  # fmt: skip
     what = str(source) if source is not None else f"the topics at {args.kafka}"
     report.keys_supplied = keys_supplied(getattr(args, "keys", None))

@@ -128,7 +128,7 @@ class Replayer:
     keys: Mapping[str, str]
     checkpoint_every: int = CHECKPOINT_EVERY
     collector: RoundCollector | None = None
-    ordered: bool = True
+    ordered: bool = False
     """The log is read in the order it was written (a SQLite log or its export; not Kafka topic by topic)."""
     audit: Audit = field(init=False)
     state: AuditState = field(init=False)
@@ -347,7 +347,7 @@ def replay_records(
     checkpoint_every: int,
     scope: Scope | None = None,
     collector: RoundCollector | None = None,
-    ordered: bool = True,
+    ordered: bool = False,
     expect: Mapping[str, Any] | None = None,
 ) -> Report:
     """Re-run audit over ``raw_records`` (in log order, streamed) and report: the pure replay. ``keys``:

@@ -88,7 +88,8 @@ def parse_tree(tree: Any) -> tuple[int, int, str, list[Leaf]] | None:
 @dataclass(slots=True)
 class TreeHeads:
     """The tree heads of one replay (see the module docstring). ``ordered``: the log is read in the order
-    it was written (not a Kafka log read topic by topic)."""
+    it was written (a SQLite log or its export; not a Kafka log read topic by topic). A signed tree head
+    that claims a record not read yet proves it is not, and turns it off."""
 
     ordered: bool = True
     streams: dict[Chain, _Stream] = field(default_factory=dict)
@@ -179,6 +180,8 @@ class TreeHeads:
         if record is not None:
             self._settle(chain, seq, claim, record)
             return
+        if not claim.pinned:
+            self.ordered = False  # audit claims only records it had read: not the order they were written
         waiting = self.pending.setdefault((chain, seq), [])
         if not any(c.hash == claim.hash and c.pinned == claim.pinned for c in waiting):
             waiting.append(claim)
