@@ -73,7 +73,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from services.audit.processor import CHECKPOINT_EVERY
 from services.audit.replay import (
@@ -147,7 +147,7 @@ def replay(
     keys: Mapping[str, str] | None = None,
     checkpoint_every: int | None = None,
     collector: RoundCollector | None = None,
-    ordered: bool = False,
+    ordered: bool | Literal["strict"] = False,
     expect: Mapping[str, Any] | None = None,
 ) -> Report:
     """Re-run audit over ``raw_records`` (in log order, streamed) and report.
@@ -311,7 +311,7 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
             from services.runtime.kafka import topic_io as kafka_io  # noqa: PLC0415
 
             records = (r.value or b"" for r in kafka_io.iter_raw(args.kafka, list(topics.ALL_TOPICS)))
-        written_order = bool(args.db or args.jsonl)
+        written_order: bool | Literal["strict"] = "strict" if args.db else bool(args.jsonl)
         report = replay(records, scope=scope, keys=keys, collector=collector, ordered=written_order,
                         expect=expect)  # fmt: skip
     what = str(source) if source is not None else f"the topics at {args.kafka}"

@@ -390,3 +390,24 @@ def test_a_log_read_topic_by_topic_is_not_taken_for_a_splice(
     assert any(r["topic"] == "casino.monitor.alerts" for r in records)  # claimed after the findings
     code, report = _replay(_jsonl(tmp_path / "by-topic.jsonl", by_topic), public)
     assert (code, report["verdict"]) == (0, "clean"), report["findings"][:3]
+
+
+def test_a_tree_head_moved_before_what_it_claims_in_a_sqlite_log(
+    demo_db: Path, records: list[Rec], public: Path, tmp_path: Path
+) -> None:
+    """In a SQLite log, whose order is the order of writing, audit's first tree head moved to the top
+    (its own chain unbroken; it would switch the splice check off in a file read another way) is a
+    finding: ``tree_head_invalid``, records moved. The same order in a JSONL file is only read so."""
+    first, _ = _trees(records)[0]
+    moved = [records[first], *records[:first], *records[first + 1 :]]
+    db = tmp_path / "moved.db"
+    shutil.copy(demo_db, db)
+    with sqlite3.connect(db) as conn:
+        offsets = [o for (o,) in conn.execute('SELECT "offset" FROM records ORDER BY "offset"')]
+        conn.executemany('UPDATE records SET body = ? WHERE "offset" = ?',
+                         [(_canonical(r), o) for r, o in zip(moved, offsets, strict=True)])  # fmt: skip
+    code, out, _ = _run("replay", "--db", str(db), "--json", "--keys", str(public))
+    report = json.loads(out)
+    assert code == 1 and "tree_head_invalid" in {f["reason"] for f in report["findings"]}
+    code, report = _replay(_jsonl(tmp_path / "moved.jsonl", moved), public)
+    assert "tree_head_invalid" not in {f["reason"] for f in report["findings"]}

@@ -7,7 +7,7 @@ import gc
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -128,8 +128,9 @@ class Replayer:
     keys: Mapping[str, str]
     checkpoint_every: int = CHECKPOINT_EVERY
     collector: RoundCollector | None = None
-    ordered: bool = False
-    """The log is read in the order it was written (a SQLite log or its export; not Kafka topic by topic)."""
+    ordered: bool | Literal["strict"] = False
+    """The log is read in the order it was written (a SQLite log or its export; not Kafka topic by topic);
+    ``"strict"``: and by construction (a SQLite log), so records out of that order were moved."""
     audit: Audit = field(init=False)
     state: AuditState = field(init=False)
     report: Report = field(init=False)
@@ -153,7 +154,7 @@ class Replayer:
         self.report = Report(scope=self.scope)
         self.summaries = Summaries(self.scope)
         self.checkpoints = Checkpoints(self.keys)
-        self.trees = TreeHeads(self.ordered)
+        self.trees = TreeHeads(self.ordered is not False, strict=self.ordered == "strict")
         self.window = _Window(DEDUP_WINDOW)
         self.coup_rows = {}
         self.findings_records = {}
@@ -347,7 +348,7 @@ def replay_records(
     checkpoint_every: int,
     scope: Scope | None = None,
     collector: RoundCollector | None = None,
-    ordered: bool = False,
+    ordered: bool | Literal["strict"] = False,
     expect: Mapping[str, Any] | None = None,
 ) -> Report:
     """Re-run audit over ``raw_records`` (in log order, streamed) and report: the pure replay. ``keys``:

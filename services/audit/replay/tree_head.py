@@ -92,6 +92,9 @@ class TreeHeads:
     that claims a record not read yet proves it is not, and turns it off."""
 
     ordered: bool = True
+    strict: bool = False
+    """The source's order is the order of writing by construction (a SQLite log): a tree head ahead of
+    a record it claims is then a finding, not a reason to skip the splice check."""
     streams: dict[Chain, _Stream] = field(default_factory=dict)
     odd: dict[tuple[Chain, int], tuple[str, int]] = field(default_factory=dict)
     """Records out of ``seq`` order (a tampered chain), by chain and seq: their hash and log index."""
@@ -180,11 +183,31 @@ class TreeHeads:
         if record is not None:
             self._settle(chain, seq, claim, record)
             return
-        if not claim.pinned:
-            self.ordered = False  # audit claims only records it had read: not the order they were written
+        if not claim.pinned and self.ordered:
+            self._out_of_order(chain, seq, claim)
         waiting = self.pending.setdefault((chain, seq), [])
         if not any(c.hash == claim.hash and c.pinned == claim.pinned for c in waiting):
             waiting.append(claim)
+
+    def _out_of_order(self, chain: Chain, seq: int, claim: Claim) -> None:
+        """Audit claims only records it had read, so a claim ahead of its record means the log is not in
+        written order: in a SQLite log (``strict``), whose order is the order of writing, it was
+        reordered (which would hide a splice); any other source was just read another way (no splice
+        check then)."""
+        if not self.strict:
+            self.ordered = False
+            return
+        self.ordered = self.strict = False  # one finding
+        why = (f"tree head {claim.n} comes before the record at seq {seq} it claims, in a log whose order "
+               "is the order of writing: records were moved")  # fmt: skip
+        subject = {
+            "topic": chain[0],
+            "key": chain[1],
+            "seq": seq,
+            "tree_head": claim.n,
+            "event_id": claim.event_id,
+        }
+        self.found.append(entry(ReplayReason.TREE_HEAD_INVALID, chain[1], subject, detail=why))
 
     def _settle(self, chain: Chain, seq: int, claim: Claim, record: tuple[str, int]) -> None:
         digest, index = record
