@@ -338,7 +338,10 @@ def main(args: argparse.Namespace) -> int:
     finally:
         bus.close()
     report = replay(read_db(path), keys=composition.checkpoint_public_keys())
-    replay_cmd = f"{invoked_as()} replay --db {shlex.quote(str(path))}"
+    replay_cmd = (
+        f"{invoked_as()} replay --db {shlex.quote(str(path))}"
+        f" --keys {shlex.quote(str(path) + PUBLIC_KEYRING_SUFFIX)}"
+    )
     render(console, summarise(read_db(path)), report, str(path), path, replay_cmd)
     say_written(console, path)
     from services.backoffice.cli import serve_hint  # noqa: PLC0415
@@ -456,7 +459,8 @@ def _stored_options(path: Path) -> dict[str, int] | None:
 
 
 def _write_public_keyring(path: Path, composition: Composition) -> None:
-    """The public half of the demo's checkpoint key beside its log, where ``replay --db`` finds it."""
+    """The public half of the demo's checkpoint key beside its log, for ``replay --keys`` (a keyring the
+    replay only finds there is not supplied independently: docs/trust.md)."""
     doc = public_keyring(composition.checkpoint_public_keys())
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
@@ -524,6 +528,11 @@ def _main_kafka(
         records = bus.consume_all()
     report = replay(records, keys=composition.checkpoint_public_keys())
     prefix = settings.topic_prefix
-    replay_cmd = f"CASINO_TOPIC_PREFIX={prefix} {invoked_as()} replay --kafka {args.kafka}"
+    public = log_dir / "public-keyring.json"
+    _write_public_keyring(public, composition)
+    replay_cmd = (
+        f"CASINO_TOPIC_PREFIX={prefix} {invoked_as()} replay --kafka {args.kafka}"
+        f" --keys {shlex.quote(str(public))}"
+    )
     render(console, summarise(records), report, f"Kafka {args.kafka}, topics {prefix}*", None, replay_cmd)
     return 0 if report.clean else 1

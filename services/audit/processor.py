@@ -58,6 +58,7 @@ from services.core.envelope import Draft, Envelope, canonical, sha256_hex
 from services.core.errors import DomainError
 from services.core.kept import Kept
 from services.core.ledger import Payout, Wager, table_accounts  # Wager: a CoupTrail field type (snapshots)
+from services.core.merkle import heads_root, sorted_heads
 from services.core.processor import Processor, describe
 from services.core.reasons import FindingReason, Severity
 from services.core.shoe import commitment, shuffle
@@ -206,6 +207,13 @@ class AuditState:
     paytables: dict[str, dict[str, Any]] = field(default_factory=dict)
     invalid: bool = False
     """Whether the last record handled broke the event contract (an ``invalid_payload`` finding)."""
+    own: dict[str, int] = field(default_factory=dict)
+    """Records audit has written on its own chained stream (``casino.audit.findings``), per key: the
+    length of each of its own chains, which its tree heads claim (:func:`tree_head`)."""
+    tree: bool = True
+    """Whether checkpoints carry a tree head (the replay's own audit derives none: it checks the log's)."""
+    trees: int = 0
+    """Tree heads written so far: the next one's ``n`` (orders them across tables)."""
 
 
 FINDING, CHECKPOINT = AuditFinding.__name__, AuditCheckpoint.__name__
@@ -231,6 +239,12 @@ def finding(
     return Draft(FINDING, topics.AUDIT_FINDINGS, key, payload)
 
 
+_READ_FIRST = (topics.TABLE_EVENTS, topics.WALLET_REQUESTS, topics.WALLET_EVENTS, topics.MONITOR_ALERTS)
+_INPUTS = _READ_FIRST + tuple(sorted(topics.EVENT_STREAMS - {*_READ_FIRST, topics.AUDIT_FINDINGS}))
+"""Audit's inputs: the payout requests and every chained stream but its own, so that a chained topic
+added to :data:`~services.core.topics.EVENT_STREAMS` is checked and covered by the tree heads unasked."""
+
+
 class Audit(Processor[AuditState]):
     """Audit (see the module docstring).
 
@@ -243,20 +257,25 @@ class Audit(Processor[AuditState]):
     """
 
     name = "audit"
-    inputs = (topics.TABLE_EVENTS, topics.WALLET_REQUESTS, topics.WALLET_EVENTS, topics.MONITOR_ALERTS)
+    inputs = _INPUTS
     validates_inputs = False  # integrity first: an edited record is a hash finding before anything else
 
     def __init__(
-        self, signing: SigningKey | None = DEMO_SIGNING_KEY, checkpoint_every: int = CHECKPOINT_EVERY
+        self,
+        signing: SigningKey | None = DEMO_SIGNING_KEY,
+        checkpoint_every: int = CHECKPOINT_EVERY,
+        *,
+        tree: bool = True,
     ) -> None:
         if checkpoint_every < 1:
             raise ValueError("checkpoint_every must be at least 1")
         self.signing = signing
         self.checkpoint_every = checkpoint_every
+        self.tree = tree
 
     def initial(self) -> AuditState:
         """Nothing seen."""
-        return AuditState(checkpoint_every=self.checkpoint_every)
+        return AuditState(checkpoint_every=self.checkpoint_every, tree=self.tree)
 
     def handle(self, state: AuditState, record: Envelope) -> tuple[AuditState, list[Draft]]:
         """Check the record's integrity, then what it says."""
@@ -282,11 +301,14 @@ class Audit(Processor[AuditState]):
                 out.append(finding(FindingReason.INVALID_PAYLOAD, key, subject, detail=broken))
             elif reader.handler is not None:
                 out.extend(reader.handler(state, record, payload))
+        own = state.own
         for d in out:
             if d.type == FINDING:
                 state.findings += 1
                 key = str(d.payload["table_id"])
                 state.findings_by_key[key] = state.findings_by_key.get(key, 0) + 1
+            if d.chained:
+                own[d.key] = own.get(d.key, 0) + 1
         if self.signing is not None:
             out = [_signed(d, self.signing) for d in out]
         return state, out
@@ -827,7 +849,34 @@ def checkpoint(state: AuditState, table: str, head: tuple[int, str] | None) -> D
         "findings": state.findings_by_key.get(table, 0),
         "alerts": {"count": alerts, "head": alerts_head or None},
     }  # fmt: skip
+    if state.tree:
+        payload["tree"] = tree_head(state)
     return Draft(CHECKPOINT, topics.AUDIT_FINDINGS, table, payload)
+
+
+def tree_head(state: AuditState) -> dict[str, Any]:
+    """The tree head a checkpoint signs: an RFC 6962 Merkle root (:mod:`services.core.merkle`) over the
+    head ``(topic, key, seq, hash)`` of every chained stream audit has verified so far — tables,
+    wallets, alerts, any other chained topic it reads — and of its own chains (``casino.audit.findings``)
+    by length (their records are sealed after this payload is signed: ``hash`` null), sorted by
+    ``(topic, key)``; ``n`` numbers audit's tree heads across tables, ``heads`` lists the leaves
+    (``{topic: {key: [seq, hash]}}``) so that a regulator checks each against the log.
+
+    Unlike the checkpoint's other claims, these heads are where audit had read each stream when the
+    checkpoint was due, which on Kafka depends on how its inputs interleave; so the replay does not
+    derive them: it checks that the root is the tree of the listed heads and that every head is in the
+    log (:mod:`services.audit.replay.tree_head`). A deleted chain, a cut tail or a rewritten record under
+    a head then breaks a signed claim."""
+    heads: dict[tuple[str, str], tuple[int, str | None]] = dict(state.heads)
+    for key, n in state.own.items():
+        heads[(topics.AUDIT_FINDINGS, key)] = (n - 1, None)
+    leaves = sorted_heads(heads)
+    size, root = heads_root(leaves)
+    listed: dict[str, dict[str, list[Any]]] = {}
+    for t, k, s, h in leaves:
+        listed.setdefault(t, {})[k] = [s, h]
+    state.trees += 1
+    return {"n": state.trees, "size": size, "root": root, "heads": listed}
 
 
 def table_digest(hashes: Mapping[int, str]) -> str:

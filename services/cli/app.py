@@ -215,12 +215,29 @@ def export(**o: Any) -> argparse.Namespace:
               "it there).")  # fmt: skip
 @click.option("--keys", default=None, metavar="PUBLIC", help="Public keyring for the signed checkpoints.  "
               "[default: $CASINO_PUBLIC_KEYRING, else the one beside --db]")  # fmt: skip
+@click.option("--expect", default=None, metavar="HEADS", help="A tree head written by 'heads': the log must "
+              "extend it (not truncated, rolled back or forked).")  # fmt: skip
 @click.pass_context
 def replay(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
     """Re-derive everything from the log alone: verdict clean (exit 0), findings or incomplete (exit 1);
     an empty or foreign source, an unknown table: exit 2. Exactly one of --db, --jsonl, --kafka."""
     _one_of(ctx, o, "db", "jsonl", "kafka")
     return _done("replay", _cli("cmd_replay"), **o)
+
+
+@cli.command(short_help="The current signed tree head of a log (JSON), to publish or pin.")
+@click.option("--db", default=None, metavar="PATH", help="Source: an embedded SQLite log.")
+@click.option("--kafka", default=None, metavar="HOST:PORT", help="Source: the topics on a broker "
+              "(CASINO_TOPIC_PREFIX).")  # fmt: skip
+@click.option("--keys", default=None, metavar="PUBLIC", help="Public keyring for the fingerprint and the "
+              "signature.  [default: $CASINO_PUBLIC_KEYRING, else the one beside --db]")  # fmt: skip
+@click.pass_context
+def heads(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
+    """Audit's latest signed tree head: root, chains covered, its checkpoint, key id, fingerprint and
+    signature; keep it and later run replay --expect FILE. Exit 1 when it does not verify, 2 when the
+    source holds none. Exactly one of --db, --kafka."""
+    _one_of(ctx, o, "db", "kafka")
+    return _done("heads", _handler("services.runtime.heads", "heads_main"), **o)
 
 
 @cli.command(short_help="The monitor's alerts of a log, each explained.")

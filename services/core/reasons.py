@@ -36,6 +36,7 @@ __all__ = [
     "CATEGORY",
     "INTEGRITY_REASONS",
     "ROOT_PRIORITY",
+    "TREE_REASONS",
     "Category",
     "Detector",
     "DomainError",
@@ -313,6 +314,18 @@ class ReplayReason(StrEnum):
     """An event id appears twice in the log (not an exact re-delivery, which the replay drops)."""
     UNPROCESSABLE = "unprocessable"
     """A record could not be processed at all."""
+    TREE_HEAD_INVALID = "tree_head_invalid"
+    """A signed tree head's root or size is not the Merkle tree of the chain heads it lists."""
+    CHAIN_DELETED = "chain_deleted"
+    """A chain a signed tree head names is not in the log at all."""
+    CHAIN_CUT = "chain_cut"
+    """A chain ends before the head a signed tree head claims: its tail was deleted."""
+    CHAIN_REWRITTEN = "chain_rewritten"
+    """The record at a head a signed tree head claims has another hash: the history under it was replaced."""
+    CHAIN_NOT_IN_TREE_HEAD = "chain_not_in_tree_head"
+    """A chain audit had read when it signed a tree head is in none: spliced into the log afterwards."""
+    HEADS_NOT_EXTENDED = "heads_not_extended"
+    """The log does not extend the tree head pinned with ``--expect``: truncated, rolled back or forked."""
 
 
 ROOT_PRIORITY: Final[tuple[FindingReason | ReplayReason | Reason, ...]] = (
@@ -327,15 +340,23 @@ ROOT_PRIORITY: Final[tuple[FindingReason | ReplayReason | Reason, ...]] = (
     ReplayReason.DUPLICATE_EVENT, Reason.UNDECODABLE, ReplayReason.UNPROCESSABLE,
     FindingReason.HASH_MISMATCH, FindingReason.CHECKPOINT_SIGNATURE_INVALID,
     FindingReason.CHECKPOINT_MISSING, FindingReason.CHECKPOINT_MISMATCH,
+    ReplayReason.HEADS_NOT_EXTENDED, ReplayReason.CHAIN_REWRITTEN, ReplayReason.CHAIN_CUT,
+    ReplayReason.CHAIN_DELETED, ReplayReason.CHAIN_NOT_IN_TREE_HEAD, ReplayReason.TREE_HEAD_INVALID,
 )  # fmt: skip
 """Which finding of a replay's group of related findings is its root: the first of these present (the
 most specific cause; an edited payout explains the hash mismatch on its record, not the other way)."""
+
+TREE_REASONS: Final[frozenset[ReplayReason]] = frozenset({
+    ReplayReason.TREE_HEAD_INVALID, ReplayReason.CHAIN_DELETED, ReplayReason.CHAIN_CUT,
+    ReplayReason.CHAIN_REWRITTEN, ReplayReason.CHAIN_NOT_IN_TREE_HEAD, ReplayReason.HEADS_NOT_EXTENDED,
+})  # fmt: skip
+"""What the replay finds checking audit's signed tree heads (and a pinned one) against the log."""
 
 INTEGRITY_REASONS: Final[frozenset[FindingReason | ReplayReason | Reason]] = frozenset({
     FindingReason.HASH_MISMATCH, FindingReason.SEQ_GAP, FindingReason.SEQ_DUPLICATE,
     FindingReason.SEQ_REORDERED, FindingReason.CHAIN_BROKEN, ReplayReason.DUPLICATE_EVENT,
     Reason.UNDECODABLE, ReplayReason.UNPROCESSABLE, FindingReason.CHECKPOINT_SIGNATURE_INVALID,
-    FindingReason.CHECKPOINT_MISMATCH, FindingReason.CHECKPOINT_MISSING,
+    FindingReason.CHECKPOINT_MISMATCH, FindingReason.CHECKPOINT_MISSING, *TREE_REASONS,
 })  # fmt: skip
 """Findings about the log itself, not about one table's play: a replay reports them whatever its scope."""
 

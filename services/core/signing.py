@@ -145,3 +145,10 @@ def parse_public_keyring(doc: Any) -> dict[str, str]:
         bytes.fromhex(public_hex)
         out[str(key_id)] = public_hex
     return out
+
+
+def fingerprint(public_hex: str) -> str:
+    """A public key's fingerprint: ``sha256:`` and the SHA-256 (hex) of its raw 32 bytes. Reports print it
+    beside the key id, so a regulator compares it with the one the casino published: a key id is only a
+    name, and anyone can write a keyring that gives a genuine id another key."""
+    return "sha256:" + hashlib.sha256(bytes.fromhex(public_hex)).hexdigest()

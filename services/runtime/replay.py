@@ -21,15 +21,20 @@ and every shoe commitment; and checks each ``AuditCheckpoint`` the audit wrote a
   the new one; the findings count also shows a log edited *after* audit ran;
 * that every checkpoint the cadence calls for is there (``checkpoint_missing``) and none is extra;
 * that the monitor's alerts it counted at its table are in the log (a claim checked at the end, so
-  deleting every alert — which leaves no gap in any chain — is still found).
+  deleting every alert — which leaves no gap in any chain — is still found);
+* its tree head: every chain head it signs is in the log, and no chain audit had read is missing from
+  it (:mod:`services.audit.replay.tree_head`: deleted chains, cut tails, rewritten history, spliced
+  chains); ``--expect HEADS`` (written by ``heads``) pins one the log must extend.
 
-**Verdicts.** ``clean`` (exit 0): a complete log replayed and agreed. ``findings`` (exit 1). ``incomplete``
-(exit 1): nothing disagrees, but the log stops with coups open or accepted bets unpaid (``ends_at`` says
-where). An empty source, a foreign file (another program's SQLite database or JSON), a Kafka prefix
-with no records, an unknown ``--table``: :class:`SourceError`, one line, exit 2. Dead letters of records
-refused by authentication are counted by reason (``refused``), not findings. Findings are grouped by
-root cause (:func:`group_findings`). ``--db`` is opened read-only (:func:`open_readonly`): no byte of
-the file changes and nothing is created beside it.
+**Verdicts.** ``clean`` (exit 0): a complete log replayed and agreed, with keys the regulator supplied
+(``--keys`` or ``CASINO_PUBLIC_KEYRING``); with keys only found beside the log, or the demo key, the same
+log is ``clean (keys not supplied independently)`` (exit 1). ``findings`` (exit 1). ``incomplete`` (exit
+1): nothing disagrees, but the log stops with coups open or accepted bets unpaid (``ends_at`` says where),
+or no signed tree head verifies. An empty source, a foreign file (another program's SQLite database or
+JSON), a Kafka prefix with no records, an unknown ``--table``: :class:`SourceError`, one line, exit 2.
+Dead letters of records refused by authentication are counted by reason (``refused``), not findings.
+Findings are grouped by root cause (:func:`group_findings`). ``--db`` is opened read-only
+(:func:`open_readonly`): no byte of the file changes and nothing is created beside it.
 
 **Scope.** ``--table`` and ``--since``/``--until`` (ISO 8601, ``since`` inclusive, ``until``
 exclusive, on ``occurred_at``) limit the *report*, never the verification: chains, balances and
@@ -44,7 +49,9 @@ calls :meth:`Audit.handle_hashed` itself and drops re-deliveries with a bounded 
 ids (:data:`DEDUP_WINDOW`). A re-delivery further back than the window is still caught: on a chained
 stream its ``seq`` is behind the head (``seq_duplicate``); a repeated ``PayoutIssued`` is a second
 payout for its bet or an orphan left open. Audit drops completed coups and folds round hashes, so the
-state grows with tables, shoes in play and accounts — not with the log. Findings are kept up to
+state grows with tables, shoes in play and accounts — not with the log — except the tree heads' check,
+which keeps 32 bytes and an index per chained record (a claimed head is checked whenever the claim and
+its record meet, in either order). Findings are kept up to
 :data:`MAX_FINDINGS_LISTED` and counted beyond.
 
 **Reports.** JSON with a fixed top-level key order and every nested object's keys sorted, nothing from
@@ -66,7 +73,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from services.audit.processor import CHECKPOINT_EVERY
 from services.audit.replay import (
@@ -111,6 +118,14 @@ PUBLIC_KEYRING_SUFFIX = ".public-keyring.json"
 """A log file's own public keyring, written beside it (``<db>.public-keyring.json``) by ``demo``."""
 
 
+def keys_supplied(path: str | None, env: Mapping[str, str] | None = None) -> bool:
+    """Whether the regulator supplied the public keyring (``--keys`` or ``CASINO_PUBLIC_KEYRING``), as
+    opposed to one found beside the log or the public demo key, which whoever wrote the log could have
+    written too: without it, a replay's ``clean`` is qualified (docs/trust.md)."""
+    env = os.environ if env is None else env
+    return bool(path or env.get(ENV_PUBLIC_KEYRING, "").strip())
+
+
 def public_keys_from(
     path: str | None, env: Mapping[str, str] | None = None, *, log: Path | None = None
 ) -> tuple[dict[str, str], str]:
@@ -134,17 +149,26 @@ def replay(
     keys: Mapping[str, str] | None = None,
     checkpoint_every: int | None = None,
     collector: RoundCollector | None = None,
+    ordered: bool | Literal["strict"] = False,
+    expect: Mapping[str, Any] | None = None,
 ) -> Report:
     """Re-run audit over ``raw_records`` (in log order, streamed) and report.
 
     ``keys``: the public checkpoint keyring (default :func:`public_keys_from`); ``checkpoint_every``: the
-    cadence audit ran with (default ``CASINO_AUDIT_CHECKPOINT_EVERY`` or 50).
+    cadence audit ran with (default ``CASINO_AUDIT_CHECKPOINT_EVERY`` or 50); ``ordered``: the records come
+    in the order they were written (``True`` for a SQLite log and its JSONL export; not Kafka, read topic
+    by topic); ``expect``: a pinned tree
+    head (:func:`services.runtime.heads.read_heads`) the log must extend.
     """
     every = checkpoint_every or int_from_env(
         ENV_CHECKPOINT_EVERY, os.environ.get(ENV_CHECKPOINT_EVERY, "") or str(CHECKPOINT_EVERY)
     )
     default = public_keys_from(None)[0] if keys is None else keys
-    return replay_records(raw_records, keys=default, checkpoint_every=every, scope=scope, collector=collector)
+    report = replay_records(raw_records, keys=default, checkpoint_every=every, scope=scope,
+                            collector=collector, ordered=ordered, expect=expect)  # fmt: skip
+    report.keys_supplied = keys is not None or keys_supplied(None)
+    report.keys["supplied"] = report.keys_supplied
+    return report
 
 
 # --- reading logs --------------------------------------------------------------------------------
@@ -277,6 +301,11 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
     if args.db:
         open_readonly(Path(args.db)).close()  # a foreign file is an error before anything is read
     collector = RoundCollector(args.coup) if getattr(args, "coup", None) else None
+    expect = None
+    if getattr(args, "expect", None):
+        from services.runtime.heads import read_heads  # noqa: PLC0415
+
+        expect = read_heads(Path(args.expect), keys)
     with _progress(args, source) as advance:
         if args.db:
             records: Iterable[bytes | str | Envelope] = read_db(Path(args.db), advance)
@@ -286,8 +315,12 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
             from services.runtime.kafka import topic_io as kafka_io  # noqa: PLC0415
 
             records = (r.value or b"" for r in kafka_io.iter_raw(args.kafka, list(topics.ALL_TOPICS)))
-        report = replay(records, scope=scope, keys=keys, collector=collector)
+        written_order: bool | Literal["strict"] = "strict" if args.db else bool(args.jsonl)
+        report = replay(records, scope=scope, keys=keys, collector=collector, ordered=written_order,
+                        expect=expect)  # fmt: skip
     what = str(source) if source is not None else f"the topics at {args.kafka}"
+    report.keys_supplied = keys_supplied(getattr(args, "keys", None))
+    report.keys["supplied"] = report.keys_supplied
     if report.records == 0:
         hint = "" if source is not None else " (check the topic prefix)"
         raise SourceError(f"{what} holds no records: nothing to replay{hint}")
@@ -427,10 +460,14 @@ def render_text(report: Report) -> str:
     or prints a line of its own, such as a fake verdict."""
     d = printable_data(report.to_dict())
     cp = d["checkpoints"]
-    signed = ", ".join(f"{k} ({n})" for k, n in sorted(cp.get("signed_by", {}).items())) or "none"
+    prints = d["keys"].get("fingerprints") or {}
+    signed = ", ".join(f"{k} {prints.get(k) or '(no such key)'} ({n})"
+                       for k, n in sorted(cp.get("signed_by", {}).items())) or "none"  # fmt: skip
     lines = [
         f"replayed {report.records} records, {report.coups} coups",
         f"checkpoints verified: {cp.get('verified', 0)}; signed by: {signed}",
+        *([] if report.keys_supplied else [KEYS_NOT_SUPPLIED_LINE]),
+        *tree_lines(cp.get("tree_heads") or {}),
         f"findings: {d['root_findings']} root cause(s), {d['findings_total']} finding(s) in all; "
         f"open items: {len(d['open_items'])}",
     ]
@@ -461,6 +498,21 @@ def render_text(report: Report) -> str:
     lines.append(f"verdict: {d['verdict']}")
     lines.append(f"digest: {report.digest}")
     return "\n".join(lines)
+
+
+KEYS_NOT_SUPPLIED_LINE = (
+    "keys: NOT SUPPLIED INDEPENDENTLY — the keyring came from beside the log (or is the public demo key); "
+    "whoever could write the log could have written it: replay with --keys PUBLIC (or CASINO_PUBLIC_KEYRING)"
+)
+
+
+def tree_lines(trees: Mapping[str, Any]) -> list[str]:
+    """What the text report says of audit's signed tree heads (:mod:`services.audit.replay.tree_head`)."""
+    latest = trees.get("latest")
+    if not latest:
+        return ["tree heads: none verifies: nothing in this log is proven"] if trees.get("unproven") else []
+    return [f"tree heads verified: {trees.get('signed', 0)}; latest #{latest['n']} root {latest['root']} "
+            f"over {trees.get('chains_covered', 0)} chains"]  # fmt: skip
 
 
 def _money(minor: Any) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from services.audit.replay.report import CLEAN_KEYS_NOT_SUPPLIED
 from services.core.reasons import FindingReason
 
 _STYLE = """
@@ -35,6 +36,7 @@ h1{font-size:1.6em;margin:.2em 0}h2{font-size:1.25em;margin:1.8em 0 .6em;border-
 h3{font-size:1.05em;margin:1.2em 0 .4em}
 .verdict{display:inline-block;padding:.15em .6em;border-radius:.3em;color:#fff;font-weight:600}
 .v-clean{background:var(--good)}.v-findings{background:var(--bad)}.v-incomplete{background:var(--warn)}
+.v-unsupplied{background:var(--warn)}
 .lead{font-size:1.05em;color:var(--muted);margin:.3em 0 1em}
 dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1.2em;margin:0}
 dl.meta dt{color:var(--muted)}dl.meta dd{margin:0;overflow-wrap:anywhere}
@@ -62,7 +64,11 @@ _CSP = (
 VERDICT_MEANING = {
     "clean": "A complete, authentic log was replayed and every coup and every cent agrees with the rules.",
     "findings": "The replay disagrees with the log: each root cause is listed below with its evidence.",
-    "incomplete": "Nothing disagrees, but the log stops with coups open or accepted bets unpaid.",
+    "incomplete": "Nothing disagrees, but the log stops with coups open or accepted bets unpaid, or no "
+    "signed tree head verifies.",
+    CLEAN_KEYS_NOT_SUPPLIED: "Nothing disagrees, but the signatures were checked with a keyring found beside "
+    "the log (or the public demo key), not one the regulator supplied: whoever could write the log could "
+    "have written it. Replay with --keys to prove who signed.",
 }
 
 OUTCOME_COLOURS = ("#1a4fa0", "#b3261e", "#1e6b35", "#8a5a00", "#6b3fa0", "#00707a")
@@ -121,6 +127,19 @@ def _grid(rows: Iterable[Mapping[str, Any]], columns: Sequence[tuple[str, str]])
 # --- sections ------------------------------------------------------------------------------------
 
 
+def _css(verdict: str) -> str:
+    return "unsupplied" if verdict == CLEAN_KEYS_NOT_SUPPLIED else verdict
+
+
+def _keys_text(keys: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
+    """The keyring row: where it came from, whether the regulator supplied it, each key's fingerprint."""
+    prints = keys.get("fingerprints") or {}
+    listed = "; ".join(f"<code>{e(k)}</code> <code>{e(f)}</code>" for k, f in sorted(prints.items()))
+    supplied = keys.get("supplied", True)
+    warning = "" if supplied else " <strong>(keys not supplied independently)</strong>"
+    return f"{e(meta.get('keyring') or '–')}{warning}{'<br>' + listed if listed else ''}"
+
+
 def _about(report: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     source = meta.get("source") or {}
     keys = report.get("keys") or {}
@@ -141,7 +160,7 @@ def _about(report: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
         ("Source", f"{e(source.get('kind'))} <code>{e(source.get('path'))}</code>"),
         ("Source SHA-256", f"<code>{e(source.get('sha256') or '–')}</code>"),
         ("Replay digest", f"<code>{e(report.get('digest'))}</code>"),
-        ("Public keyring", e(meta.get("keyring") or "–")),
+        ("Public keyring", _keys_text(keys, meta)),
         ("Checkpoints verified", f"{e((report.get('checkpoints') or {}).get('verified', 0))}"
                                  f"{'; signed by ' + signed_text if signed_text else ''}"),
         ("Records", f"{e(report.get('records'))} records, {e(report.get('coups'))} coups in scope"),
@@ -484,7 +503,7 @@ def render_html(
         '<html lang="en"><head><meta charset="utf-8">',
         _CSP,
         f"<title>casino-ledger replay: {e(verdict)}</title><style>{_STYLE}</style></head><body><main>",
-        f'<h1>Regulatory replay <span class="verdict v-{e(verdict)}" id="verdict">{e(verdict)}</span></h1>',
+        f'<h1>Regulatory replay <span class="verdict v-{e(_css(verdict))}" id="verdict">{e(verdict)}</span></h1>',
         f'<p class="lead">{e(VERDICT_MEANING.get(verdict, ""))}</p>',
         '<nav><a href="#summary">Summary</a> · <a href="#findings">Findings</a> · <a href="#alerts">Alerts</a>'
         ' · <a href="#charts">Charts</a> · <a href="#shoes">Shoes and coups</a></nav>',

@@ -14,6 +14,7 @@ import pytest
 
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
+from services.core.signing import DEMO_PUBLIC_KEYS, public_keyring
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.replay import read_db, replay
 from tests.helpers.kill import run_with_kills
@@ -83,12 +84,23 @@ def test_same_seed_gives_an_identical_export(tmp_path: Path) -> None:
 
 
 def test_replay_command_reports_clean_and_the_digest(tmp_path: Path) -> None:
-    """`casino-ledger replay --db` exits 0 on an untouched log and prints the same digest as in-process."""
+    """`casino-ledger replay --db` exits 0 on an untouched log with the keys supplied and prints the same
+    digest as in-process; without them, the same log is not plain ``clean`` (exit 1)."""
     db = tmp_path / "r.db"
     _play(db, seed=5, coups=4, tables=2)
-    done = subprocess.run([*CLI, "replay", "--db", str(db)], capture_output=True, text=True, env=ENV,
-                          timeout=120, check=False)  # fmt: skip
+    public = (
+        tmp_path / "public-keyring.json"
+    )  # the pipeline signs with the demo key; the regulator supplies it
+    public.write_text(json.dumps(public_keyring(DEMO_PUBLIC_KEYS)), encoding="utf-8")
+    done = subprocess.run([*CLI, "replay", "--db", str(db), "--keys", str(public)], capture_output=True,
+                          text=True, env=ENV, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+    bare = {k: v for k, v in ENV.items() if k != "CASINO_PUBLIC_KEYRING"}
+    unsupplied = subprocess.run([*CLI, "replay", "--db", str(db)], capture_output=True, text=True, env=bare,
+                                timeout=120, check=False)  # fmt: skip
+    assert (
+        unsupplied.returncode == 1 and "verdict: clean (keys not supplied independently)" in unsupplied.stdout
+    )
     assert replay(read_db(db)).digest in done.stdout
 
 

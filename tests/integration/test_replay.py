@@ -71,10 +71,10 @@ def test_clean_log_exits_0_with_identical_reports_from_db_and_jsonl(demo_db: Pat
     export = tmp_path / "log.jsonl"
     assert _run("export", "--db", str(demo_db), "--out", str(export)).returncode == 0
     first, second = (
-        _run("replay", "--db", str(demo_db), "--json"),
-        _run("replay", "--db", str(demo_db), "--json"),
+        _run("replay", "--db", str(demo_db), "--json", "--keys", f"{demo_db}.public-keyring.json"),
+        _run("replay", "--db", str(demo_db), "--json", "--keys", f"{demo_db}.public-keyring.json"),
     )
-    # a JSONL export travels without the log's files: its public keyring is named (the db's is found)
+    # the public keyring is supplied (a keyring only found beside the log proves nothing: test_tree_heads)
     from_jsonl = _run("replay", "--jsonl", str(export), "--json", "--keys", f"{demo_db}.public-keyring.json")
     assert first.returncode == second.returncode == from_jsonl.returncode == 0, first.stderr.decode()
     assert first.stdout == second.stdout == from_jsonl.stdout
@@ -90,9 +90,9 @@ def test_html_report_is_deterministic_and_self_contained(
     with no external asset: every link stays inside the page."""
     pages = []
     for name in ("a.html", "b.html"):
-        done = _run(
-            "replay", "--db", str(demo_db), "--html", str(tmp_path / name), SOURCE_DATE_EPOCH="1700000000"
-        )
+        public = f"{demo_db}.public-keyring.json"
+        done = _run("replay", "--db", str(demo_db), "--html", str(tmp_path / name),
+                    SOURCE_DATE_EPOCH="1700000000", CASINO_PUBLIC_KEYRING=public)  # fmt: skip
         assert done.returncode == 0
         pages.append((tmp_path / name).read_bytes())
     assert pages[0] == pages[1]
@@ -147,9 +147,8 @@ def test_table_and_time_range_limit_the_report(demo_db: Path, records: list[dict
     table = resolved[0]["key"]
     times = sorted(r["occurred_at"] for r in resolved if r["key"] == table)
     since, until = times[2], times[-3]
-    done = _run(
-        "replay", "--db", str(demo_db), "--json", "--table", table, "--since", since, "--until", until
-    )
+    done = _run("replay", "--db", str(demo_db), "--json", "--table", table, "--since", since,
+                "--until", until, "--keys", f"{demo_db}.public-keyring.json")  # fmt: skip
     assert done.returncode == 0
     report = json.loads(done.stdout)
     assert report["scope"] == {"tables": [table], "since": iso_instant(since), "until": iso_instant(until)}

@@ -23,20 +23,30 @@ from services.cli import main
 from services.core import topics
 from services.core.envelope import canonical, request, sha256_hex
 from services.core.processor import initial_state
-from services.core.signing import signing_key_from_secret
+from services.core.signing import DEMO_PUBLIC_KEYS, public_keyring, signing_key_from_secret
 from services.runtime.replay import read_db
 from tests.helpers.keys import demo_keyring_file
 from tests.helpers.membus import MemBus
 
 CLI = [sys.executable, "-m", "services.cli"]
+PUBLIC: list[Path] = []
+"""The demo public keyring file, supplied to every replay below (their subject is the verdict)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _public_keyring(tmp_path_factory: pytest.TempPathFactory) -> None:
+    path = tmp_path_factory.mktemp("keys") / "demo-public.json"
+    path.write_text(json.dumps(public_keyring(DEMO_PUBLIC_KEYS)), encoding="utf-8")
+    PUBLIC[:] = [path]
 
 
 def _run(*args: str, **env: str) -> tuple[int, str, str]:
-    """``casino-ledger ARGS`` in this process with a clean ``CASINO_*`` environment plus ``env``."""
+    """``casino-ledger ARGS`` in this process with a clean ``CASINO_*`` environment plus ``env``; the
+    demo public keyring supplied (``CASINO_PUBLIC_KEYRING``) unless ``env`` says otherwise."""
     saved = dict(os.environ)
     for k in [k for k in os.environ if k.startswith("CASINO_")]:
         del os.environ[k]
-    os.environ.update({"CI": "1", "LOG_LEVEL": "ERROR", **env})
+    os.environ.update({"CI": "1", "LOG_LEVEL": "ERROR", "CASINO_PUBLIC_KEYRING": str(PUBLIC[0]), **env})
     out, err = io.StringIO(), io.StringIO()
     try:
         with redirect_stdout(out), redirect_stderr(err):

@@ -24,6 +24,7 @@ from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.replay import Report
 from services.core import topics
 from services.core.envelope import Envelope, request
+from services.core.signing import DEMO_PUBLIC_KEYS, public_keyring
 from services.core.trust import authenticate
 from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings
 from services.runtime.kafka.topic_io import aconsume_raw
@@ -80,7 +81,7 @@ def _payouts_per_bet(records: list[Envelope]) -> Counter[str]:
 
 
 def test_four_worker_processes_reach_the_in_memory_digest_through_sigkills(
-    workers: Workers, reference: Report
+    workers: Workers, reference: Report, tmp_path: Path
 ) -> None:
     """Bets go to payouts across the worker processes on three partitions; settlement and then the
     dealer are SIGKILLed mid-shoe and restarted, and still every accepted bet is paid exactly once and
@@ -111,7 +112,10 @@ def test_four_worker_processes_reach_the_in_memory_digest_through_sigkills(
     assert not [e for e in records if e.topic == topics.DEADLETTER]
     # the regulator's command reads the topics itself (streamed) and reaches the same verdict and digest
     settings = workers.settings
-    env = {**os.environ, "CASINO_TOPIC_PREFIX": settings.topic_prefix, "LOG_LEVEL": "WARNING"}
+    public = tmp_path / "public-keyring.json"  # the workers sign with the demo key; the regulator supplies it
+    public.write_text(json.dumps(public_keyring(DEMO_PUBLIC_KEYS)), encoding="utf-8")
+    env = {**os.environ, "CASINO_TOPIC_PREFIX": settings.topic_prefix, "LOG_LEVEL": "WARNING",
+           "CASINO_PUBLIC_KEYRING": str(public)}  # fmt: skip
     command = [sys.executable, "-m", "services.cli", "replay", "--json", "--kafka"]
     command.append(settings.bootstrap_servers)
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)

@@ -182,11 +182,13 @@ def _run(proc: Processor[Any], state: ProcessorState[Any], records: list[Envelop
 
 def _comparable(out: Envelope) -> Any:
     """The output as the probe must reproduce it: byte for byte, except that an audit checkpoint
-    counts every finding so far (the corpus's included), which its hash and signature then cover."""
+    counts every finding so far (the corpus's included) and its tree head covers every chain audit read
+    (the findings chains the corpus's findings grew, a chain a hostile record started), which its hash
+    and signature then cover."""
     if out.type != "AuditCheckpoint":
         return out.to_json()
     data = json.loads(out.to_json())
-    for name in ("findings", "signature"):
+    for name in ("findings", "signature", "tree"):
         data["payload"].pop(name)
     data.pop("hash")
     return data

@@ -30,6 +30,8 @@ class Checkpoints:
     signed_tables: dict[str, dict[str, int]] = field(default_factory=dict)
     alert_hashes: dict[tuple[str, int], str] = field(default_factory=dict)
     claims: dict[tuple[str, int], tuple[Any, str]] = field(default_factory=dict)
+    valid: set[str] = field(default_factory=set)
+    """Event ids of the recorded checkpoints whose signature verifies: only they count as verified."""
 
     def on_alert(self, env: Envelope) -> None:
         """Remember an alert's place in its table's stream (checkpoints claim alerts by it)."""
@@ -58,6 +60,7 @@ class Checkpoints:
         out = []
         why = verify(p, self.keys)
         if why is None:
+            self.valid.add(env.event_id)
             self.signed_by[str(p["key_id"])] = self.signed_by.get(str(p["key_id"]), 0) + 1
             tables = self.signed_tables.setdefault(str(p["key_id"]), {})
             tables[table] = tables.get(table, 0) + 1
@@ -79,7 +82,7 @@ class Checkpoints:
         table = str(want["table_id"])
         diff = [f for f in ("rounds", "table_digest", "chain_heads", "findings") if want.get(f) != got.get(f)]
         if not diff:
-            self.verified += 1
+            self.verified += event_id in self.valid
             return []
         subject = {"event_id": event_id, "table_id": table, "rounds": want["rounds"], "fields": diff}
         detail = "the log no longer holds what audit checkpointed" + (

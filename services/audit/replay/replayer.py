@@ -7,7 +7,7 @@ import gc
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -17,6 +17,7 @@ from services.audit.replay.collector import RoundCollector
 from services.audit.replay.report import Report, entry
 from services.audit.replay.scope import Scope
 from services.audit.replay.summaries import _SUMMARISED, Summaries
+from services.audit.replay.tree_head import TreeHeads
 from services.core import topics
 from services.core.envelope import Draft, Envelope, hash_of_bytes
 from services.core.errors import DomainError
@@ -28,6 +29,7 @@ from services.core.reasons import (
     ReplayReason,
     Severity,
 )
+from services.core.signing import fingerprint
 
 DEDUP_WINDOW = 1 << 16
 """How many recent event ids the replay remembers to drop exact re-deliveries."""
@@ -46,7 +48,7 @@ def replay_audit(checkpoint_every: int) -> Audit:
     """The audit processor the replay runs (it signs nothing: it verifies the log's checkpoints).
 
     The one place the replay builds a processor (a composition root may take it over)."""
-    return Audit(signing=None, checkpoint_every=checkpoint_every)
+    return Audit(signing=None, checkpoint_every=checkpoint_every, tree=False)
 
 
 def _table_of(env: Envelope) -> str:
@@ -126,11 +128,15 @@ class Replayer:
     keys: Mapping[str, str]
     checkpoint_every: int = CHECKPOINT_EVERY
     collector: RoundCollector | None = None
+    ordered: bool | Literal["strict"] = False
+    """The log is read in the order it was written (a SQLite log or its export; not Kafka topic by topic);
+    ``"strict"``: and by construction (a SQLite log), so records out of that order were moved."""
     audit: Audit = field(init=False)
     state: AuditState = field(init=False)
     report: Report = field(init=False)
     summaries: Summaries = field(init=False)
     checkpoints: Checkpoints = field(init=False)
+    trees: TreeHeads = field(init=False)
     window: _Window = field(init=False)
     coup_rows: dict[str, dict[str, Any]] = field(init=False)
     findings_records: dict[str, int] = field(init=False)
@@ -148,6 +154,7 @@ class Replayer:
         self.report = Report(scope=self.scope)
         self.summaries = Summaries(self.scope)
         self.checkpoints = Checkpoints(self.keys)
+        self.trees = TreeHeads(self.ordered is not False, strict=self.ordered == "strict")
         self.window = _Window(DEDUP_WINDOW)
         self.coup_rows = {}
         self.findings_records = {}
@@ -181,6 +188,8 @@ class Replayer:
         if self.collector is not None:
             self.collector.observe(env)
         topic = env.topic
+        if env.seq is not None and topic in topics.EVENT_STREAMS:
+            self.trees.on_record(n, env)
         if topic in self.inputs:
             self.apply(n, env, want_hash)
         elif topic in topics.EVENT_STREAMS:
@@ -189,6 +198,8 @@ class Replayer:
             if kind == "AuditCheckpoint":
                 for item in self.checkpoints.on_recorded(env):
                     self.found(item, env)
+                if env.event_id in self.checkpoints.valid and "tree" in env.payload:
+                    self.trees.on_tree(env.event_id, env.key, env.payload["tree"])
         elif env.hash != want_hash:
             subject = {"event_id": env.event_id, "topic": env.topic, "key": env.key}
             edited = entry(FindingReason.HASH_MISMATCH, env.key, subject, want_hash, env.hash, detail="")
@@ -220,6 +231,7 @@ class Replayer:
         report = self.report
         report.dead_letters[reason] = report.dead_letters.get(reason, 0) + 1
         if reason in REFUSED_REASONS:
+            self.trees.refused.add(str(env.payload.get("original_event_id")))
             entry = report.refused.setdefault(reason, {"count": 0, "ids": []})
             entry["count"] += 1
             if len(entry["ids"]) < MAX_REFUSED_LISTED:
@@ -294,6 +306,8 @@ class Replayer:
             self.found(dict(draft.payload), None)
         for item in self.checkpoints.finish():
             self.found(item, None)
+        for item in self.trees.finish(chained_records=bool(self.trees.streams or self.trees.odd)):
+            self.found(item, None)
         report = self.report
         report.digest = digest_of(self.state, self.findings_records)
         report.open_items = [
@@ -303,18 +317,28 @@ class Replayer:
         self.summaries.finish(self.state)
         report.tables = self.summaries.tables
         report.shoes = self.summaries.shoes
-        report.checkpoints = self.checkpoints.to_dict()
+        report.checkpoints = {**self.checkpoints.to_dict(), "tree_heads": self.trees.to_dict()}
+        report.unproven = self.trees.unproven
         if self.last is not None:
             n, env = self.last
             report.ends_at = {"record": n, "event_id": env.event_id, "type": env.type, "topic": env.topic,
                               "occurred_at": env.occurred_at}  # fmt: skip
-        report.keys = {"key_ids": sorted(self.keys), "signed_by": report.checkpoints.get("signed_by", {})}
+        prints = {k: _fingerprint(v) for k, v in sorted(self.keys.items())}
+        signed_by = report.checkpoints.get("signed_by", {})
+        report.keys = {"key_ids": sorted(self.keys), "signed_by": signed_by, "fingerprints": prints}
         report.tables_in_log = sorted(self.state.configs)
         report.coup_rows = [
             {**row, "house_minor": row["stake_minor"] - row["credit_minor"]}
             for row in self.coup_rows.values() if "coup_id" in row
         ]  # fmt: skip
         return report
+
+
+def _fingerprint(public_hex: str) -> str | None:
+    try:
+        return fingerprint(public_hex)
+    except ValueError:
+        return None
 
 
 def replay_records(
@@ -324,11 +348,18 @@ def replay_records(
     checkpoint_every: int,
     scope: Scope | None = None,
     collector: RoundCollector | None = None,
+    ordered: bool | Literal["strict"] = False,
+    expect: Mapping[str, Any] | None = None,
 ) -> Report:
     """Re-run audit over ``raw_records`` (in log order, streamed) and report: the pure replay. ``keys``:
     the public checkpoint keyring; ``checkpoint_every``: the cadence audit ran with. The shell
-    (:func:`services.runtime.replay.replay`) finds both in the environment."""
-    r = Replayer(scope or Scope(), keys, checkpoint_every, collector)
+    (:func:`services.runtime.replay.replay`) finds both in the environment. ``ordered``: the records come
+    in the order they were written (not a Kafka log read topic by topic); ``expect``: a signed tree head
+    the log must extend (its checkpoint payload, verified by the caller: :mod:`.tree_head`)."""
+    r = Replayer(scope or Scope(), keys, checkpoint_every, collector, ordered)
+    if expect is not None:
+        pinned_id, pinned_key = str(expect.get("event_id")), str(expect.get("table_id"))
+        r.trees.on_tree(pinned_id, pinned_key, expect.get("tree"), pinned=True)
     with _frozen_heap():
         feed = r.feed
         for n, raw in enumerate(raw_records):

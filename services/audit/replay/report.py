@@ -20,6 +20,12 @@ MAX_FINDINGS_LISTED = 10_000
 """Findings listed in a report; more are counted (``findings_total``), not listed."""
 
 
+CLEAN_KEYS_NOT_SUPPLIED = "clean (keys not supplied independently)"
+"""The verdict of a log that agrees with every check, verified with a keyring the regulator did not
+supply (one found beside the log, or the public demo key): anyone who could write the log could have
+written that keyring too, so it proves nothing about who signed (docs/trust.md)."""
+
+
 @dataclass(slots=True)
 class Report:
     """What a replay found."""
@@ -43,19 +49,29 @@ class Report:
     alerts: list[dict[str, Any]] = field(default_factory=list)
     outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
     coup_rows: list[dict[str, Any]] = field(default_factory=list)
+    unproven: bool = False
+    """No signed tree head verifies: nothing in the log is proven, so it is never ``clean``."""
+    keys_supplied: bool = True
+    """The public keyring came from the regulator (``--keys``, ``CASINO_PUBLIC_KEYRING``), not from beside
+    the log or the source code: without it a ``clean`` is :data:`CLEAN_KEYS_NOT_SUPPLIED`."""
 
     @property
     def clean(self) -> bool:
-        """No finding and nothing left open."""
-        return not self.findings_total and not self.open_items
+        """No finding, nothing left open, and a signed tree head verified (whoever supplied the keys:
+        :attr:`verdict` says that)."""
+        return not self.findings_total and not self.open_items and not self.unproven
 
     @property
     def verdict(self) -> str:
         """``findings`` when anything disagrees; else ``incomplete`` when the log stops with coups open
-        or accepted bets unpaid; else ``clean``. Refused records (a forgery turned away) are neither."""
+        or accepted bets unpaid, or no signed tree head verifies; else ``clean``, qualified
+        (:data:`CLEAN_KEYS_NOT_SUPPLIED`) when the keys were not supplied independently. Refused records
+        (a forgery turned away) are neither."""
         if self.findings_total:
             return "findings"
-        return "incomplete" if self.open_items else "clean"
+        if self.open_items or self.unproven:
+            return "incomplete"
+        return "clean" if self.keys_supplied else CLEAN_KEYS_NOT_SUPPLIED
 
     def add_finding(self, item: dict[str, Any]) -> None:
         """Count a finding; list it while under :data:`MAX_FINDINGS_LISTED`."""
@@ -170,6 +186,14 @@ EXPLAIN: dict[str, str] = {
     ),
     FindingReason.CHECKPOINT_MISSING: "A checkpoint the cadence calls for is not in the log.",
     FindingReason.CHECKPOINT_MISMATCH: "The log no longer holds what audit signed at the time.",
+    ReplayReason.TREE_HEAD_INVALID: "A signed tree head's root is not the tree of the chain heads it lists.",
+    ReplayReason.CHAIN_DELETED: "A chain that audit's signed tree head covers is gone from the log.",
+    ReplayReason.CHAIN_CUT: "A chain ends before the head a signed tree head claims: its tail was deleted.",
+    ReplayReason.CHAIN_REWRITTEN: "The record under a head audit signed was replaced: history rewritten.",
+    ReplayReason.CHAIN_NOT_IN_TREE_HEAD: "A chain none of audit's signed tree heads covers: spliced in.",
+    ReplayReason.HEADS_NOT_EXTENDED: (
+        "The log does not extend the tree head pinned with --expect: truncated, rolled back or forked."
+    ),
 }
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "AuditCheckpoint",
     "AuditFinding",
     "DeadLetter",
+    "TreeHead",
 ]
 
 # --- casino.audit.findings ----------------------------------------------------------------------
@@ -78,11 +79,34 @@ class AlertsDigest(Payload):
     head: Digest | None = None
 
 
+TREE_TOPICS_MAX = 64
+"""Topics one tree head lists."""
+
+TREE_CHAINS_MAX = 1_000_000
+"""Chains of one topic one tree head lists."""
+
+
+class TreeHead(Payload):
+    """Audit's signed tree head (RFC 6962 Merkle root) over the head of every chained stream it had
+    verified, and of its own chains by length (``hash`` null); ``heads`` lists the leaves as
+    ``{topic: {key: [seq, hash]}}``, ``size`` counts them, ``n`` numbers audit's tree heads
+    (docs/trust.md, services/core/merkle.py)."""
+
+    n: Count
+    size: Count
+    root: Digest
+    heads: Annotated[
+        dict[str, Annotated[dict[str, tuple[Count, Digest | None]], Field(max_length=TREE_CHAINS_MAX)]],
+        Field(max_length=TREE_TOPICS_MAX),
+    ]
+
+
 class AuditCheckpoint(Payload):
     """A running digest every N rounds: rounds audited, the table's digest over its round records,
     the chain heads seen, findings at the table so far, the count and digest of the monitor's alerts at
-    the table; optionally signed (Ed25519 ``signature`` under ``key_id``; ``hmac-sha256`` is the legacy
-    scheme, readable but not verifiable without the casino's secret)."""
+    the table, audit's tree head over every chain (:class:`TreeHead`); optionally signed (Ed25519
+    ``signature`` under ``key_id``; ``hmac-sha256`` is the legacy scheme, readable but not verifiable
+    without the casino's secret)."""
 
     table_id: Id
     rounds: Count
@@ -90,6 +114,7 @@ class AuditCheckpoint(Payload):
     chain_heads: Annotated[dict[str, ChainHeadRecord], Field(max_length=BETS_MAX)]
     findings: Count
     alerts: AlertsDigest | None = None
+    tree: TreeHead | None = None
     signature: Annotated[str, StringConstraints(min_length=1, max_length=1024)] | None = None
     key_id: Id | None = None
     algorithm: Literal["ed25519", "hmac-sha256"] | None = None
