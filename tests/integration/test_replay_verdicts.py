@@ -279,8 +279,8 @@ def test_keys_public_lets_a_regulator_verify_without_secrets(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(
     ("content", "why"),
-    [("not json", "not JSON"), ('{"format": "other"}', "not a keyring"),
-     ('{"format": "casino-ledger/keyring-1", "principals": {}}', "no audit principal")],
+    [("not json", "not JSON"), ('{"format": "other"}', "format is 'other'"),
+     ('{"format": "casino-ledger/keyring-1", "principals": {}}', "holds no principal's key")],
 )  # fmt: skip
 def test_keys_public_refuses_a_bad_keyring_in_one_line(tmp_path: Path, content: str, why: str) -> None:
     """A keyring that cannot be read is one line on stderr, exit 2, and no output file."""

@@ -87,6 +87,7 @@ from services.core.processor import Processor, ProcessorState, initial_state, st
 from services.core.trust import Sealed
 from services.runtime import intake
 from services.runtime.embedded import snapshot
+from services.runtime.embedded.attesting import Attestor
 from services.runtime.failures import ConfigError, NotALog
 from services.runtime.logging import get_logger
 from services.runtime.tuning import gc_paused
@@ -489,6 +490,15 @@ class EmbeddedLog:
         )
         return _rows(cur)
 
+    def last_internal(self, topic: str, key: str) -> bytes | None:
+        """The bytes of the last record a runner appended on ``topic`` under ``key`` (``None``: none)."""
+        row = self._conn.execute(
+            "SELECT body FROM records WHERE topic = ? AND key = ? AND internal = 1 "
+            'ORDER BY "offset" DESC LIMIT 1',
+            (topic, key),
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
     def decode(self, offset: int, raw: bytes) -> Envelope:
         """The envelope of the record at ``offset`` (whose bytes are ``raw``), decoded once for every
         reader through this object (:attr:`decoded`); :class:`~services.runtime.intake.DecodeError`
@@ -737,6 +747,8 @@ class Runner(Generic[S]):
         self._deferred = False
         self._idle_mark: tuple[int, int] | None = None
         """The log's :meth:`~EmbeddedLog.input_mark` when a read found every input consumed."""
+        self.attestor = Attestor(log, processor)
+        """The writer's signed heads, once per transaction (:mod:`services.runtime.embedded.attesting`)."""
         self.restore()
 
     def restore(self) -> None:
@@ -762,6 +774,8 @@ class Runner(Generic[S]):
             self.ids = LoggedIds(self.log, self.name)
         self.state.applied = self.ids
         self._since_snapshot = 0
+        with self.log.transaction(write=False):
+            self.attestor.resume(self.committed)
 
     def step_batch(self, limit: int | None = None) -> BatchResult:
         """Apply up to ``limit`` next input records in one transaction; see the module docstring."""
@@ -813,6 +827,7 @@ class Runner(Generic[S]):
             self.ids.offset = offset
             outputs.extend(step_encoded(self.processor, self.state, record, raw, sealed))
         self.log.append_encoded(outputs, internal=True)
+        self.attestor.note(rows[-1][0], outputs)
         self.position = rows[-1][0]
         self.committed = max(self.committed, self.position)
         if not self._deferred:
@@ -829,6 +844,7 @@ class Runner(Generic[S]):
         """Write the applied ids and the committed offset the transaction's batches left (once per
         transaction, just before it commits)."""
         self._deferred = False
+        self.attestor.flush()
         self.ids.flush()
         if self.committed != self._flushed:
             # one statement checks that no other runner moved this consumer and commits the offset
@@ -872,8 +888,9 @@ class Runner(Generic[S]):
             self._snapshot()
 
 
-def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None) -> int:
-    """Step the runners round-robin, one batch each per round, until a round moves nothing.
+def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None, *, seal: bool = False) -> int:
+    """Step the runners round-robin, one batch each per round, until a round moves nothing; with
+    ``seal``, then each runner's ``idle`` seal (:meth:`Runner.seal`: the pipeline went idle).
 
     Returns the number of input records applied. The interleaving is a function of the log alone,
     so the same log and the same runners give the same output log.
@@ -886,10 +903,27 @@ def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None) -> 
     while True:
         moved = _round(runners, limit)
         if not moved:
+            if seal:
+                seal_idle(runners)
             if runners:
                 runners[0].log.checkpoint_if_due()  # idle: the WAL's checkpoint, out of the burst
             return total
         total += moved
+
+
+def seal_idle(runners: Sequence[Runner[Any]]) -> None:
+    """Every runner's ``idle`` seal (its pending attestation first), in one transaction."""
+    if not runners:
+        return
+    log = runners[0].log
+    try:
+        with log.transaction():
+            for runner in runners:
+                runner.attestor.seal()
+    except BaseException:
+        for runner in runners:
+            runner.restore()
+        raise
 
 
 def _round(runners: Sequence[Runner[Any]], limit: int | None) -> int:
@@ -1031,10 +1065,11 @@ class EmbeddedBus:
         if not self.event_driven:
             self.commit()
 
-    def drain(self) -> None:
-        """Run every processor until nothing is left to do; commit."""
+    def drain(self, *, seal: bool = True) -> None:
+        """Run every processor until nothing is left to do, then (``seal``) each writer's ``idle`` seal;
+        commit."""
         with self._grouped():
-            run_until_idle(self.runners)
+            run_until_idle(self.runners, seal=seal)
         self.commit()
 
     def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
@@ -1073,7 +1108,7 @@ class EmbeddedBus:
         the log is returned at once; else the stages run until idle (as :meth:`advance` runs them),
         then every processor."""
         if not self.event_driven:
-            self.drain()
+            self.drain(seal=False)
             for _offset, env in self._records(topic, key, 0):
                 if match(env):
                     return env
