@@ -32,7 +32,6 @@ from services.audit.replay import Report
 from services.core import topics
 from services.core.baccarat.variants.french_club import COVER_SPOT
 from services.core.envelope import Envelope, parse_record
-from services.core.signing import public_keyring
 from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, NotALog
 from services.runtime.keyring import KeyringError, load_keyring, new_keyring, save_keyring
@@ -311,7 +310,9 @@ def main(args: argparse.Namespace) -> int:
         _play(console, Session(bus, seed=seed, keyring=composition.keyring), tables, coups)
     finally:
         bus.close()
-    report = replay(read_db(path), keys=composition.checkpoint_public_keys())
+    report = replay(
+        read_db(path), keys=composition.checkpoint_public_keys(), writers=composition.writer_public_keys()
+    )
     hint = f"{path}  (try: {invoked_as()} replay --db {path})"
     render(console, summarise(read_db(path)), report, hint, path)
     say_written(console, path)
@@ -427,7 +428,7 @@ def _stored_options(path: Path) -> dict[str, int] | None:
 
 def _write_public_keyring(path: Path, composition: Composition) -> None:
     """The public half of the demo's checkpoint key beside its log, where ``replay --db`` finds it."""
-    doc = public_keyring(composition.checkpoint_public_keys())
+    doc = composition.keyring.public_document()
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
@@ -492,7 +493,9 @@ def _main_kafka(
     with running(settings, log_dir) as bus:
         _play(console, Session(bus, seed=seed, keyring=composition.keyring), tables, coups)
         records = bus.consume_all()
-    report = replay(records, keys=composition.checkpoint_public_keys())
+    report = replay(
+        records, keys=composition.checkpoint_public_keys(), writers=composition.writer_public_keys()
+    )
     prefix = settings.topic_prefix
     replay_cmd = f"CASINO_TOPIC_PREFIX={prefix} {invoked_as()} replay --kafka {args.kafka}"
     where = f"Kafka {args.kafka}, topics {prefix}*  (try: {replay_cmd})"

@@ -80,7 +80,9 @@ def main_seamless(
             export(wallet.ledger, f"{path}.operator.json")
             differences = reconcile(ours_from(read_db(path)), wallet.ledger.transactions())
             console.print(f"reconcile against {path}.operator.json: {len(differences)} differences")
-    report = replay(read_db(path), keys=composition.checkpoint_public_keys())
+    report = replay(
+        read_db(path), keys=composition.checkpoint_public_keys(), writers=composition.writer_public_keys()
+    )
     hint = f"{path}  (try: {invoked_as()} replay --db {path})"
     render(console, summarise(read_db(path)), report, hint, path)
     operator = [(Path(f"{path}.operator.db"), "the reference wallet's ledger"),

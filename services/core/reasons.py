@@ -302,6 +302,11 @@ class ReplayReason(StrEnum):
     """An event id appears twice in the log (not an exact re-delivery, which the replay drops)."""
     UNPROCESSABLE = "unprocessable"
     """A record could not be processed at all."""
+    ATTESTED_HEAD_MISSING = "attested_head_missing"
+    """A writer's signed head names a record the log does not hold, or a record below it is missing
+    (signed records deleted or changed: :mod:`services.audit.replay.attested`)."""
+    CAUSE_MISSING = "cause_missing"
+    """An attested record names a cause (``causation_hash``) the log does not hold."""
 
 
 ROOT_PRIORITY: Final[tuple[FindingReason | ReplayReason | Reason, ...]] = (
@@ -313,6 +318,7 @@ ROOT_PRIORITY: Final[tuple[FindingReason | ReplayReason | Reason, ...]] = (
     FindingReason.BALANCE_MISMATCH, FindingReason.INVALID_PAYLOAD, FindingReason.SEQ_GAP,
     FindingReason.SEQ_REORDERED, FindingReason.SEQ_DUPLICATE, FindingReason.CHAIN_BROKEN,
     ReplayReason.DUPLICATE_EVENT, Reason.UNDECODABLE, ReplayReason.UNPROCESSABLE,
+    ReplayReason.ATTESTED_HEAD_MISSING, ReplayReason.CAUSE_MISSING,
     FindingReason.HASH_MISMATCH, FindingReason.CHECKPOINT_SIGNATURE_INVALID,
     FindingReason.CHECKPOINT_MISSING, FindingReason.CHECKPOINT_MISMATCH,
 )  # fmt: skip
@@ -324,6 +330,7 @@ INTEGRITY_REASONS: Final[frozenset[FindingReason | ReplayReason | Reason]] = fro
     FindingReason.SEQ_REORDERED, FindingReason.CHAIN_BROKEN, ReplayReason.DUPLICATE_EVENT,
     Reason.UNDECODABLE, ReplayReason.UNPROCESSABLE, FindingReason.CHECKPOINT_SIGNATURE_INVALID,
     FindingReason.CHECKPOINT_MISMATCH, FindingReason.CHECKPOINT_MISSING,
+    ReplayReason.ATTESTED_HEAD_MISSING, ReplayReason.CAUSE_MISSING,
 })  # fmt: skip
 """Findings about the log itself, not about one table's play: a replay reports them whatever its scope."""
 

@@ -33,6 +33,7 @@ from services.runtime.settings import Settings, int_from_env
 
 if TYPE_CHECKING:
     from services.audit.processor import Audit
+    from services.audit.replay.attested import WriterKey
     from services.core.processor import Processor
     from services.dealer.processor import Dealer
     from services.monitor.accounts import AccountMonitor
@@ -154,6 +155,13 @@ class Composition:
         verifies its checkpoints with (what ``keys public`` writes for a regulator)."""
         key = self.checkpoint_key()
         return {key.key_id: key.public_hex()}
+
+    def writer_public_keys(self) -> dict[str, WriterKey]:
+        """Key id → public key of every principal's signed heads: what a replay of this pipeline's log
+        verifies its attestations with (the ``principals`` of ``keys public``)."""
+        from services.audit.replay.attested import writer_keys  # noqa: PLC0415
+
+        return writer_keys(self.keyring.public_document())
 
     def monitor(self) -> Monitor:
         """The monitor."""

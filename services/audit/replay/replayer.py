@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from services.audit.processor import CHECKPOINT_EVERY, Audit, AuditState, digest_of, open_items
+from services.audit.replay.attested import Attested
 from services.audit.replay.checkpoints import Checkpoints
 from services.audit.replay.collector import RoundCollector
 from services.audit.replay.report import Report, entry
@@ -126,6 +127,9 @@ class Replayer:
     keys: Mapping[str, str]
     checkpoint_every: int = CHECKPOINT_EVERY
     collector: RoundCollector | None = None
+    attested: Attested | None = None
+    """Which records are facts (the first pass: :mod:`services.audit.replay.attested`); ``None``: every
+    record is judged as one (a replay without public writer keys at hand)."""
     audit: Audit = field(init=False)
     state: AuditState = field(init=False)
     report: Report = field(init=False)
@@ -160,6 +164,9 @@ class Replayer:
         try:
             env, want_hash = decode(raw)
         except (ValueError, ValidationError) as exc:
+            if self.attested is not None:  # no signed head names it: not a fact, nothing to judge
+                self.attested.undecodable(n)
+                return
             undecodable = {"reason": Reason.UNDECODABLE.value, "severity": Severity.CRITICAL.value,
                            "table_id": None, "subject": {"record": n}, "detail": str(exc)[:300]}  # fmt: skip
             self.found(undecodable, None)
@@ -168,6 +175,10 @@ class Replayer:
         types = report.types
         types[kind] = types.get(kind, 0) + 1
         self.last = (n, env)
+        if self.attested is not None and not self.attested.admit(env.topic, env.hash, env.event_id):
+            if kind == "DeadLetter":  # a refusal notice no alert took up: still counted as refused
+                self.dead_letter(env)
+            return
         earlier = self.window.seen_or_add(env.event_id, env.hash)
         if earlier is not None:
             same = "an exact re-delivery" if earlier == env.hash else "another record under a used id"
@@ -295,6 +306,10 @@ class Replayer:
         for item in self.checkpoints.finish():
             self.found(item, None)
         report = self.report
+        if self.attested is not None:
+            for item in self.attested.findings:
+                self.found(dict(item), None)
+            report.attestation = self.attested.to_dict()
         report.digest = digest_of(self.state, self.findings_records)
         report.open_items = [
             i for i in open_items(self.state)
@@ -324,11 +339,13 @@ def replay_records(
     checkpoint_every: int,
     scope: Scope | None = None,
     collector: RoundCollector | None = None,
+    attested: Attested | None = None,
 ) -> Report:
     """Re-run audit over ``raw_records`` (in log order, streamed) and report: the pure replay. ``keys``:
-    the public checkpoint keyring; ``checkpoint_every``: the cadence audit ran with. The shell
-    (:func:`services.runtime.replay.replay`) finds both in the environment."""
-    r = Replayer(scope or Scope(), keys, checkpoint_every, collector)
+    the public checkpoint keyring; ``checkpoint_every``: the cadence audit ran with; ``attested``: the
+    facts the first pass found (:func:`services.audit.replay.attested.survey` over the same records).
+    The shell (:func:`services.runtime.replay.replay`) finds the keys and the cadence in the environment."""
+    r = Replayer(scope or Scope(), keys, checkpoint_every, collector, attested)
     with _frozen_heap():
         feed = r.feed
         for n, raw in enumerate(raw_records):

@@ -43,19 +43,23 @@ class Report:
     alerts: list[dict[str, Any]] = field(default_factory=list)
     outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
     coup_rows: list[dict[str, Any]] = field(default_factory=list)
+    attestation: dict[str, Any] = field(default_factory=dict)
+    """What the writers' signed heads cover (:meth:`services.audit.replay.attested.Attested.to_dict`):
+    its ``incomplete`` lists why the log cannot be called complete and authentic."""
 
     @property
     def clean(self) -> bool:
         """No finding and nothing left open."""
-        return not self.findings_total and not self.open_items
+        return self.verdict == "clean"
 
     @property
     def verdict(self) -> str:
         """``findings`` when anything disagrees; else ``incomplete`` when the log stops with coups open
-        or accepted bets unpaid; else ``clean``. Refused records (a forgery turned away) are neither."""
+        or accepted bets unpaid, or its end is not sealed by signed heads (an unattested tail, no valid
+        signature); else ``clean``. Refused and unattested records (an outsider's) are neither."""
         if self.findings_total:
             return "findings"
-        return "incomplete" if self.open_items else "clean"
+        return "incomplete" if self.open_items or self.attestation.get("incomplete") else "clean"
 
     def add_finding(self, item: dict[str, Any]) -> None:
         """Count a finding; list it while under :data:`MAX_FINDINGS_LISTED`."""
@@ -93,6 +97,7 @@ class Report:
             "outcomes": stable(self.outcomes),
             "coup_list": [stable(c) for c in self.coup_rows],
             "alerts": [stable(a) for a in self.alerts],
+            "attestation": stable(self.attestation),
         }
 
     def to_json(self) -> str:
@@ -162,6 +167,11 @@ EXPLAIN: dict[str, str] = {
     ReplayReason.DUPLICATE_EVENT: "An event id appears twice in the log.",
     Reason.UNDECODABLE: "A line of the log is not an event envelope.",
     ReplayReason.UNPROCESSABLE: "A record could not be processed at all.",
+    ReplayReason.ATTESTED_HEAD_MISSING: (
+        "A writer signed a head of this chain that the log no longer reaches: signed records were deleted or"
+        " changed."
+    ),
+    ReplayReason.CAUSE_MISSING: "An attested record names a cause the log does not hold.",
     FindingReason.HASH_MISMATCH: (
         "The record was changed after it was written: its hash no longer matches its content."
     ),

@@ -1,10 +1,12 @@
 """A runner's signed heads in the embedded log (docs/trust.md, :mod:`services.core.attest`).
 
 Each :class:`~services.runtime.embedded.log.Runner` keeps one :class:`Attestor`: the chained outputs of
-its batches pile up in it (:meth:`Attestor.note`), and once per transaction, just before the commit,
-one ``HeadsAttested`` names the heads they advanced (:meth:`Attestor.flush`), in the same transaction
-as the outputs, so a committed record is never left unattested by a crash. :meth:`Attestor.seal` adds
-the writer's ``idle`` seal when the pipeline goes idle.
+its batches pile up in it (:meth:`Attestor.note`), and when
+:func:`~services.runtime.embedded.log.run_until_idle` ends (and, for batches stepped by hand, at the
+latest just before their transaction commits), one
+``HeadsAttested`` names the heads they advanced (:meth:`Attestor.flush`), in the same transaction as
+the outputs, so a committed record is never left unattested by a crash. :meth:`Attestor.seal` adds the
+writer's ``idle`` seal when the pipeline goes idle.
 
 After a restart the runner re-applies the records between its snapshot and its committed offset: their
 outputs are on the log and were attested when first written, so they are not attested again (an

@@ -889,8 +889,10 @@ class Runner(Generic[S]):
 
 
 def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None, *, seal: bool = False) -> int:
-    """Step the runners round-robin, one batch each per round, until a round moves nothing; with
-    ``seal``, then each runner's ``idle`` seal (:meth:`Runner.seal`: the pipeline went idle).
+    """Step the runners round-robin, one batch each per round, until a round moves nothing; then each
+    runner's signed heads of what it wrote meanwhile and, with ``seal``, its ``idle`` seal (the
+    pipeline went idle): :func:`seal_idle`. Attesting here, not per commit, keeps the log the same
+    whatever the transactions (a bus's group commits).
 
     Returns the number of input records applied. The interleaving is a function of the log alone,
     so the same log and the same runners give the same output log.
@@ -903,23 +905,25 @@ def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None, *, 
     while True:
         moved = _round(runners, limit)
         if not moved:
-            if seal:
-                seal_idle(runners)
+            seal_idle(runners, seal=seal)
             if runners:
                 runners[0].log.checkpoint_if_due()  # idle: the WAL's checkpoint, out of the burst
             return total
         total += moved
 
 
-def seal_idle(runners: Sequence[Runner[Any]]) -> None:
-    """Every runner's ``idle`` seal (its pending attestation first), in one transaction."""
-    if not runners:
+def seal_idle(runners: Sequence[Runner[Any]], *, seal: bool = True) -> None:
+    """Every runner's pending attestation and (``seal``) its ``idle`` seal, in one transaction."""
+    if not runners or not (seal or any(r.attestor.pending for r in runners)):
         return
     log = runners[0].log
     try:
         with log.transaction():
             for runner in runners:
-                runner.attestor.seal()
+                if seal:
+                    runner.attestor.seal()
+                else:
+                    runner.attestor.flush()
     except BaseException:
         for runner in runners:
             runner.restore()
