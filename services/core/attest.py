@@ -131,18 +131,35 @@ def attest_batch(
     day_of: Callable[[str], str] = gaming_day,
 ) -> list[tuple[Envelope, bytes]]:
     """What a writer appends after a batch that wrote ``outputs``: nothing when no chain advanced; else
-    a ``day_closed`` seal first when the batch is of a later gaming day than the writer's last
-    attestation, then the batch's attestation (sealed ``shoe_closed`` when the batch closed a shoe)."""
+    :func:`attest_heads` of the heads they advanced (sealed ``shoe_closed`` when one closed a shoe)."""
     outputs = list(outputs)
     heads = advanced_heads(outputs)
     if not heads:
         return []
     at = max(env.occurred_at for env in outputs)
-    out: list[tuple[Envelope, bytes]] = []
-    if chain.last_at is not None and not chain.sealed and day_of(chain.last_at) < day_of(at):
-        out += attestation(chain, {}, guard, occurred_at=chain.last_at, seal="day_closed")
     closed = any(env.type == "ShoeClosed" for env in outputs)
-    out += attestation(chain, heads, guard, occurred_at=at, seal="shoe_closed" if closed else None)
+    return attest_heads(chain, heads, guard, occurred_at=at, closed_shoe=closed, day_of=day_of)
+
+
+def attest_heads(
+    chain: AttestChain,
+    heads: Mapping[tuple[str, str], ChainHead],
+    guard: Guard,
+    *,
+    occurred_at: str,
+    closed_shoe: bool = False,
+    day_of: Callable[[str], str] = gaming_day,
+) -> list[tuple[Envelope, bytes]]:
+    """The attestation of ``heads`` (written up to ``occurred_at``): a ``day_closed`` seal first when
+    they are of a later gaming day than the writer's last attestation, then the heads, sealed
+    ``shoe_closed`` when the batch closed a shoe."""
+    if not heads:
+        return []
+    out: list[tuple[Envelope, bytes]] = []
+    if chain.last_at is not None and not chain.sealed and day_of(chain.last_at) < day_of(occurred_at):
+        out += attestation(chain, {}, guard, occurred_at=chain.last_at, seal="day_closed")
+    at = max(occurred_at, chain.last_at or "")
+    out += attestation(chain, heads, guard, occurred_at=at, seal="shoe_closed" if closed_shoe else None)
     return out
 
 

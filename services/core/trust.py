@@ -27,6 +27,7 @@ Cost per record: one canonical serialisation and SHA-256 (the hash check) plus o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 from collections import OrderedDict
@@ -105,11 +106,17 @@ def key_fingerprint(public_hex: str) -> str:
     return hashlib.sha256(bytes.fromhex(public_hex)).hexdigest()
 
 
+@functools.lru_cache(maxsize=256)
+def _public_key(public_hex: str) -> Ed25519PublicKey:
+    """The key object of a raw public key (hex), made once per key (a replay verifies thousands)."""
+    return Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_hex))
+
+
 def verify_signature(public_hex: str, record_hash: str, signature_hex: str) -> bool:
     """Whether ``signature_hex`` is an Ed25519 signature of ``record_hash`` (its ASCII hex) under the
     raw public key ``public_hex``."""
     try:
-        public = Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_hex))
+        public = _public_key(public_hex)
         public.verify(bytes.fromhex(signature_hex), record_hash.encode("ascii", "replace"))
     except (InvalidSignature, ValueError):
         return False

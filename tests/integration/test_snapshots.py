@@ -71,7 +71,7 @@ def test_a_restart_from_json_snapshots_writes_the_uninterrupted_log(tmp_path: Pa
                         # every runner that has a snapshot resumes from it (the offsets a runner reaches
                         # before its first depend on the records between its inputs, attestations too)
                         assert all(r.restored_from for r in runners if log.load_snapshot(r.name))
-                    run_until_idle(runners)
+                    run_until_idle(runners, seal=True)  # the session drains: the pipeline goes idle
 
                 def read(self, topic: str, key: str) -> list[Any]:
                     from services.core.envelope import parse_record  # noqa: PLC0415

@@ -132,6 +132,11 @@ class Survey:
 
     def add(self, raw: bytes | str | Any) -> None:
         """Note one record (bytes or an envelope); anything that is not a JSON object is skipped."""
+        if type(raw) is bytes and b'"topic":"casino.attest"' not in raw:
+            fields = _fields(raw)
+            if fields is not None:
+                self._note(*fields)
+                return
         if isinstance(raw, bytes | str):
             try:
                 rec = orjson.loads(raw)
@@ -141,20 +146,29 @@ class Survey:
             rec = raw.__dict__
         if not isinstance(rec, dict):
             return
-        h = short(rec.get("hash"))
-        if h is None:
-            return
-        self.hashes.add(h)
         topic, key, seq = rec.get("topic"), rec.get("key"), rec.get("seq")
-        if not isinstance(topic, str) or not isinstance(key, str) or type(seq) is not int:
-            return
-        if topic in WRITER_OF_TOPIC or topic == topics.ATTEST:
-            chain = self.links.setdefault((topic, key), {})
-            cause_id = rec.get("causation_id")
-            link = (seq, short(rec.get("prev_hash")), short(rec.get("causation_hash")), str(cause_id or ""))
-            chain.setdefault(h, link)
-        if topic == topics.ATTEST:
+        cause_id = rec.get("causation_id")
+        h = self._note(
+            rec.get("hash"), topic, key, seq, rec.get("prev_hash"), rec.get("causation_hash"), cause_id
+        )
+        if h is not None and topic == topics.ATTEST and isinstance(key, str) and type(seq) is int:
             self._attestation(rec, h, key, seq)
+
+    def _note(  # noqa: PLR0917 (a record's chain fields, once)
+        self, record_hash: object, topic: object, key: object, seq: object, prev: object, cause: object,
+        cause_id: object,
+    ) -> bytes | None:  # fmt: skip
+        h = short(record_hash)
+        if h is None:
+            return None
+        self.hashes.add(h)
+        if type(seq) is int and isinstance(key, str) and (topic in WRITER_OF_TOPIC or topic == topics.ATTEST):
+            chain = self.links.get((topic, key))  # type: ignore[arg-type]
+            if chain is None:
+                chain = self.links[(topic, key)] = {}  # type: ignore[index]
+            if h not in chain:
+                chain[h] = (seq, short(prev), short(cause), str(cause_id or ""))
+        return h
 
     def _attestation(self, rec: Mapping[str, Any], h: bytes, writer: str, seq: int) -> None:
         auth, payload = rec.get("auth"), rec.get("payload")
@@ -214,6 +228,54 @@ class Survey:
             and all(w.sealed for w in mine)
         }  # fmt: skip
         return Attested(facts, consumed, findings, self, frozenset(sealed), changed_causes)
+
+
+_HEAD: Final = (b'{"auth":', b'{"causation_hash":')
+
+
+def _fields(raw: bytes) -> tuple[str, str, str, int | None, str | None, str | None, str | None] | None:
+    """``(hash, topic, key, seq, prev_hash, causation_hash, causation_id)`` of a record in the log's own
+    canonical JSON, found by position (top-level fields come in key order: the ``causation_*`` ones
+    before the payload, ``prev_hash``, ``seq`` and ``topic`` after it, each the last of its name);
+    ``None`` for any other shape (then the record is parsed). What this reads wrong in a crafted record
+    is caught by the replay: a fact it names that the replay does not read is a finding."""
+    if not raw.startswith(_HEAD) or not raw.endswith(b"}"):
+        return None
+    try:
+        i = raw.index(b'"causation_hash":')
+        cause = _value(raw, i + 17)
+        i = raw.index(b'"causation_id":', i)
+        cause_id = _value(raw, i + 15)
+        i = raw.index(b',"hash":"', i)
+        record_hash = raw[i + 9 : i + 73].decode("ascii")
+        i = raw.index(b',"key":"', i)
+        key = _value(raw, i + 7)
+        j = raw.rindex(b',"prev_hash":')
+        prev = _value(raw, j + 13)
+        j = raw.rindex(b',"seq":')
+        end = raw.index(b",", j + 7)
+        seq_text = raw[j + 7 : end]
+        seq = None if seq_text == b"null" else int(seq_text)
+        j = raw.rindex(b',"topic":"')
+        topic = _value(raw, j + 9)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if key is None or topic is None:
+        return None
+    return record_hash, topic, key, seq, prev, cause, cause_id
+
+
+def _value(raw: bytes, at: int) -> str | None:
+    """The JSON string or ``null`` at ``at``; ``ValueError`` for anything else (or an escape)."""
+    if raw.startswith(b"null", at):
+        return None
+    if raw[at : at + 1] != b'"':
+        raise ValueError("not a string")
+    end = raw.index(b'"', at + 1)
+    text = raw[at + 1 : end]
+    if b"\\" in text:
+        raise ValueError("an escape")
+    return text.decode("utf-8")
 
 
 def _walk(  # noqa: PLR0917 (a signed head's fields, once)

@@ -87,7 +87,7 @@ from services.core.processor import Processor, ProcessorState, initial_state, st
 from services.core.trust import Sealed
 from services.runtime import intake
 from services.runtime.embedded import snapshot
-from services.runtime.embedded.attesting import Attestor
+from services.runtime.embedded.attesting import ATTEST_EVERY, Attestor
 from services.runtime.failures import ConfigError, NotALog
 from services.runtime.logging import get_logger
 from services.runtime.tuning import gc_paused
@@ -775,7 +775,7 @@ class Runner(Generic[S]):
         self.state.applied = self.ids
         self._since_snapshot = 0
         with self.log.transaction(write=False):
-            self.attestor.resume(self.committed)
+            self.attestor.resume(self.state.heads)
 
     def step_batch(self, limit: int | None = None) -> BatchResult:
         """Apply up to ``limit`` next input records in one transaction; see the module docstring."""
@@ -827,7 +827,7 @@ class Runner(Generic[S]):
             self.ids.offset = offset
             outputs.extend(step_encoded(self.processor, self.state, record, raw, sealed))
         self.log.append_encoded(outputs, internal=True)
-        self.attestor.note(rows[-1][0], outputs)
+        self.attestor.note(outputs)
         self.position = rows[-1][0]
         self.committed = max(self.committed, self.position)
         if not self._deferred:
@@ -844,7 +844,6 @@ class Runner(Generic[S]):
         """Write the applied ids and the committed offset the transaction's batches left (once per
         transaction, just before it commits)."""
         self._deferred = False
-        self.attestor.flush()
         self.ids.flush()
         if self.committed != self._flushed:
             # one statement checks that no other runner moved this consumer and commits the offset
@@ -914,7 +913,7 @@ def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None, *, 
 
 def seal_idle(runners: Sequence[Runner[Any]], *, seal: bool = True) -> None:
     """Every runner's pending attestation and (``seal``) its ``idle`` seal, in one transaction."""
-    if not runners or not (seal or any(r.attestor.pending for r in runners)):
+    if not runners or not (seal or any(r.attestor.records >= ATTEST_EVERY for r in runners)):
         return
     log = runners[0].log
     try:

@@ -156,7 +156,7 @@ from services.core.trust import SEALED_KEPT, PrincipalKey, Refusal, Sealed, veri
 from services.runtime import intake
 from services.runtime.compose import OBSERVERS, SERVICES, Composition
 from services.runtime.failures import one_line
-from services.runtime.kafka import metrics
+from services.runtime.kafka import attesting, metrics
 from services.runtime.kafka.topic_io import (
     BATCH_BYTES,
     Outbox,
@@ -612,6 +612,7 @@ class Shell:
                 for _, _, offset, value in records:
                     await self._on_record(pipe, summary, physical, offset, value)
                 summaries.append(summary)
+            await attesting.attest_pipes(self, parts)
             shipped = await self.outbox.flush()
             seconds = time.perf_counter() - started
             for summary in summaries:
@@ -670,6 +671,9 @@ class Shell:
                 batch = await self._batch()
                 if batch:
                     await self._pipelined(batch)
+                else:  # input drained: each writer seals its signed heads
+                    async with self._one_at_a_time:
+                        await attesting.seal_idle(self)
         finally:
             if self._landing is not None:  # a stop: let the last batch land (its commit may fail)
                 with contextlib.suppress(Exception):
