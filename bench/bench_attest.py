@@ -38,7 +38,7 @@ ROUNDS = 3
 def unattested() -> Iterator[None]:
     """The embedded runners as before signed heads: nothing noted, so nothing attested or sealed."""
     note = attesting.Attestor.note
-    attesting.Attestor.note = lambda self, last_offset, outputs: None  # type: ignore[method-assign]
+    attesting.Attestor.note = lambda self, outputs: None  # type: ignore[method-assign]
     try:
         yield
     finally:
@@ -87,9 +87,10 @@ def main() -> None:
         print(f"pipeline: {events} events, {heads} signed heads ({COUPS} coups x {len(DEFAULT_TABLES)} tables)")
         print(f"  CPU per event: {per_w:.1f} us with signed heads, {per_o:.1f} us without: ratio {per_w / per_o:.3f}")
         db = Path(tmp) / "with-0.db"
-        keys = Composition.demo().checkpoint_public_keys()
+        composition = Composition.demo()
+        keys, writers = composition.checkpoint_public_keys(), composition.writer_public_keys()
         raws = list(read_db(db))
-        full = best(lambda: replay(Source(lambda: iter(raws)), keys=keys))
+        full = best(lambda: replay(Source(lambda: iter(raws)), keys=keys, writers=writers))
         alone = best(lambda: replay_records(raws, keys=keys, checkpoint_every=50))
         print(f"replay: {len(raws)} records, {full:.3f} s with the first pass, {alone:.3f} s without: "
               f"ratio {full / alone:.3f}")  # fmt: skip

@@ -35,7 +35,7 @@ from services.core.envelope import Envelope, parse_record
 from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, NotALog
 from services.runtime.keyring import KeyringError, load_keyring, new_keyring, save_keyring
-from services.runtime.replay import PUBLIC_KEYRING_SUFFIX, read_db, replay
+from services.runtime.replay import PUBLIC_KEYRING_SUFFIX, Source, read_db, replay
 from services.runtime.settings import Settings
 
 DEFAULT_COUPS = 60
@@ -311,7 +311,9 @@ def main(args: argparse.Namespace) -> int:
     finally:
         bus.close()
     report = replay(
-        read_db(path), keys=composition.checkpoint_public_keys(), writers=composition.writer_public_keys()
+        Source(lambda: read_db(path)),
+        keys=composition.checkpoint_public_keys(),
+        writers=composition.writer_public_keys(),
     )
     hint = f"{path}  (try: {invoked_as()} replay --db {path})"
     render(console, summarise(read_db(path)), report, hint, path)

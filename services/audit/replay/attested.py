@@ -29,7 +29,7 @@ none), such records are the log's unattested **tail** and the verdict is ``incom
 sealed, its writer declared its output complete before them: they are not its, only noise beside the
 ledger. A log with no valid signature at all is never ``clean``.
 
-Memory: 16 bytes of each record's hash (and of its chain links), not the record.
+Memory: each record's hash (and its chain links), not the record.
 """
 
 from __future__ import annotations
@@ -56,14 +56,10 @@ FIRST_IDS: Final = 20
 """Ids listed per kind of unattested record (more are counted)."""
 
 
-def short(record_hash: object) -> bytes | None:
-    """The first 16 bytes of a hex hash (``None`` for anything that is not 64 hex digits)."""
-    if not isinstance(record_hash, str) or len(record_hash) != 64:
-        return None
-    try:
-        return bytes.fromhex(record_hash[:32])
-    except ValueError:
-        return None
+def short(record_hash: object) -> str | None:
+    """A record hash as the survey keeps it: the 64-character string itself (the one the parser made:
+    kept, not copied), ``None`` for anything else."""
+    return record_hash if type(record_hash) is str and len(record_hash) == 64 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,13 +114,13 @@ class Survey:
     keys: Mapping[str, WriterKey]
     heads: dict[tuple[str, str], tuple[int, str, str]] = field(default_factory=dict)
     """Chain → the highest attested ``(seq, hash, event id of the attestation)``."""
-    links: dict[tuple[str, str], dict[bytes, tuple[int, bytes | None, bytes | None, str]]] = field(
+    links: dict[tuple[str, str], dict[str, tuple[int, str | None, str | None, str]]] = field(
         default_factory=dict
     )
     """Chain → record hash → ``(seq, prev hash, cause hash, cause id)``."""
-    hashes: set[bytes] = field(default_factory=set)
+    hashes: set[str] = field(default_factory=set)
     """Every record's hash (what a fact's cause must be one of)."""
-    signed: set[bytes] = field(default_factory=set)
+    signed: set[str] = field(default_factory=set)
     """The hashes of the attestations whose signature verifies."""
     writers: dict[str, _Writer] = field(default_factory=dict)
     bad: list[str] = field(default_factory=list)
@@ -132,10 +128,10 @@ class Survey:
 
     def add(self, raw: bytes | str | Any) -> None:
         """Note one record (bytes or an envelope); anything that is not a JSON object is skipped."""
-        if type(raw) is bytes and b'"topic":"casino.attest"' not in raw:
-            fields = _fields(raw)
-            if fields is not None:
-                self._note(*fields)
+        if type(raw) is bytes and _unchained(raw):  # its hash is all the survey needs of it
+            i = raw.find(b',"hash":"')
+            if i > 0:
+                self.hashes.add(raw[i + 9 : i + 73].decode("ascii", "replace"))
                 return
         if isinstance(raw, bytes | str):
             try:
@@ -157,7 +153,7 @@ class Survey:
     def _note(  # noqa: PLR0917 (a record's chain fields, once)
         self, record_hash: object, topic: object, key: object, seq: object, prev: object, cause: object,
         cause_id: object,
-    ) -> bytes | None:  # fmt: skip
+    ) -> str | None:  # fmt: skip
         h = short(record_hash)
         if h is None:
             return None
@@ -170,7 +166,7 @@ class Survey:
                 chain[h] = (seq, short(prev), short(cause), str(cause_id or ""))
         return h
 
-    def _attestation(self, rec: Mapping[str, Any], h: bytes, writer: str, seq: int) -> None:
+    def _attestation(self, rec: Mapping[str, Any], h: str, writer: str, seq: int) -> None:
         auth, payload = rec.get("auth"), rec.get("payload")
         principal = writer_principal(writer)
         ok = (
@@ -208,11 +204,11 @@ class Survey:
 
     def finish(self) -> Attested:
         """Which records are facts, and what the signed heads say about the log (module docstring)."""
-        facts: set[bytes] = set(self.signed)
+        facts: set[str] = set(self.signed)
         findings: list[dict[str, Any]] = []
         for chain, (seq, head_hash, attestation) in sorted(self.heads.items()):
             findings += _walk(chain, seq, head_hash, attestation, self.links.get(chain, {}), facts)
-        consumed: set[bytes] = set()
+        consumed: set[str] = set()
         changed_causes: set[str] = set()
         for (topic, key), chain_links in sorted(self.links.items()):
             for h, (seq, _prev, cause, cause_id) in chain_links.items():
@@ -230,52 +226,18 @@ class Survey:
         return Attested(facts, consumed, findings, self, frozenset(sealed), changed_causes)
 
 
-_HEAD: Final = (b'{"auth":', b'{"causation_hash":')
+_UNCHAINED: Final = tuple(
+    f',"topic":"{t}","type":'.encode()
+    for t in (topics.WALLET_REQUESTS, topics.TABLE_INBOX, topics.DEADLETTER)
+)
 
 
-def _fields(raw: bytes) -> tuple[str, str, str, int | None, str | None, str | None, str | None] | None:
-    """``(hash, topic, key, seq, prev_hash, causation_hash, causation_id)`` of a record in the log's own
-    canonical JSON, found by position (top-level fields come in key order: the ``causation_*`` ones
-    before the payload, ``prev_hash``, ``seq`` and ``topic`` after it, each the last of its name);
-    ``None`` for any other shape (then the record is parsed). What this reads wrong in a crafted record
-    is caught by the replay: a fact it names that the replay does not read is a finding."""
-    if not raw.startswith(_HEAD) or not raw.endswith(b"}"):
-        return None
-    try:
-        i = raw.index(b'"causation_hash":')
-        cause = _value(raw, i + 17)
-        i = raw.index(b'"causation_id":', i)
-        cause_id = _value(raw, i + 15)
-        i = raw.index(b',"hash":"', i)
-        record_hash = raw[i + 9 : i + 73].decode("ascii")
-        i = raw.index(b',"key":"', i)
-        key = _value(raw, i + 7)
-        j = raw.rindex(b',"prev_hash":')
-        prev = _value(raw, j + 13)
-        j = raw.rindex(b',"seq":')
-        end = raw.index(b",", j + 7)
-        seq_text = raw[j + 7 : end]
-        seq = None if seq_text == b"null" else int(seq_text)
-        j = raw.rindex(b',"topic":"')
-        topic = _value(raw, j + 9)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if key is None or topic is None:
-        return None
-    return record_hash, topic, key, seq, prev, cause, cause_id
-
-
-def _value(raw: bytes, at: int) -> str | None:
-    """The JSON string or ``null`` at ``at``; ``ValueError`` for anything else (or an escape)."""
-    if raw.startswith(b"null", at):
-        return None
-    if raw[at : at + 1] != b'"':
-        raise ValueError("not a string")
-    end = raw.index(b'"', at + 1)
-    text = raw[at + 1 : end]
-    if b"\\" in text:
-        raise ValueError("an escape")
-    return text.decode("utf-8")
+def _unchained(raw: bytes) -> bool:
+    """Whether ``raw``, in the log's canonical JSON (``topic`` and ``type`` its last two fields), is a
+    record of a request topic or a dead letter. Read wrong for a crafted record, it costs nothing: the
+    replay checks every cause a fact names was read (:meth:`Attested.unread_causes`)."""
+    i = raw.rfind(b',"topic":"')
+    return i > 0 and raw.startswith(_UNCHAINED, i)
 
 
 def _walk(  # noqa: PLR0917 (a signed head's fields, once)
@@ -283,8 +245,8 @@ def _walk(  # noqa: PLR0917 (a signed head's fields, once)
     seq: int,
     head_hash: str,
     attestation: str,
-    links: Mapping[bytes, tuple[int, bytes | None, bytes | None, str]],
-    facts: set[bytes],
+    links: Mapping[str, tuple[int, str | None, str | None, str]],
+    facts: set[str],
 ) -> list[dict[str, Any]]:
     """Mark the records reached back from a signed head; where the walk breaks, a finding, and every
     record of the chain up to the signed ``seq`` is judged as a fact all the same, so that the replay
@@ -307,10 +269,10 @@ def _walk(  # noqa: PLR0917 (a signed head's fields, once)
     return []
 
 
-def _missing_cause(topic: str, key: str, seq: int, cause: bytes) -> dict[str, Any]:
+def _missing_cause(topic: str, key: str, seq: int, cause: str) -> dict[str, Any]:
     return {
         "reason": ReplayReason.CAUSE_MISSING.value, "severity": "critical", "table_id": key,
-        "subject": {"topic": topic, "key": key, "seq": seq}, "expected": cause.hex(), "recorded": None,
+        "subject": {"topic": topic, "key": key, "seq": seq}, "expected": cause, "recorded": None,
         "detail": "an attested record names a cause (causation_hash) the log does not hold: deleted, changed",
     }  # fmt: skip
 
@@ -319,14 +281,16 @@ def _missing_cause(topic: str, key: str, seq: int, cause: bytes) -> dict[str, An
 class Attested:
     """The first pass's verdict on each record (:meth:`admit`) and what the report says of it."""
 
-    facts: set[bytes]
-    consumed: set[bytes]
+    facts: set[str]
+    consumed: set[str]
     findings: list[dict[str, Any]]
     survey: Survey
     sealed: frozenset[Principal]
     changed_causes: set[str] = field(default_factory=set)
     """The ids of causes a fact names by a hash the log does not hold (a ``cause_missing`` finding): a
     record under such an id is judged as a fact, so that the replay names what was changed in it."""
+    read_causes: set[str] = field(default_factory=set)
+    """The causes of facts the replay read (what :meth:`unread_causes` compares with)."""
     unattested: int = 0
     tail: int = 0
     first_ids: list[str] = field(default_factory=list)
@@ -337,7 +301,10 @@ class Attested:
         """Whether the record is a fact; if not, count it (unattested, and tail where its writer is not
         sealed)."""
         h = short(record_hash)
-        if h is not None and (h in self.facts or h in self.consumed):
+        if h is not None and h in self.consumed:
+            self.read_causes.add(h)
+            return True
+        if h is not None and h in self.facts:
             return True
         if event_id in self.changed_causes:
             return True
@@ -351,6 +318,17 @@ class Attested:
             if len(self.tail_ids) < FIRST_IDS:
                 self.tail_ids.append(event_id[:80])
         return False
+
+    def unread_causes(self) -> list[dict[str, Any]]:
+        """A finding for each cause a fact names that the survey found in the log but the replay never
+        read as a record (bytes that look like one thing to a quick look and another to the parser)."""
+        reported = {f["expected"] for f in self.findings if f["reason"] == ReplayReason.CAUSE_MISSING.value}
+        return [
+            {"reason": ReplayReason.CAUSE_MISSING.value, "severity": "critical", "table_id": "",
+             "subject": {"causation_hash": h}, "expected": h, "recorded": None,
+             "detail": "an attested record names a cause the replay could not read as a record"}
+            for h in sorted(self.consumed - self.read_causes - reported)
+        ]  # fmt: skip
 
     def undecodable(self, n: int) -> None:
         """A record that is no envelope: unattested (no signed head can name it)."""

@@ -307,7 +307,7 @@ class Replayer:
             self.found(item, None)
         report = self.report
         if self.attested is not None:
-            for item in self.attested.findings:
+            for item in [*self.attested.findings, *self.attested.unread_causes()]:
                 self.found(dict(item), None)
             report.attestation = self.attested.to_dict()
         report.digest = digest_of(self.state, self.findings_records)
