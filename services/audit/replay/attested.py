@@ -123,15 +123,23 @@ class Survey:
     signed: set[str] = field(default_factory=set)
     """The hashes of the attestations whose signature verifies."""
     writers: dict[str, _Writer] = field(default_factory=dict)
+    requests: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    """Every unchained record but dead letters: ``(hash, causation_hash, event_id)``."""
+    refused: set[str] = field(default_factory=set)
+    """The event ids dead letters name (records a processor refused)."""
     bad: list[str] = field(default_factory=list)
     bad_count: int = 0
 
     def add(self, raw: bytes | str | Any) -> None:
         """Note one record (bytes or an envelope); anything that is not a JSON object is skipped."""
-        if type(raw) is bytes and _unchained(raw):  # its hash is all the survey needs of it
+        if type(raw) is bytes and _unchained(raw) and not raw.endswith(_DEAD):  # a request: three fields
             i = raw.find(b',"hash":"')
             if i > 0:
-                self.hashes.add(raw[i + 9 : i + 73].decode("ascii", "replace"))
+                found = raw[i + 9 : i + 73].decode("ascii", "replace")
+                self.hashes.add(found)
+                self.requests.append(
+                    (found, _string_after(raw, b'"causation_hash":"'), _string_after(raw, b',"event_id":"'))
+                )
                 return
         if isinstance(raw, bytes | str):
             try:
@@ -147,6 +155,15 @@ class Survey:
         h = self._note(
             rec.get("hash"), topic, key, seq, rec.get("prev_hash"), rec.get("causation_hash"), cause_id
         )
+        if h is not None and seq is None and topic != topics.ATTEST:
+            if topic == topics.DEADLETTER:
+                payload = rec.get("payload")
+                refused = payload.get("original_event_id") if isinstance(payload, Mapping) else None
+                if isinstance(refused, str):
+                    self.refused.add(refused)
+            else:
+                cause = rec.get("causation_hash")
+                self.requests.append((h, cause if isinstance(cause, str) else None, str(rec.get("event_id"))))
         if h is not None and topic == topics.ATTEST and isinstance(key, str) and type(seq) is int:
             self._attestation(rec, h, key, seq)
 
@@ -218,12 +235,29 @@ class Survey:
                 if cause not in self.hashes:
                     findings.append(_missing_cause(topic, key, seq, cause))
                     changed_causes.add(cause_id)
+        for h, cause, event_id in self.requests:  # what a processor derived from a fact and queued (a
+            if h not in consumed and cause in facts and event_id not in self.refused:  # seamless call
+                consumed.add(h)  # behind another): no chained record names it, its cause is a fact
         sealed = {
             p for p in Principal
             if (mine := [w for name, w in self.writers.items() if writer_principal(name) is p])
             and all(w.sealed for w in mine)
         }  # fmt: skip
         return Attested(facts, consumed, findings, self, frozenset(sealed), changed_causes)
+
+
+_DEAD: Final = b',"topic":"casino.deadletter","type":"DeadLetter"}'
+"""How a dead letter in the log's canonical JSON ends."""
+
+
+def _string_after(raw: bytes, marker: bytes) -> str | None:
+    """The JSON string right after the first ``marker`` (``None`` without one)."""
+    i = raw.find(marker)
+    if i < 0:
+        return None
+    start = i + len(marker)
+    end = raw.find(b'"', start)
+    return raw[start:end].decode("utf-8", "replace") if end > 0 else None
 
 
 _UNCHAINED: Final = tuple(
