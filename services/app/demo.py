@@ -34,11 +34,10 @@ from services.core import figures
 from services.core.baccarat import VARIANTS
 from services.core.envelope import Envelope, parse_record
 from services.core.figures import COUNTERS, NOTHING, Figures
-from services.core.signing import public_keyring
 from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, NotALog
 from services.runtime.keyring import KeyringError, load_keyring, new_keyring, save_keyring
-from services.runtime.replay import PUBLIC_KEYRING_SUFFIX, read_db, replay
+from services.runtime.replay import PUBLIC_KEYRING_SUFFIX, Source, read_db, replay
 from services.runtime.settings import Settings
 from services.runtime.textfit import printable, printable_data
 
@@ -337,7 +336,11 @@ def main(args: argparse.Namespace) -> int:
         _play(console, Session(bus, seed=seed, keyring=composition.keyring), tables, coups)
     finally:
         bus.close()
-    report = replay(read_db(path), keys=composition.checkpoint_public_keys())
+    report = replay(
+        Source(lambda: read_db(path)),
+        keys=composition.checkpoint_public_keys(),
+        writers=composition.writer_public_keys(),
+    )
     replay_cmd = (
         f"{invoked_as()} replay --db {shlex.quote(str(path))}"
         f" --keys {shlex.quote(str(path) + PUBLIC_KEYRING_SUFFIX)}"
@@ -459,9 +462,9 @@ def _stored_options(path: Path) -> dict[str, int] | None:
 
 
 def _write_public_keyring(path: Path, composition: Composition) -> None:
-    """The public half of the demo's checkpoint key beside its log, for ``replay --keys`` (a keyring the
-    replay only finds there is not supplied independently: docs/trust.md)."""
-    doc = public_keyring(composition.checkpoint_public_keys())
+    """The public half of the demo's keys beside its log, for ``replay --keys`` (a keyring the replay
+    only finds there is not supplied independently: docs/trust.md)."""
+    doc = composition.keyring.public_document()
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
@@ -526,7 +529,9 @@ def _main_kafka(
     with running(settings, log_dir) as bus:
         _play(console, Session(bus, seed=seed, keyring=composition.keyring), tables, coups)
         records = bus.consume_all()
-    report = replay(records, keys=composition.checkpoint_public_keys())
+    report = replay(
+        records, keys=composition.checkpoint_public_keys(), writers=composition.writer_public_keys()
+    )
     prefix = settings.topic_prefix
     public = log_dir / "public-keyring.json"
     _write_public_keyring(public, composition)

@@ -210,7 +210,7 @@ def main(args: argparse.Namespace) -> int:
             where = next((ln.lineno for ln in good if ln.record.event_id == conflict.event_id), 0)
             return fail(f"line {where}: event_id {conflict.event_id} is already in the log with another body")
         runners = [Runner(log, proc, name) for name, proc in composition.pipeline()]
-        run_until_idle(runners)
+        run_until_idle(runners, seal=True)
         for runner in runners:  # the next ingest starts from here, not from the last periodic snapshot
             runner.snapshot_if_behind()
         refused, dead, refused_ids = summarise(log, head, {ln.record.event_id for ln in good})

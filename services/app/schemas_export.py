@@ -76,6 +76,11 @@ TOPICS: Final[Mapping[str, TopicSpec]] = {
         "forever (retention.ms=-1): the original bytes are evidence until an operator resolves them",
         chained=False,
     ),
+    topics.ATTEST: TopicSpec(
+        "writer (the stage: dealer, settlement.wallet, audit, monitor, ...)",
+        ("every processor, each only under its own key",), ("regulators (replay)", "audit"), FOREVER,
+        chained=True,
+    ),
 }  # fmt: skip
 """Keys, writers, readers and retention of each topic; the types come from :data:`TOPIC_TYPES`."""
 

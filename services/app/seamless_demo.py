@@ -26,7 +26,7 @@ from services.app.demo import META_KEY, invoked_as, open_composition, render, sa
 from services.app.simulator import Session, TableSpec
 from services.runtime.compose import seamless_config
 from services.runtime.failures import one_line
-from services.runtime.replay import read_db, replay
+from services.runtime.replay import Source, read_db, replay
 from services.runtime.settings import Settings
 from services.seamless.caller import SeamlessBus
 from services.seamless.client import SeamlessConfig
@@ -81,7 +81,11 @@ def main_seamless(
             export(wallet.ledger, f"{path}.operator.json")
             differences = reconcile(ours_from(read_db(path)), wallet.ledger.transactions())
             console.print(f"reconcile against {path}.operator.json: {len(differences)} differences")
-    report = replay(read_db(path), keys=composition.checkpoint_public_keys())
+    report = replay(
+        Source(lambda: read_db(path)),
+        keys=composition.checkpoint_public_keys(),
+        writers=composition.writer_public_keys(),
+    )
     replay_cmd = f"{invoked_as()} replay --db {shlex.quote(str(path))}"
     render(console, summarise(read_db(path)), report, str(path), path, replay_cmd)
     operator = [(Path(f"{path}.operator.db"), "the reference wallet's ledger"),

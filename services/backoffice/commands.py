@@ -129,7 +129,7 @@ class Gateway:
         def run() -> None:
             log = self._open()
             log.append([_as_backoffice(env, self.keyring_path)])
-            run_until_idle(self._runners)
+            run_until_idle(self._runners, seal=True)
             self.projector.catch_up(log)
 
         self._run(run)

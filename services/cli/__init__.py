@@ -160,15 +160,24 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_keys_new(args: argparse.Namespace) -> int:
     """A keyring with a fresh secret per principal (docs/trust.md), mode 0600."""
-    from services.runtime.keyring import KeyringError, new_keyring, save_keyring  # noqa: PLC0415
+    from services.runtime.keyring import KeyringError, new_keyring, save_keyring, save_split  # noqa: PLC0415
 
+    out, split = getattr(args, "out", None), getattr(args, "split", None)
+    if not out and not split:
+        return _fail("keys new needs --out FILE or --split DIR")
     try:
         ring = new_keyring()
-        save_keyring(ring, args.out)
+        if out:
+            save_keyring(ring, out)
+        if split:
+            save_split(ring, split)
     except KeyringError as exc:
         return _fail(str(exc))
     ids = ", ".join(k.key_id for k in ring.keys.values())
-    print(f"wrote keyring {args.out} (mode 0600): {ids}", file=sys.stderr)
+    where = " and ".join(
+        w for w in (f"keyring {out}" if out else "", f"key files in {split}" if split else "") if w
+    )
+    print(f"wrote {where} (mode 0600): {ids}", file=sys.stderr)
     return 0
 
 

@@ -297,7 +297,11 @@ def keys() -> None:
 
 
 @keys.command("new", short_help="Write a keyring with a fresh secret per principal (mode 0600).")
-@click.option("--out", required=True, metavar="FILE", help="The keyring file to create (never overwritten).")
+@click.option("--out", default=None, metavar="FILE", help="The keyring file to create (never overwritten).")
+@click.option(
+    "--split", default=None, metavar="DIR",
+    help="Write one key file per principal (its own secrets only) and public-keyring.json into DIR.",
+)  # fmt: skip
 def keys_new(**o: Any) -> argparse.Namespace:
     """A keyring with a fresh secret per principal, mode 0600; CASINO_KEYRING names it for every
     command and worker."""

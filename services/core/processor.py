@@ -60,6 +60,10 @@ class Processor(ABC, Generic[S]):
     """The ``producer`` written on every output."""
     stage: ClassVar[str] = ""
     """A name unique among processors (defaults to ``name``): the namespace of derived output ids."""
+    writer: ClassVar[str] = ""
+    """The name this processor signs its chain heads under (the key of its ``casino.attest`` stream:
+    :mod:`services.core.attest`); defaults to the stage name. Two processors of one service that write
+    chains of their own need two."""
     inputs: ClassVar[tuple[str, ...]]
     validates_inputs: ClassVar[bool] = True
     """Whether :func:`step` validates each input payload before :meth:`handle` (dead-lettering what

@@ -326,6 +326,11 @@ class ReplayReason(StrEnum):
     """A chain audit had read when it signed a tree head is in none: spliced into the log afterwards."""
     HEADS_NOT_EXTENDED = "heads_not_extended"
     """The log does not extend the tree head pinned with ``--expect``: truncated, rolled back or forked."""
+    ATTESTED_HEAD_MISSING = "attested_head_missing"
+    """A writer's signed head names a record the log does not hold, or a record below it is missing
+    (signed records deleted or changed: :mod:`services.audit.replay.attested`)."""
+    CAUSE_MISSING = "cause_missing"
+    """An attested record names a cause (``causation_hash``) the log does not hold."""
 
 
 ROOT_PRIORITY: Final[tuple[FindingReason | ReplayReason | Reason, ...]] = (
@@ -338,6 +343,7 @@ ROOT_PRIORITY: Final[tuple[FindingReason | ReplayReason | Reason, ...]] = (
     FindingReason.INVALID_PAYLOAD, FindingReason.SEQ_GAP,
     FindingReason.SEQ_REORDERED, FindingReason.SEQ_DUPLICATE, FindingReason.CHAIN_BROKEN,
     ReplayReason.DUPLICATE_EVENT, Reason.UNDECODABLE, ReplayReason.UNPROCESSABLE,
+    ReplayReason.ATTESTED_HEAD_MISSING, ReplayReason.CAUSE_MISSING,
     FindingReason.HASH_MISMATCH, FindingReason.CHECKPOINT_SIGNATURE_INVALID,
     FindingReason.CHECKPOINT_MISSING, FindingReason.CHECKPOINT_MISMATCH,
     ReplayReason.HEADS_NOT_EXTENDED, ReplayReason.CHAIN_REWRITTEN, ReplayReason.CHAIN_CUT,
@@ -357,6 +363,7 @@ INTEGRITY_REASONS: Final[frozenset[FindingReason | ReplayReason | Reason]] = fro
     FindingReason.SEQ_REORDERED, FindingReason.CHAIN_BROKEN, ReplayReason.DUPLICATE_EVENT,
     Reason.UNDECODABLE, ReplayReason.UNPROCESSABLE, FindingReason.CHECKPOINT_SIGNATURE_INVALID,
     FindingReason.CHECKPOINT_MISMATCH, FindingReason.CHECKPOINT_MISSING, *TREE_REASONS,
+    ReplayReason.ATTESTED_HEAD_MISSING, ReplayReason.CAUSE_MISSING,
 })  # fmt: skip
 """Findings about the log itself, not about one table's play: a replay reports them whatever its scope."""
 

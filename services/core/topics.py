@@ -27,8 +27,14 @@ monitor only (chained)."""
 DEADLETTER: Final = "casino.deadletter"
 """Keyed by source topic. The raw record and the reason."""
 
+ATTEST: Final = "casino.attest"
+"""Keyed by writer (a processing stage: ``dealer``, ``settlement.wallet``, ...). ``HeadsAttested``: the
+heads of the chains a writer's batch advanced, signed with the writer's Ed25519 key (docs/trust.md);
+written by that writer only (chained)."""
+
 ALL_TOPICS: Final = (
     WALLET_REQUESTS, WALLET_EVENTS, TABLE_INBOX, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, DEADLETTER,
+    ATTEST,
 )  # fmt: skip
-EVENT_STREAMS: Final = frozenset({WALLET_EVENTS, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS})
+EVENT_STREAMS: Final = frozenset({WALLET_EVENTS, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, ATTEST})
 """Topics with exactly one writer per key, whose records carry ``seq`` and ``prev_hash``."""

@@ -154,6 +154,7 @@ class AccountMonitor(Reactor[AccountsState]):
     :class:`~services.core.processor.Reactor` to the wallet events, in one pass."""
 
     name = "monitor"
+    writer = "monitor.accounts"
     inputs = (topics.WALLET_EVENTS,)
 
     def initial(self) -> AccountsState:

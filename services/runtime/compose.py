@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from services.core.limits import AMOUNT_MAX_MINOR
-from services.core.signing import SigningKey, signing_key_from_secret
+from services.core.signing import SigningKey
 from services.core.trust import Guard, Principal
 from services.runtime.keyring import Keyring, KeyringError, demo_keyring, load_keyring, require_private
 from services.runtime.settings import Settings, int_from_env
 
 if TYPE_CHECKING:
     from services.audit.processor import Audit
+    from services.audit.replay.attested import WriterKey
     from services.core.processor import Processor
     from services.dealer.processor import Dealer
     from services.monitor.accounts import AccountMonitor
@@ -94,7 +95,9 @@ class Composition:
         return cls(keyring if keyring is not None else demo_keyring(), demo_mode=True)
 
     def _guarded(self, processor: Processor[Any]) -> Processor[Any]:
-        processor.guard = self.keyring.guard(Principal(processor.name))
+        principal = Principal(processor.name)
+        self.keyring.signing_key(principal)  # a service signs its heads: its key file must hold its seed
+        processor.guard = self.keyring.guard(principal)
         return processor
 
     def dealer(self) -> Dealer:
@@ -145,14 +148,20 @@ class Composition:
 
     def checkpoint_key(self) -> SigningKey:
         """The Ed25519 key audit signs checkpoints with: derived from the audit principal's secret."""
-        audit = self.keyring.key(Principal.AUDIT)
-        return signing_key_from_secret(audit.key_id, audit.secret)
+        return self.keyring.checkpoint_key()
 
     def checkpoint_public_keys(self) -> dict[str, str]:
         """Key id → public key hex of :meth:`checkpoint_key`: what a replay of this pipeline's log
         verifies its checkpoints with (what ``keys public`` writes for a regulator)."""
         key = self.checkpoint_key()
         return {key.key_id: key.public_hex()}
+
+    def writer_public_keys(self) -> dict[str, WriterKey]:
+        """Key id → public key of every principal's signed heads: what a replay of this pipeline's log
+        verifies its attestations with (the ``principals`` of ``keys public``)."""
+        from services.audit.replay.attested import writer_keys  # noqa: PLC0415
+
+        return writer_keys(self.keyring.public_document())
 
     def monitor(self) -> Monitor:
         """The monitor."""

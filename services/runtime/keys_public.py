@@ -1,13 +1,17 @@
 """``casino-ledger keys public --in KEYRING --out PUBLIC``: the public half of a keyring (docs/trust.md).
 
-A regulator verifies audit's Ed25519 checkpoints with this file and nothing else. It holds, per key
-id, the public key derived from the audit principal's secret (:mod:`services.core.signing`):
-``{"format": "casino-ledger/public-keyring-1", "ed25519": {"<key_id>": "<public key hex>"}}``.
-When ``--out`` already is a public keyring, its keys are kept (retired audit keys stay verifiable, so
-a ten-year-old log still verifies after a key rotation); the file gets the new key added.
+A regulator verifies with this file and nothing else: audit's Ed25519 checkpoint key, per key id, under
+``ed25519``, and every principal's Ed25519 key (what it signs its chain heads with) under
+``principals``, with its fingerprint (SHA-256 of the raw public key, hex)::
 
-Reads the keyring JSON itself (format ``casino-ledger/keyring-1``); prints one JSON line naming the key
-ids written, never a secret. Bad input: one line on stderr, exit 2.
+    {"format": "casino-ledger/public-keyring-1", "ed25519": {"<audit key_id>": "<public hex>"},
+     "principals": {"<name>": {"key_id": "...", "ed25519": "<public hex>", "fingerprint": "<hex>"}}}
+
+When ``--out`` already is a public keyring, its checkpoint keys are kept (retired audit keys stay
+verifiable, so a ten-year-old log still verifies after a key rotation), and so are its writer keys of
+other key ids (under ``retired``); the file gets the new keys added.
+
+Prints one JSON line naming the key ids written, never a secret. Bad input: one line on stderr, exit 2.
 """
 
 from __future__ import annotations
@@ -19,46 +23,32 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from services.core.signing import parse_public_keyring
+from services.runtime.keyring import KeyringError, parse_keyring
 from services.runtime.outputs import PUBLIC_KEYRING, WouldOverwrite, check_output
-
-KEYRING_FORMAT = "casino-ledger/keyring-1"
-
-
-class KeyringError(Exception):
-    """A keyring or public keyring file that cannot be used (the message is one line, no secret)."""
-
-
-def audit_secret(doc: Any) -> tuple[str, bytes]:
-    """The audit principal's key id and secret from a keyring document."""
-    if not isinstance(doc, dict) or doc.get("format") != KEYRING_FORMAT:
-        raise KeyringError(f"not a keyring (format {KEYRING_FORMAT!r} expected)")
-    audit = (doc.get("principals") or {}).get("audit")
-    if not isinstance(audit, dict):
-        raise KeyringError("the keyring has no audit principal")
-    key_id, secret_hex = audit.get("key_id"), audit.get("secret_hex")
-    if not isinstance(key_id, str) or not key_id:
-        raise KeyringError("the audit principal has no key_id")
-    try:
-        secret = bytes.fromhex(str(secret_hex))
-    except ValueError:
-        raise KeyringError("the audit principal's secret_hex is not hex") from None
-    if len(secret) < 16:
-        raise KeyringError("the audit principal's secret is shorter than 16 bytes")
-    return key_id, secret
 
 
 def public_keys(keyring: Any, existing: Any = None) -> dict[str, Any]:
-    """The public keyring document: the audit key of ``keyring`` plus the keys of ``existing`` (an
+    """The public keyring document of ``keyring`` (its JSON document) plus the keys of ``existing`` (an
     earlier public keyring document, or ``None``)."""
-    from services.core.signing import parse_public_keyring, public_keyring, signing_key_from_secret  # noqa: PLC0415
-
-    key_id, secret = audit_secret(keyring)
-    keys = parse_public_keyring(existing) if existing is not None else {}
-    public = signing_key_from_secret(key_id, secret).public_hex()
-    if keys.get(key_id, public) != public:
-        raise KeyringError(f"key id {key_id} already names another public key in the output file")
-    keys[key_id] = public
-    return public_keyring(keys)
+    ring = parse_keyring(keyring, partial=True)
+    doc = ring.public_document()
+    if existing is not None:
+        old = parse_public_keyring(existing)
+        for key_id, public in doc["ed25519"].items():
+            if old.get(key_id, public) != public:
+                raise KeyringError(f"key id {key_id} already names another public key in the output file")
+        doc["ed25519"] = dict(sorted({**old, **doc["ed25519"]}.items()))
+        retired = dict(existing.get("retired") or {}) if isinstance(existing, dict) else {}
+        for name, entry in (existing.get("principals") or {}).items() if isinstance(existing, dict) else ():
+            mine = doc["principals"].get(name)
+            if isinstance(entry, dict) and (mine is None or mine["key_id"] != entry.get("key_id")):
+                retired[str(entry.get("key_id"))] = {**entry, "principal": name}
+        if retired:
+            doc["retired"] = dict(sorted(retired.items()))
+    if not doc["ed25519"]:
+        raise KeyringError("the keyring holds no checkpoint key (use audit's key file or the full keyring)")
+    return doc
 
 
 def _read_json(path: Path, what: str) -> Any:

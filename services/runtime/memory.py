@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from services.core import attest, topics
 from services.core.envelope import Envelope
 from services.core.processor import Processor, ProcessorState, initial_state, step
 
@@ -26,13 +27,35 @@ class MemoryBus:
         ]
         self.offsets = [0] * len(self.procs)
         self.cursors: dict[tuple[str, str], int] = {}
+        self.chains: dict[str, attest.AttestChain] = {}
+        self.attested: dict[str, dict[tuple[str, str], Any]] = {}
+
+    def seal(self) -> None:
+        """Each processor's signed heads (:mod:`services.core.attest`): the chains it advanced since its
+        last attestation, in one record sealed ``idle`` (what :meth:`drain` ends with: this bus has no
+        batches, each drain runs until idle)."""
+        if not self.log:
+            return
+        at = max(e.occurred_at for e in self.log)
+        for proc, state in self.procs:
+            if proc.guard is None:
+                continue
+            writer = proc.writer or proc.stage_name()
+            chain = self.chains.setdefault(writer, attest.AttestChain(writer))
+            done = self.attested.setdefault(writer, {})
+            heads = {k: h for k, h in state.heads.items() if k[0] != topics.ATTEST and done.get(k) != h}
+            if heads:
+                self.log.extend(
+                    e for e, _ in attest.attestation(chain, heads, proc.guard, occurred_at=at, seal="idle")
+                )
+                done.update(heads)
 
     def publish(self, envelopes: list[Envelope]) -> None:
         """Append outside records."""
         self.log.extend(envelopes)
 
     def drain(self) -> None:
-        """Run every processor until none has anything left to read."""
+        """Run every processor until none has anything left to read, then :meth:`seal`."""
         moved = True
         while moved:
             moved = False
@@ -43,6 +66,7 @@ class MemoryBus:
                     moved = True
                     if rec.topic in proc.inputs:
                         self.log.extend(step(proc, state, rec))
+        self.seal()
 
     def read(self, topic: str, key: str) -> list[Envelope]:
         """The records on ``topic`` under ``key`` not yet returned by an earlier call."""

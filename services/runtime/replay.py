@@ -83,6 +83,7 @@ from services.audit.replay import (
     iso_instant,
     replay_records,
 )
+from services.audit.replay.attested import WriterKey, survey, writer_keys
 from services.core import topics
 from services.core.envelope import Envelope
 from services.core.errors import DomainError
@@ -142,6 +143,42 @@ def public_keys_from(
     return dict(DEMO_PUBLIC_KEYS), "public demo key (demo and tests only: proves nothing)"
 
 
+def writer_keys_from(
+    path: str | None, env: Mapping[str, str] | None = None, *, log: Path | None = None
+) -> dict[str, WriterKey]:
+    """The principals' public keys (what their signed heads verify with), from the public keyring
+    :func:`public_keys_from` chooses; the public demo keyring's when it falls back to the demo key. A
+    public keyring without ``principals`` (written before writers signed their heads) gives none: then
+    no head verifies and the replay says so (never ``clean``)."""
+    env = os.environ if env is None else env
+    chosen = path or env.get(ENV_PUBLIC_KEYRING, "").strip()
+    if not chosen and log is not None and Path(f"{log}{PUBLIC_KEYRING_SUFFIX}").is_file():
+        chosen = f"{log}{PUBLIC_KEYRING_SUFFIX}"
+    if chosen:
+        try:
+            return writer_keys(json.loads(Path(chosen).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise SourceError(f"cannot read the public keyring {chosen}: {exc}") from None
+    from services.runtime.keyring import demo_keyring  # noqa: PLC0415
+
+    return writer_keys(demo_keyring().public_document())
+
+
+class Source:
+    """A log that can be read twice (the replay's first pass, :func:`survey`, then the replay): ``make``
+    gives the records of the replay, ``again`` (default ``make``) those of the first pass."""
+
+    def __init__(
+        self,
+        make: Callable[[], Iterable[bytes | str | Envelope]],
+        again: Callable[[], Iterable[bytes | str | Envelope]] | None = None,
+    ) -> None:
+        self.make, self.again = make, again or make
+
+    def __iter__(self) -> Iterator[bytes | str | Envelope]:
+        return iter(self.make())
+
+
 def replay(
     raw_records: Iterable[bytes | str | Envelope],
     *,
@@ -151,21 +188,32 @@ def replay(
     collector: RoundCollector | None = None,
     ordered: bool | Literal["strict"] = False,
     expect: Mapping[str, Any] | None = None,
+    writers: Mapping[str, WriterKey] | None = None,
 ) -> Report:
     """Re-run audit over ``raw_records`` (in log order, streamed) and report.
 
     ``keys``: the public checkpoint keyring (default :func:`public_keys_from`); ``checkpoint_every``: the
     cadence audit ran with (default ``CASINO_AUDIT_CHECKPOINT_EVERY`` or 50); ``ordered``: the records come
     in the order they were written (``True`` for a SQLite log and its JSONL export; not Kafka, read topic
-    by topic); ``expect``: a pinned tree
-    head (:func:`services.runtime.heads.read_heads`) the log must extend.
+    by topic); ``expect``: a pinned tree head (:func:`services.runtime.heads.read_heads`) the log must
+    extend; ``writers``: the principals' public keys (default :func:`writer_keys_from`). The records are
+    read twice: first which of them are facts (:func:`survey`), then the replay; a :class:`Source`, a
+    list or a tuple is read again, any other iterable is held in memory first.
     """
     every = checkpoint_every or int_from_env(
         ENV_CHECKPOINT_EVERY, os.environ.get(ENV_CHECKPOINT_EVERY, "") or str(CHECKPOINT_EVERY)
     )
     default = public_keys_from(None)[0] if keys is None else keys
+    if isinstance(raw_records, Source):
+        first: Iterable[bytes | str | Envelope] = raw_records.again()
+    else:
+        if not isinstance(raw_records, list | tuple):
+            raw_records = list(raw_records)
+        first = raw_records
+    attested = survey(first, writer_keys_from(None) if writers is None else writers)
     report = replay_records(raw_records, keys=default, checkpoint_every=every, scope=scope,
-                            collector=collector, ordered=ordered, expect=expect)  # fmt: skip
+                            collector=collector, ordered=ordered, expect=expect,
+                            attested=attested)  # fmt: skip
     report.keys_supplied = keys is not None or keys_supplied(None)
     report.keys["supplied"] = report.keys_supplied
     return report
@@ -295,6 +343,7 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
     if getattr(args, "html", None):  # before anything is read: never the log, its WAL or a keyring
         check_output(args.html, "--html", db=args.db, extra=[getattr(args, "keys", None), args.jsonl])
     keys, key_source = public_keys_from(getattr(args, "keys", None), log=Path(args.db) if args.db else None)
+    writers = writer_keys_from(getattr(args, "keys", None), log=Path(args.db) if args.db else None)
     source = Path(args.db or args.jsonl) if (args.db or args.jsonl) else None
     if source is not None and not source.exists():
         raise SourceError(f"no {'log' if args.db else 'file'} at {source}")
@@ -307,17 +356,10 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
 
         expect = read_heads(Path(args.expect), keys)
     with _progress(args, source) as advance:
-        if args.db:
-            records: Iterable[bytes | str | Envelope] = read_db(Path(args.db), advance)
-        elif args.jsonl:
-            records = read_jsonl(Path(args.jsonl), advance)
-        else:
-            from services.runtime.kafka import topic_io as kafka_io  # noqa: PLC0415
-
-            records = (r.value or b"" for r in kafka_io.iter_raw(args.kafka, list(topics.ALL_TOPICS)))
+        records = _source(args, advance)
         written_order: bool | Literal["strict"] = "strict" if args.db else bool(args.jsonl)
         report = replay(records, scope=scope, keys=keys, collector=collector, ordered=written_order,
-                        expect=expect)  # fmt: skip
+                        expect=expect, writers=writers)  # fmt: skip
     what = str(source) if source is not None else f"the topics at {args.kafka}"
     report.keys_supplied = keys_supplied(getattr(args, "keys", None))
     report.keys["supplied"] = report.keys_supplied
@@ -345,6 +387,19 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
     else:
         print(render_text(report))
     return 0 if report.verdict == "clean" else 1
+
+
+def _source(args: argparse.Namespace, advance: Callable[[int], None] | None) -> Source:
+    """The log ``args`` names, readable twice (the progress shown for the replay's pass only)."""
+    if args.db:
+        db = Path(args.db)
+        return Source(lambda: read_db(db, advance), lambda: read_db(db))
+    if args.jsonl:
+        jsonl = Path(args.jsonl)
+        return Source(lambda: read_jsonl(jsonl, advance), lambda: read_jsonl(jsonl))
+    from services.runtime.kafka import topic_io as kafka_io  # noqa: PLC0415
+
+    return Source(lambda: (r.value or b"" for r in kafka_io.iter_raw(args.kafka, list(topics.ALL_TOPICS))))
 
 
 def _coup_main(args: argparse.Namespace, collector: RoundCollector) -> int:
@@ -490,6 +545,7 @@ def render_text(report: Report) -> str:
         lines.append(f"  - open: {json.dumps(i, sort_keys=True)}")
     for reason, entry in sorted(d["refused"].items()):
         lines.append(f"refused records ({reason}): {entry['count']} — attempts turned away, not a breach")
+    lines += _attestation_lines(d.get("attestation") or {})
     if d["verdict"] == "incomplete" and d["ends_at"]:
         e = d["ends_at"]
         lines.append(
@@ -513,6 +569,25 @@ def tree_lines(trees: Mapping[str, Any]) -> list[str]:
         return ["tree heads: none verifies: nothing in this log is proven"] if trees.get("unproven") else []
     return [f"tree heads verified: {trees.get('signed', 0)}; latest #{latest['n']} root {latest['root']} "
             f"over {trees.get('chains_covered', 0)} chains"]  # fmt: skip
+
+
+def _attestation_lines(a: Mapping[str, Any]) -> list[str]:
+    """What the signed heads cover, in a few lines (the report's ``attestation``)."""
+    if not a:
+        return []
+    writers = ", ".join(
+        f"{name} #{w['last_seq']}{' sealed' if w['sealed'] else ''} ({(w.get('fingerprint') or '?')[:16]})"
+        for name, w in sorted(a.get("writers", {}).items())
+    )
+    un, bad = a.get("unattested", {}), a.get("invalid_signatures", {})
+    lines = [f"signed heads: {a.get('signed_heads', 0)} verified; writers: {writers or 'none'}"]
+    if bad.get("count"):
+        lines.append(f"signatures that do not verify: {bad['count']} (first: {', '.join(bad['ids'][:3])})")
+    if un.get("count"):
+        first = ", ".join(un["first_ids"][:3])
+        lines.append(f"unattested records: {un['count']} — not ledger facts, not applied (first: {first})")
+    lines += [f"incomplete: {why}" for why in a.get("incomplete", [])]
+    return lines
 
 
 def _money(minor: Any) -> str:

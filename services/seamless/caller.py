@@ -20,7 +20,7 @@ from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.core.processor import Processor
 from services.core.trust import Guard
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, run_until_idle
+from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, run_until_idle, seal_idle
 from services.seamless.client import OperatorClient, SeamlessConfig, answer_envelope
 
 CALLER_NAME = "settlement.seamless"
@@ -94,15 +94,18 @@ class SeamlessBus(EmbeddedBus):
         """Publish, then :meth:`drain`: the calls the stages ask for are what a table waits for."""
         if envelopes:
             self.publish(list(envelopes))
-        self.drain()
+        self.drain(seal=False)
 
-    def drain(self) -> None:
-        """Run the processors, make the calls they asked for, and again, until nothing moves."""
+    def drain(self, *, seal: bool = True) -> None:
+        """Run the processors, make the calls they asked for, and again, until nothing moves; then
+        (``seal``) each writer's ``idle`` seal."""
         while True:
             run_until_idle(self.runners)
             made = self.loop.run_until_complete(self.caller.round())
             self.calls += made
             if not made:
+                if seal:
+                    seal_idle(self.runners)
                 return
 
     def close(self) -> None:

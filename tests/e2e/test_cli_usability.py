@@ -289,8 +289,9 @@ def test_demo_at_80_columns_in_a_fresh_shell(tmp_path: Path, long_path: bool) ->
     for name in ("d.db", "d.db.keyring.json", "d.db.public-keyring.json"):
         assert name in wrote and (cwd / Path(db).parent / name).exists()
     replay_cmd = _command_after(out, "replayed by:")
-    assert replay_cmd.endswith("replay --db " + shlex.quote(db)), replay_cmd
-    assert replay_cmd.startswith(str(exe)) and (len(replay_cmd) > 80) == long_path
+    public = shlex.quote(db + ".public-keyring.json")  # the keys named, not found beside the log
+    assert replay_cmd.endswith(f"replay --db {shlex.quote(db)} --keys {public}"), replay_cmd
+    assert replay_cmd.startswith(str(exe)) and (len(replay_cmd) > 80 or not long_path)
     again = _run_as_printed(replay_cmd, cwd)
     assert again.returncode == 0, again.stderr
     assert "verdict" in again.stdout

@@ -152,7 +152,8 @@ def test_sigkill_anywhere_loses_nothing_and_pays_nothing_twice(tmp_path: Path, e
         timeout_s=120,
     )
     assert report.kills == 20
-    assert log_streams(db) == log_streams(ref)
+    # every stream but the signed heads, which a killed run makes at its own moments
+    assert log_streams(db, signed_heads=False) == log_streams(ref, signed_heads=False)
     got, want = replay(read_db(db)), replay(read_db(ref))
     assert got.clean, got.to_dict()
     assert got.digest == want.digest

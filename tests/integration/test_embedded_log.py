@@ -649,7 +649,9 @@ def test_the_bus_runs_the_real_pipeline_to_the_in_memory_digest() -> None:
         report = replay(read_db(Path(tmp) / "log.db"))
     expected = replay(mem.log)
     assert report.clean
-    assert (report.digest, report.records) == (expected.digest, expected.records)
+    attested = report.types.pop("HeadsAttested")  # both sign their heads, each at its own moments
+    assert attested >= 1 and expected.types.pop("HeadsAttested") >= 1
+    assert report.digest == expected.digest
     assert json.dumps(report.types, sort_keys=True) == json.dumps(expected.types, sort_keys=True)
 
 

@@ -14,6 +14,7 @@ from services.app.simulator import Session, demo_tables
 from services.core.envelope import Envelope
 from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.replay import read_db, replay
+from tests.helpers.attested import assert_every_chain_head_attested
 from tests.helpers.streams import log_streams, whole_log
 
 SEED = 21
@@ -36,7 +37,10 @@ def test_every_stream_is_the_one_of_the_advancing_session_in_fuller_batches(tmp_
     the bus after every table's turn, with fewer batches; only the streams' interleaving differs."""
     advancing = play(tmp_path / "advance.db", event_driven=False)
     waiting = play(tmp_path / "wait.db", event_driven=True)
-    assert log_streams(tmp_path / "wait.db") == log_streams(tmp_path / "advance.db")
+    # every stream but the signed heads, which follow the batches (fewer, fuller ones here)
+    assert log_streams(tmp_path / "wait.db", signed_heads=False) == log_streams(
+        tmp_path / "advance.db", signed_heads=False
+    )
     got, want = replay(read_db(tmp_path / "wait.db")), replay(read_db(tmp_path / "advance.db"))
     assert got.clean
     assert got.digest == want.digest
@@ -88,7 +92,7 @@ def test_a_session_cut_off_at_any_wait_resumes_to_the_uninterrupted_log(tmp_path
         Session(counting, seed=SEED).run(TABLES, COUPS)
     finally:
         counting.close()
-    want = whole_log(tmp_path / "ref.db")
+    want = whole_log(tmp_path / "ref.db", signed_heads=False)  # a resumed run signs at its own moments
     dropped = 0
     for stop_at in range(5, counting.waits, counting.waits // 9):
         db = tmp_path / f"cut-{stop_at}.db"
@@ -97,7 +101,8 @@ def test_a_session_cut_off_at_any_wait_resumes_to_the_uninterrupted_log(tmp_path
             Session(bus, seed=SEED).run(TABLES, COUPS)
         dropped += bus.dropped
         play(db, event_driven=True)
-        assert whole_log(db) == want, f"cut off after wait {stop_at}"
+        assert whole_log(db, signed_heads=False) == want, f"cut off after wait {stop_at}"
+        assert_every_chain_head_attested([raw for *_, raw in whole_log(db)])
     assert not drop or dropped >= 6, "the kills dropped nothing uncommitted: the test shows nothing"
 
 
@@ -121,7 +126,7 @@ def test_a_log_the_advancing_session_left_resumes_event_driven_to_every_stream(t
     """A log cut off while the session advanced the bus (a demo run before it waited: ``--resume``)
     resumes event driven to every stream of an uninterrupted run."""
     play(tmp_path / "ref.db", event_driven=False)
-    want = log_streams(tmp_path / "ref.db")
+    want = log_streams(tmp_path / "ref.db", signed_heads=False)
     counting = _StopAtStep(tmp_path / "count.db", stop_at=-1)
     try:
         Session(counting, seed=SEED).run(TABLES, COUPS)
@@ -132,7 +137,8 @@ def test_a_log_the_advancing_session_left_resumes_event_driven_to_every_stream(t
         with pytest.raises(_Stopped):
             Session(_StopAtStep(db, stop_at), seed=SEED).run(TABLES, COUPS)
         play(db, event_driven=True)
-        assert log_streams(db) == want, f"cut off after step {stop_at}"
+        assert log_streams(db, signed_heads=False) == want, f"cut off after step {stop_at}"
+        assert_every_chain_head_attested([raw for *_, raw in whole_log(db)])
 
 
 class _Forgetful(dict[tuple[str, str], Envelope]):

@@ -45,8 +45,11 @@ def test_the_open_loop_writes_the_lockstep_records(tmp_path: Path) -> None:
     """Without a wait for every stage after every step (bets of a player-banked coup published at once,
     audit lagging), the log holds the very same records, every stream in the same order (audit's
     checkpoints claim the same alerts), only interleaved otherwise; the replay digest is the same."""
-    step = play(tmp_path / "lockstep.db", lockstep=True)
-    lag = play(tmp_path / "lag.db", lockstep=False)
+    step_all = play(tmp_path / "lockstep.db", lockstep=True)
+    lag_all = play(tmp_path / "lag.db", lockstep=False)
+    # the signed heads follow the batches, which the open loop makes fewer: every other record is the same
+    step = [r for r in step_all if r[0] != "casino.attest"]
+    lag = [r for r in lag_all if r[0] != "casino.attest"]
     assert Counter(step) == Counter(lag)
     assert streams(step) == streams(lag)
     checkpoints = [raw for _t, _k, raw in step if b'"type":"AuditCheckpoint"' in raw]

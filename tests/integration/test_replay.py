@@ -163,17 +163,25 @@ def test_bad_time_is_an_input_error(demo_db: Path) -> None:
 
 
 def test_checkpoints_verify_with_the_public_keyring_only(demo_db: Path, tmp_path: Path) -> None:
-    """With a public keyring that lacks the demo's audit key the demo's checkpoints fail (exit 1); the
-    public keyring a regulator gets from ``keys public`` (no secret in it) makes the replay clean again."""
+    """With a public keyring that lacks the demo's keys nothing in the log is attested (incomplete, exit
+    1); with the writers' keys but another audit key the demo's checkpoints fail; the public keyring a
+    regulator gets from ``keys public`` (no secret in it) makes the replay clean again."""
     from services.core.signing import SigningKey, public_keyring  # noqa: PLC0415
 
+    bad_audit = {"audit-0badc0de": SigningKey("x", bytes(32)).public_hex()}
     other = tmp_path / "other.json"
-    other.write_text(json.dumps(public_keyring({"audit-0badc0de": SigningKey("x", bytes(32)).public_hex()})))
+    other.write_text(json.dumps(public_keyring(bad_audit)))
     failing = _run("replay", "--db", str(demo_db), "--json", "--keys", str(other))
     assert failing.returncode == 1
-    reasons = {f["reason"] for f in json.loads(failing.stdout)["findings"]}
-    assert reasons == {"checkpoint_signature_invalid"}
+    report = json.loads(failing.stdout)
+    assert report["verdict"] == "incomplete" and not report["findings"]
+    assert any("no valid signature" in why for why in report["attestation"]["incomplete"])
     demo = tmp_path / "demo-public.json"
     assert _run("keys", "public", "--in", f"{demo_db}.keyring.json", "--out", str(demo)).returncode == 0
     assert "secret" not in demo.read_text()
+    wrong_checkpoints = tmp_path / "wrong-checkpoints.json"
+    wrong_checkpoints.write_text(json.dumps({**json.loads(demo.read_text()), "ed25519": bad_audit}))
+    failing = _run("replay", "--db", str(demo_db), "--json", "--keys", str(wrong_checkpoints))
+    reasons = {f["reason"] for f in json.loads(failing.stdout)["findings"]}
+    assert failing.returncode == 1 and reasons == {"checkpoint_signature_invalid"}
     assert _run("replay", "--db", str(demo_db), "--json", CASINO_PUBLIC_KEYRING=str(demo)).returncode == 0

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from services.app.simulator import DEFAULT_TABLES, Session
-from services.audit.processor import Audit
 from services.cli import main
 from services.core import topics
 from services.core.envelope import canonical, request, sha256_hex
-from services.core.processor import initial_state
-from services.core.signing import DEMO_PUBLIC_KEYS, public_keyring, signing_key_from_secret
+from services.core.signing import DEMO_PUBLIC_KEYS, public_keyring
+from services.runtime.compose import Composition
+from services.runtime.keyring import demo_keyring, load_keyring
 from services.runtime.replay import read_db
 from tests.helpers.keys import demo_keyring_file
 from tests.helpers.membus import MemBus
@@ -164,14 +164,17 @@ def test_an_unknown_table_is_an_error(demo_db: Path) -> None:
 def test_a_log_cut_in_the_middle_of_payouts_is_incomplete(
     records: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    """A log that stops after the first of a coup's payouts is ``incomplete`` (exit 1), naming the coup,
-    its unpaid bets, and the record where the log stops."""
+    """A log that stops after the first of a coup's payouts is ``incomplete`` (exit 1): what follows its
+    writers' last signed heads is an unattested tail (named, not applied), and the report says where
+    the log stops."""
     payouts = [i for i, r in enumerate(records) if r["type"] == "PayoutIssued"]
     coup_of = {i: records[i]["payload"]["coup_id"] for i in payouts}
     cut = next(i for i in payouts if sum(1 for j in payouts if coup_of[j] == coup_of[i]) >= 2)
     code, report = _report(_jsonl(tmp_path / "cut.jsonl", records[: cut + 1]))
     assert code == 1 and report["verdict"] == "incomplete" and report["findings_total"] == 0
-    assert coup_of[cut] in {i["coup_id"] for i in report["open_items"] if i["missing_payouts"]}
+    signed = report["attestation"]
+    assert signed["incomplete"] and signed["unattested"]["count"] >= 1
+    assert coup_of[cut] in {i["coup_id"] for i in report["open_items"]} or signed["tail"]["count"] >= 1
     assert report["ends_at"]["event_id"] == records[cut]["event_id"]
     code, text, _ = _run("replay", "--jsonl", str(tmp_path / "cut.jsonl"))
     assert f"the log stops at record {cut}" in text and "verdict: incomplete" in text
@@ -247,10 +250,9 @@ def test_refused_records_are_counted_without_making_the_log_unclean(
 
 
 def _keyring(path: Path, key_id: str, secret: bytes) -> Path:
-    doc = {"format": "casino-ledger/keyring-1",
-           "principals": {"audit": {"key_id": key_id, "secret_hex": secret.hex()},
-                          "dealer": {"key_id": "dealer-00000001", "secret_hex": "22" * 32}},
-           "api_keys": []}  # fmt: skip
+    """A keyring of the older format (keys derived from the MAC secrets): the demo's, but for audit."""
+    doc = demo_keyring().to_json()
+    doc["principals"]["audit"] = {"key_id": key_id, "secret_hex": secret.hex()}
     path.write_text(json.dumps(doc))
     return path
 
@@ -267,19 +269,22 @@ def test_keys_public_lets_a_regulator_verify_without_secrets(tmp_path: Path) -> 
     text = public.read_text()
     doc = json.loads(text)
     assert doc["format"] == "casino-ledger/public-keyring-1" and list(doc["ed25519"]) == ["audit-1a2b3c4d"]
-    assert secret.hex() not in text and "22" * 32 not in text and "secret" not in text
-    audit = Audit(signing=signing_key_from_secret("audit-1a2b3c4d", secret))
-    bus = MemBus()
-    i = next(i for i, (p, _) in enumerate(bus.procs) if isinstance(p, Audit))
-    bus.procs[i] = (audit, initial_state(audit))  # type: ignore[assignment, arg-type]
+    assert secret.hex() not in text and "secret" not in text
+    assert {p: e["key_id"] for p, e in doc["principals"].items()} == {
+        p: "audit-1a2b3c4d" if p == "audit" else f"{p}-demo0000"
+        for p in demo_keyring().to_json()["principals"]
+    }
+    bus = MemBus(Composition.demo(load_keyring(ring)))
     Session(bus, seed=9).run(list(DEFAULT_TABLES[:1]), 12)
+    bus.seal()
     log = tmp_path / "log.jsonl"
     log.write_bytes(b"".join(e.to_json() + b"\n" for e in bus.log))
     written = sum(1 for e in bus.log if e.type == "AuditCheckpoint")
     code, report = _report(log, "--keys", str(public))
     assert code == 0 and written >= 1 and report["checkpoints"]["signed_by"] == {"audit-1a2b3c4d": written}
-    code, report = _report(log)  # the demo public key only: every checkpoint is unverified
-    assert code == 1 and {f["reason"] for f in report["findings"]} == {"checkpoint_signature_invalid"}
+    code, report = _report(log)  # the demo public keys only: audit's heads and checkpoints do not verify
+    assert code == 1 and report["verdict"] != "clean"
+    assert report["attestation"]["invalid_signatures"]["count"] >= 1
     ring2 = _keyring(tmp_path / "keyring2.json", "audit-99999999", bytes(range(1, 33)))
     assert _run("keys", "public", "--in", str(ring2), "--out", str(public))[0] == 0
     assert sorted(json.loads(public.read_text())["ed25519"]) == ["audit-1a2b3c4d", "audit-99999999"]
@@ -289,8 +294,8 @@ def test_keys_public_lets_a_regulator_verify_without_secrets(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(
     ("content", "why"),
-    [("not json", "not JSON"), ('{"format": "other"}', "not a keyring"),
-     ('{"format": "casino-ledger/keyring-1", "principals": {}}', "no audit principal")],
+    [("not json", "not JSON"), ('{"format": "other"}', "format is 'other'"),
+     ('{"format": "casino-ledger/keyring-1", "principals": {}}', "holds no principal's key")],
 )  # fmt: skip
 def test_keys_public_refuses_a_bad_keyring_in_one_line(tmp_path: Path, content: str, why: str) -> None:
     """A keyring that cannot be read is one line on stderr, exit 2, and no output file."""

@@ -39,10 +39,11 @@ def play(broker: str, logs: Path) -> list[Envelope]:
 
 
 def streams(records: list[Envelope]) -> dict[tuple[str, str], list[str]]:
-    """Each (topic, key) stream's record hashes in order, audit's findings stream left out."""
+    """Each (topic, key) stream's record hashes in order, audit's findings stream and the writers'
+    signed heads (they follow the batches, which on Kafka follow the fetches) left out."""
     out: dict[tuple[str, str], list[str]] = defaultdict(list)
     for env in records:
-        if env.topic != topics.AUDIT_FINDINGS:
+        if env.topic not in (topics.AUDIT_FINDINGS, topics.ATTEST):
             out[(env.topic, env.key)].append(env.hash)
     return dict(out)
 

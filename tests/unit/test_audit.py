@@ -178,6 +178,7 @@ def test_untampered_chain_gives_no_finding() -> None:
 def _played(audit: Audit, coups: int = 12, seed: int = 5) -> MemBus:
     bus = MemBus()
     i = next(i for i, (p, _) in enumerate(bus.procs) if isinstance(p, Audit))
+    audit.guard = bus.procs[i][0].guard  # it signs its heads as the audit it replaces would
     bus.procs[i] = (audit, initial_state(audit))  # type: ignore[assignment, arg-type]
     Session(bus, seed=seed).run(list(DEFAULT_TABLES[:2]), coups)
     return bus

@@ -19,9 +19,12 @@ from hypothesis import strategies as st
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.processor import Audit
 from services.core import topics
+from services.core.attest import AttestChain, attestation
 from services.core.envelope import Envelope
 from services.core.processor import initial_state, step
 from services.core.signing import DEMO_PUBLIC_KEYS
+from services.core.trust import Principal
+from services.runtime.keyring import demo_keyring
 from services.runtime.replay import replay
 from tests.helpers.membus import MemBus
 
@@ -35,7 +38,11 @@ def inputs() -> list[Envelope]:
     own records: what audit reads."""
     bus = MemBus()
     Session(bus, seed=5).run(list(DEFAULT_TABLES[:2]), 12)
-    return [e for e in bus.log if e.topic != topics.AUDIT_FINDINGS]
+    return [
+        e
+        for e in bus.log
+        if e.topic != topics.AUDIT_FINDINGS and not (e.topic == topics.ATTEST and e.key == "audit")
+    ]
 
 
 def by_topic(log: list[Envelope]) -> list[Envelope]:
@@ -51,10 +58,15 @@ def payouts_late(log: list[Envelope]) -> list[Envelope]:
 
 
 def audited(log: Sequence[Envelope]) -> list[Envelope]:
-    """What a fresh audit writes reading ``log`` in that order."""
+    """What a fresh audit writes reading ``log`` in that order, its heads signed at the end."""
     audit = Audit(checkpoint_every=EVERY)
     state = initial_state(audit)
-    return [out for rec in log for out in step(audit, state, rec)]
+    outs = [out for rec in log for out in step(audit, state, rec)]
+    guard = demo_keyring().guard(Principal.AUDIT)
+    at = max(e.occurred_at for e in outs)
+    return outs + [
+        e for e, _ in attestation(AttestChain("audit"), state.heads, guard, occurred_at=at, seal="idle")
+    ]
 
 
 def claims(outputs: list[Envelope]) -> dict[tuple[str, int], dict[str, Any]]:

@@ -365,6 +365,11 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "original": '{"type":"PlaceBet"}',
         "original_event_id": "e-9",
     },
+    "HeadsAttested": {
+        "writer": "settlement.wallet",
+        "heads": [{"topic": "casino.wallet.events", "key": "acct-1", "seq": 4, "hash": D1}],
+        "seal": "idle",
+    },
 }
 """One valid payload per type, every field written out (so that dumping it gives it back exactly)."""
 

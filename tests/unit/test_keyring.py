@@ -60,8 +60,10 @@ BAD = [
     ("not an object", lambda d: [d], "not a JSON object"),
     ("wrong format", lambda d: {**d, "format": "x"}, "format is 'x'"),
     ("principals missing", lambda d: {k: v for k, v in d.items() if k != "principals"}, "'principals'"),
-    ("a principal missing", lambda d: {**d, "principals": {k: v for k, v in d["principals"].items()
-                                                           if k != "shoe"}}, "principal 'shoe' is missing"),
+    ("a principal missing from an older keyring", lambda d: _older({**d, "principals": {
+        k: v for k, v in d["principals"].items() if k != "shoe"}}), "principal 'shoe' is missing"),
+    ("a signing seed missing", lambda d: _set(d, "shoe", "signing_seed_hex", None), "principals.shoe has no"),
+    ("a signing seed too short", lambda d: _set(d, "shoe", "signing_seed_hex", "ab"), "must hold 32 bytes"),
     ("an unknown principal", lambda d: {**d, "principals": {**d["principals"], "mallory": {}}}, "mallory"),
     ("secret not hex", lambda d: _set(d, "dealer", "secret_hex", "zz" * 32), "principals.dealer.secret_hex"),
     ("secret too short", lambda d: _set(d, "audit", "secret_hex", "ab" * 8), "at least 16 bytes"),
@@ -71,9 +73,18 @@ BAD = [
 ]  # fmt: skip
 
 
-def _set(d: dict[str, Any], who: str, field: str, value: str) -> dict[str, Any]:
-    principals = {**d["principals"], who: {**d["principals"][who], field: value}}
+def _set(d: dict[str, Any], who: str, field: str, value: str | None) -> dict[str, Any]:
+    entry = {**d["principals"][who], field: value}
+    principals = {**d["principals"], who: {k: v for k, v in entry.items() if v is not None}}
     return {**d, "principals": principals}
+
+
+def _older(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` as a keyring made before each principal had its own Ed25519 seed."""
+    principals = {
+        p: {k: v for k, v in e.items() if k != "signing_seed_hex"} for p, e in d["principals"].items()
+    }
+    return {k: v for k, v in {**d, "principals": principals}.items() if k != "checkpoint_seed_hex"}
 
 
 @pytest.mark.parametrize(("case", "spoil", "named"), BAD, ids=[b[0] for b in BAD])

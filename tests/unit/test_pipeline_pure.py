@@ -159,8 +159,9 @@ def test_contract_breaking_payout_is_found(played: MemBus) -> None:
     reasons = [f["reason"] for f in report.findings]
     assert reasons[0] == "invalid_payload"
     assert report.findings[0]["subject"]["event_id"] == env.event_id
-    # the round it belonged to can no longer complete: a later signed checkpoint disagrees too
-    assert set(reasons[1:]) <= {"checkpoint_mismatch"}
+    # the round it belonged to can no longer complete: a later signed checkpoint disagrees too, and the
+    # wallet's signed record of that payout names the hash it had (cause_missing)
+    assert set(reasons[1:]) <= {"checkpoint_mismatch", "cause_missing"}
 
 
 def test_malformed_request_goes_to_dead_letter() -> None:

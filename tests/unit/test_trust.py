@@ -80,7 +80,7 @@ FORGERIES = [
     ("no auth", lambda e: e, "the record carries no auth"),
     ("auth with a third field",
      lambda e: e.model_copy(update={"auth": {"key_id": "a", "mac": "b", "c": "d"}}),
-     "auth is not {key_id, mac}"),
+     "auth is not {key_id, mac} or {key_id, sig}"),
     ("unknown key id", lambda e: e.model_copy(update={"auth": {"key_id": "cashier-x", "mac": "00"}}),
      "unknown key id 'cashier-x'"),
     ("content edited after signing",

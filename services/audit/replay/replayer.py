@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from services.audit.processor import CHECKPOINT_EVERY, Audit, AuditState, digest_of, open_items
+from services.audit.replay.attested import Attested
 from services.audit.replay.checkpoints import Checkpoints
 from services.audit.replay.collector import RoundCollector
 from services.audit.replay.report import Report, entry
@@ -131,6 +132,9 @@ class Replayer:
     ordered: bool | Literal["strict"] = False
     """The log is read in the order it was written (a SQLite log or its export; not Kafka topic by topic);
     ``"strict"``: and by construction (a SQLite log), so records out of that order were moved."""
+    attested: Attested | None = None
+    """Which records are facts (the first pass: :mod:`services.audit.replay.attested`); ``None``: every
+    record is judged as one (a replay without public writer keys at hand)."""
     audit: Audit = field(init=False)
     state: AuditState = field(init=False)
     report: Report = field(init=False)
@@ -167,6 +171,9 @@ class Replayer:
         try:
             env, want_hash = decode(raw)
         except (ValueError, ValidationError) as exc:
+            if self.attested is not None:  # no signed head names it: not a fact, nothing to judge
+                self.attested.undecodable(n)
+                return
             undecodable = {"reason": Reason.UNDECODABLE.value, "severity": Severity.CRITICAL.value,
                            "table_id": None, "subject": {"record": n}, "detail": str(exc)[:300]}  # fmt: skip
             self.found(undecodable, None)
@@ -175,6 +182,10 @@ class Replayer:
         types = report.types
         types[kind] = types.get(kind, 0) + 1
         self.last = (n, env)
+        if self.attested is not None and not self.attested.admit(env.topic, env.hash, env.event_id):
+            if kind == "DeadLetter":  # a refusal notice no alert took up: still counted as refused
+                self.dead_letter(env)
+            return
         earlier = self.window.seen_or_add(env.event_id, env.hash)
         if earlier is not None:
             same = "an exact re-delivery" if earlier == env.hash else "another record under a used id"
@@ -309,6 +320,10 @@ class Replayer:
         for item in self.trees.finish(chained_records=bool(self.trees.streams or self.trees.odd)):
             self.found(item, None)
         report = self.report
+        if self.attested is not None:
+            for item in [*self.attested.findings, *self.attested.unread_causes()]:
+                self.found(dict(item), None)
+            report.attestation = self.attested.to_dict()
         report.digest = digest_of(self.state, self.findings_records)
         report.open_items = [
             i for i in open_items(self.state)
@@ -350,13 +365,16 @@ def replay_records(
     collector: RoundCollector | None = None,
     ordered: bool | Literal["strict"] = False,
     expect: Mapping[str, Any] | None = None,
+    attested: Attested | None = None,
 ) -> Report:
     """Re-run audit over ``raw_records`` (in log order, streamed) and report: the pure replay. ``keys``:
     the public checkpoint keyring; ``checkpoint_every``: the cadence audit ran with. The shell
     (:func:`services.runtime.replay.replay`) finds both in the environment. ``ordered``: the records come
     in the order they were written (not a Kafka log read topic by topic); ``expect``: a signed tree head
-    the log must extend (its checkpoint payload, verified by the caller: :mod:`.tree_head`)."""
-    r = Replayer(scope or Scope(), keys, checkpoint_every, collector, ordered)
+    the log must extend (its checkpoint payload, verified by the caller: :mod:`.tree_head`);
+    ``attested``: the facts the first pass found (:func:`services.audit.replay.attested.survey` over the
+    same records)."""
+    r = Replayer(scope or Scope(), keys, checkpoint_every, collector, ordered, attested)
     if expect is not None:
         pinned_id, pinned_key = str(expect.get("event_id")), str(expect.get("table_id"))
         r.trees.on_tree(pinned_id, pinned_key, expect.get("tree"), pinned=True)

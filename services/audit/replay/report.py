@@ -54,22 +54,31 @@ class Report:
     keys_supplied: bool = True
     """The public keyring came from the regulator (``--keys``, ``CASINO_PUBLIC_KEYRING``), not from beside
     the log or the source code: without it a ``clean`` is :data:`CLEAN_KEYS_NOT_SUPPLIED`."""
+    attestation: dict[str, Any] = field(default_factory=dict)
+    """What the writers' signed heads cover (:meth:`services.audit.replay.attested.Attested.to_dict`):
+    its ``incomplete`` lists why the log cannot be called complete and authentic."""
 
     @property
     def clean(self) -> bool:
-        """No finding, nothing left open, and a signed tree head verified (whoever supplied the keys:
-        :attr:`verdict` says that)."""
-        return not self.findings_total and not self.open_items and not self.unproven
+        """No finding, nothing left open, a signed tree head verified and the end sealed by the writers'
+        signed heads (whoever supplied the keys: :attr:`verdict` says that)."""
+        return (
+            not self.findings_total
+            and not self.open_items
+            and not self.unproven
+            and not self.attestation.get("incomplete")
+        )
 
     @property
     def verdict(self) -> str:
         """``findings`` when anything disagrees; else ``incomplete`` when the log stops with coups open
-        or accepted bets unpaid, or no signed tree head verifies; else ``clean``, qualified
-        (:data:`CLEAN_KEYS_NOT_SUPPLIED`) when the keys were not supplied independently. Refused records
-        (a forgery turned away) are neither."""
+        or accepted bets unpaid, or no signed tree head verifies, or its end is not sealed by signed
+        heads (an unattested tail, no valid signature); else ``clean``, qualified
+        (:data:`CLEAN_KEYS_NOT_SUPPLIED`) when the keys were not supplied independently. Refused and
+        unattested records (an outsider's) are neither."""
         if self.findings_total:
             return "findings"
-        if self.open_items or self.unproven:
+        if self.open_items or self.unproven or self.attestation.get("incomplete"):
             return "incomplete"
         return "clean" if self.keys_supplied else CLEAN_KEYS_NOT_SUPPLIED
 
@@ -109,6 +118,7 @@ class Report:
             "outcomes": stable(self.outcomes),
             "coup_list": [stable(c) for c in self.coup_rows],
             "alerts": [stable(a) for a in self.alerts],
+            "attestation": stable(self.attestation),
         }
 
     def to_json(self) -> str:
@@ -178,6 +188,11 @@ EXPLAIN: dict[str, str] = {
     ReplayReason.DUPLICATE_EVENT: "An event id appears twice in the log.",
     Reason.UNDECODABLE: "A line of the log is not an event envelope.",
     ReplayReason.UNPROCESSABLE: "A record could not be processed at all.",
+    ReplayReason.ATTESTED_HEAD_MISSING: (
+        "A writer signed a head of this chain that the log no longer reaches: signed records were deleted or"
+        " changed."
+    ),
+    ReplayReason.CAUSE_MISSING: "An attested record names a cause the log does not hold.",
     FindingReason.HASH_MISMATCH: (
         "The record was changed after it was written: its hash no longer matches its content."
     ),

@@ -34,7 +34,8 @@ What holds, and why:
 from __future__ import annotations
 
 from services.core import reasons
-from services.core.contract import base, findings, registry, table, wallet
+from services.core.contract import attest, base, findings, registry, table, wallet
+from services.core.contract.attest import *  # noqa: F403
 from services.core.contract.base import *  # noqa: F403
 from services.core.contract.findings import *  # noqa: F403
 from services.core.contract.registry import *  # noqa: F403
@@ -48,4 +49,5 @@ __all__ += base.__all__
 __all__ += wallet.__all__
 __all__ += table.__all__
 __all__ += findings.__all__
+__all__ += attest.__all__
 __all__ += registry.__all__

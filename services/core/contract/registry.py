@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from services.core import topics
-from services.core.contract import findings, table, wallet
+from services.core.contract import attest, findings, table, wallet
 from services.core.contract.base import Payload
 from services.core.envelope import Draft, Envelope
 from services.core.reasons import DomainError, Reason
@@ -59,6 +59,7 @@ TOPIC_TYPES: Final[Mapping[str, tuple[type[Payload], ...]]] = {
     topics.AUDIT_FINDINGS: (findings.AuditFinding, findings.AuditCheckpoint),
     topics.MONITOR_ALERTS: (findings.AnomalyDetected,),
     topics.DEADLETTER: (findings.DeadLetter,),
+    topics.ATTEST: (attest.HeadsAttested,),
 }  # fmt: skip
 """Which payload types each topic holds, in the order of the flow (docs/event-contract.md).
 ``AnomalyDetected``

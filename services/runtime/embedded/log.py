@@ -95,6 +95,7 @@ from services.core.processor import Processor, ProcessorState, initial_state, st
 from services.core.trust import Sealed
 from services.runtime import intake
 from services.runtime.embedded import snapshot
+from services.runtime.embedded.attesting import ATTEST_EVERY, Attestor
 from services.runtime.failures import ConfigError, NotALog
 from services.runtime.logging import get_logger
 from services.runtime.tuning import gc_paused
@@ -520,6 +521,15 @@ class EmbeddedLog:
         )
         return _rows(cur)
 
+    def last_internal(self, topic: str, key: str) -> bytes | None:
+        """The bytes of the last record a runner appended on ``topic`` under ``key`` (``None``: none)."""
+        row = self._conn.execute(
+            "SELECT body FROM records WHERE topic = ? AND key = ? AND internal = 1 "
+            'ORDER BY "offset" DESC LIMIT 1',
+            (topic, key),
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
     def decode(self, offset: int, raw: bytes) -> Envelope:
         """The envelope of the record at ``offset`` (whose bytes are ``raw``), decoded once for every
         reader through this object (:attr:`decoded`); :class:`~services.runtime.intake.DecodeError`
@@ -857,6 +867,8 @@ class Runner(Generic[S]):
         self._deferred = False
         self._idle_mark: tuple[int, int] | None = None
         """The log's :meth:`~EmbeddedLog.input_mark` when a read found every input consumed."""
+        self.attestor = Attestor(log, processor)
+        """The writer's signed heads, once per transaction (:mod:`services.runtime.embedded.attesting`)."""
         self.restore()
 
     def restore(self) -> None:
@@ -873,6 +885,8 @@ class Runner(Generic[S]):
         snap = self._snap
         self.position = snap[0] if snap is not None and snap[1] in self._kinds else 0
         """Where the next read starts: the snapshot's offset until it is decoded (0 if it then does not)."""
+        with self.log.transaction(write=False):
+            self.attestor.resume(lambda: self.state.heads)
 
     @property
     def state(self) -> ProcessorState[S]:
@@ -1018,6 +1032,7 @@ class Runner(Generic[S]):
             self.ids.offset = offset
             outputs.extend(step_encoded(self.processor, self.state, item, raw, sealed))
         self.log.append_encoded(outputs, internal=True)
+        self.attestor.note(outputs)
         self.position = rows[-1][0]
         self.committed = max(self.committed, self.position)
         if not self._deferred:
@@ -1079,8 +1094,11 @@ class Runner(Generic[S]):
             self._snapshot()
 
 
-def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None) -> int:
-    """Step the runners round-robin, one batch each per round, until a round moves nothing.
+def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None, *, seal: bool = False) -> int:
+    """Step the runners round-robin, one batch each per round, until a round moves nothing; then each
+    runner's signed heads of what it wrote meanwhile and, with ``seal``, its ``idle`` seal (the
+    pipeline went idle): :func:`seal_idle`. Attesting here, not per commit, keeps the log the same
+    whatever the transactions (a bus's group commits).
 
     Returns the number of input records applied. The interleaving is a function of the log alone,
     so the same log and the same runners give the same output log.
@@ -1093,10 +1111,29 @@ def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None) -> 
     while True:
         moved = _round(runners, limit)
         if not moved:
+            seal_idle(runners, seal=seal)
             if runners:
                 runners[0].log.checkpoint_if_due()  # idle: the WAL's checkpoint, out of the burst
             return total
         total += moved
+
+
+def seal_idle(runners: Sequence[Runner[Any]], *, seal: bool = True) -> None:
+    """Every runner's pending attestation and (``seal``) its ``idle`` seal, in one transaction."""
+    if not runners or not (seal or any(r.attestor.records >= ATTEST_EVERY for r in runners)):
+        return
+    log = runners[0].log
+    try:
+        with log.transaction():
+            for runner in runners:
+                if seal:
+                    runner.attestor.seal()
+                else:
+                    runner.attestor.flush()
+    except BaseException:
+        for runner in runners:
+            runner.restore()
+        raise
 
 
 def _round(runners: Sequence[Runner[Any]], limit: int | None) -> int:
@@ -1238,10 +1275,11 @@ class EmbeddedBus:
         if not self.event_driven:
             self.commit()
 
-    def drain(self) -> None:
-        """Run every processor until nothing is left to do; commit."""
+    def drain(self, *, seal: bool = True) -> None:
+        """Run every processor until nothing is left to do, then (``seal``) each writer's ``idle`` seal;
+        commit."""
         with self._grouped():
-            run_until_idle(self.runners)
+            run_until_idle(self.runners, seal=seal)
         self.commit()
 
     def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
@@ -1280,7 +1318,7 @@ class EmbeddedBus:
         the log is returned at once; else the stages run until idle (as :meth:`advance` runs them),
         then every processor."""
         if not self.event_driven:
-            self.drain()
+            self.drain(seal=False)
             for _offset, env in self._records(topic, key, 0):
                 if match(env):
                     return env

@@ -165,7 +165,7 @@ from services.runtime import intake
 from services.runtime.compose import OBSERVERS, SERVICES, Composition
 from services.runtime.embedded import snapshot as snapshot_codec
 from services.runtime.failures import BadInput, one_line
-from services.runtime.kafka import metrics
+from services.runtime.kafka import attesting, metrics
 from services.runtime.kafka import state as state_store
 from services.runtime.kafka.topic_io import (
     BATCH_BYTES,
@@ -436,6 +436,8 @@ class Pipe:
         self.whole = len(processor.inputs) > 1
         """A multi-input processor (audit, monitor) keeps one state over every input partition."""
         self.states: dict[int, ProcessorState[Any]] = {}
+        self.signed_heads: dict[int, Any] = {}
+        """Per scope, what its writer attested (:class:`services.runtime.kafka.attesting.PipeHeads`)."""
         self.seqs: dict[int, dict[tuple[str, str], int]] = {}
         """Per scope, the last ``seq`` applied per chained input stream: a record at or below it is a
         duplicate (never for audit, which reports duplicates itself)."""
@@ -498,6 +500,7 @@ class Pipe:
     def forget(self) -> None:
         """Drop every scope (a new assignment restores them)."""
         self.states.clear()
+        self.signed_heads.clear()  # a scope assigned again resumes its attestation chain from the log
         self.seqs.clear()
         self.since.clear()
         self.next_offset.clear()
@@ -760,6 +763,7 @@ class Shell:
                     await self._on_record(pipe, summary, physical, offset, value)
                 if summary.records:
                     summaries.append(summary)
+            await attesting.attest_pipes(self, parts)
             shipped = await self.outbox.flush()
             seconds = time.perf_counter() - started
             for summary in summaries:
@@ -823,6 +827,8 @@ class Shell:
                 if batch:
                     await self._pipelined(batch)
                 elif self._landing is None or self._landing.done():
+                    async with self._one_at_a_time:  # input drained: each writer seals its signed heads
+                        await attesting.seal_idle(self)
                     await self._snapshot_idle()
         finally:
             if self._landing is not None:  # a stop: let the last batch land (its commit may fail)
