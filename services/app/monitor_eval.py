@@ -57,17 +57,42 @@ def fast_bus(composition: Composition) -> MemoryBus:
     return MemoryBus([*(p for p in composition.processors() if p.name != "audit"), accounts])
 
 
+class Enough(Exception):
+    """Raised between coups to end a session early: what it was played for is known."""
+
+
 def run(
-    seed: int, rounds: int, adversary: Adversary | None = None, tables: list[TableSpec] | None = None
+    seed: int,
+    rounds: int,
+    adversary: Adversary | None = None,
+    tables: list[TableSpec] | None = None,
+    until: Callable[[list[Envelope]], bool] | None = None,
 ) -> MemoryBus:
-    """One session of ``rounds`` coups at each table (default: those the adversary needs)."""
+    """One session of ``rounds`` coups at each table (default: those the adversary needs); ``until``:
+    asked every :data:`CHECK_EVERY` coups with the log so far, ends the session when it says so."""
     bus = fast_bus(Composition.demo())
     session = Session(bus, seed=seed, adversaries=[adversary] if adversary else [])
     if tables is None:
         variants = adversary.variants if adversary else ("punto_banco",)
         tables = [TableSpec(f"A{i + 1:02d}-{v.replace('_', '-')}", v) for i, v in enumerate(variants)]
-    session.run(tables, rounds)
+    played = [0]
+
+    def check() -> None:
+        played[0] += 1
+        if until is not None and played[0] % CHECK_EVERY == 0:
+            session.drain()
+            if until(bus.log):
+                raise Enough
+
+    try:
+        session.run(tables, rounds, check)
+    except Enough:
+        session.drain()
     return bus
+
+
+CHECK_EVERY = 100
+"""Coups between two looks at an adversary's session: it ends once its detector and the z-test fired."""
 
 
 def names(alert: Envelope) -> set[str]:
@@ -163,8 +188,8 @@ def cases(quick: bool, rounds: int | None) -> list[Case]:
         return rounds or (short if quick else full)
 
     out = [
-        Case("shoe bias", f"banker {s:.0%}", partial(RangedShoe, share=s), r(4000, 300))
-        for s in ((0.75,) if quick else (0.55, 0.57, 0.60, 0.65))
+        Case("shoe bias", f"banker {s:.0%}", partial(RangedShoe, share=s), r(n, 300))
+        for s, n in (((0.75, 300),) if quick else ((0.55, 6000), (0.57, 4000), (0.60, 2000), (0.65, 1000)))
     ]
     out += [Case("shoe bias", "player 60%", partial(RangedShoe, share=0.6, side="player"), r(3000, 0))]
     out += [
@@ -242,6 +267,11 @@ def honest(pop: Population, coups: int, seed: int) -> HonestRow:
                      len(bus.of_type("BetAccepted")), alarms)  # fmt: skip
 
 
+def _both_fired(adversary: Adversary, log: list[Envelope]) -> bool:
+    """Whether both the monitor and the z-test have caught ``adversary`` in ``log``."""
+    return caught(log, adversary) is not None and z_test(log, adversary) is not None
+
+
 def adversary_row(case: Case, runs: int, advance: Callable[[], None]) -> AdversaryRow:
     found: list[int] = []
     z: list[int] = []
@@ -249,7 +279,7 @@ def adversary_row(case: Case, runs: int, advance: Callable[[], None]) -> Adversa
     for i in range(runs):
         adversary = case.make(2000 + i)
         detectors = adversary.detectors
-        bus = run(2000 + i, case.rounds, adversary)
+        bus = run(2000 + i, case.rounds, adversary, until=partial(_both_fired, adversary))
         at = caught(bus.log, adversary)
         if at is not None:
             found.append(at)

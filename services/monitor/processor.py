@@ -902,7 +902,8 @@ def late_bets(t: TableWatch, closed_ms: int, rec: Seen) -> tuple[TableWatch, Ale
         run = _evidence(p.lead_run, (coup.coup_id, w.bet_id), stats)
         count = p.lead_count + 1 if any(stats) else 0
         if max(stats) < h:
-            t = t.with_punter(w.account_id, replace(p, lead=stats, lead_run=run, lead_count=count))
+            if any(stats) or any(p.lead):  # an honest bettor's CUSUMs mostly stay at zero: nothing to keep
+                t = t.with_punter(w.account_id, replace(p, lead=stats, lead_run=run, lead_count=count))
             continue
         subject = _bets_subject(rec, w.account_id, coup.coup_id, run, count)
         observed = {"cusum_nats": nats(max(stats)), "bets": count, "lead_ms": lead}
@@ -1061,18 +1062,13 @@ def linked_hedge(t: TableWatch, coup: Coup, rec: Seen) -> tuple[TableWatch, Aler
     opposite sides, against the chance their own habits give it (each account's share of banker bets
     after the same previous winner, independent of the other's): a CUSUM per pair on the excess, each
     observation weighted by how closely the stakes match. Two loyal players on opposite sides, or two
-    players following the last winner, are explained by their habits and never tested."""
+    players following the last winner, are explained by their habits and never tested. (Each account's
+    habit is then updated by :func:`on_coup_resolved` with the coup's other per-bet updates.)"""
     single = _singles(coup)
     after = t.last_winner
-    if after not in EVEN_MONEY_SPOTS:
+    if after not in EVEN_MONEY_SPOTS or not 2 <= len(single) <= LINK_MAX_BETTORS:
         return t, []
-    out: Alerts = []
-    if 2 <= len(single) <= LINK_MAX_BETTORS:
-        t, out = _test_pairs(t, single, after, coup, rec)
-    for a, (side, _, _) in single.items():
-        p = t.punter(a)
-        t = t.with_punter(a, replace(p, habit=_with_habit(p.habit, after, side)))
-    return t, out
+    return _test_pairs(t, single, after, coup, rec)
 
 
 def _test_pairs(
@@ -1178,14 +1174,15 @@ def on_bet_accepted(t: TableWatch, bet: BetAccepted, rec: Seen) -> tuple[TableWa
     assert t.coup is not None
     hedged, out = hedged_bets(t.coup, t.hedged, wager, rec)
     at = {**t.bet_at, wager.bet_id: millis(rec.occurred_at)}
-    t = replace(t, coup=t.coup.accept(wager), hedged=hedged, bet_at=at)
     max_minor = t.max_minor.get(wager.spot)
     punter, more = structuring(t.punter(wager.account_id), wager, max_minor, t.coups, rec)
+    delays = t.delays
     if wager.account_id not in t.delays and t.opened_at and wager.spot in HEDGE_SIDES:
-        delay = millis(rec.occurred_at) - millis(t.opened_at)
-        t = replace(t, delays={**t.delays, wager.account_id: delay})
+        delay = at[wager.bet_id] - millis(t.opened_at)
+        delays = {**t.delays, wager.account_id: delay}
         punter, bot = bot_regularity(punter, wager, delay, rec, t.crowd)
         more = more + bot
+    t = replace(t, coup=t.coup.accept(wager), hedged=hedged, bet_at=at, delays=delays)
     return t.with_punter(wager.account_id, punter), out + more
 
 
@@ -1248,21 +1245,25 @@ def on_coup_resolved(t: TableWatch, resolved: CoupResolved, rec: Seen) -> tuple[
     out += more
     variant = get_variant(config.variant)
     result = result_of(resolved, variant.hands(config))
+    single = _singles(coup) if t.last_winner in EVEN_MONEY_SPOTS else {}
     for wager in coup.wagers:
-        if wager.spot == "player" and t.first_card:
-            punter, found = edge_sorting(t.punter(wager.account_id), wager, t.first_card, rec, t.crowd)
-            t = t.with_punter(wager.account_id, punter)
-            out += found
         if wager.spot not in EVEN_MONEY_SPOTS:
             continue
+        punter = t.punter(wager.account_id)
+        if wager.account_id in single:  # its side habit, once per coup (linked_hedge's)
+            punter = replace(
+                punter, habit=_with_habit(punter.habit, t.last_winner, single.pop(wager.account_id)[0])
+            )
+        if wager.spot == "player" and t.first_card:
+            punter, found = edge_sorting(punter, wager, t.first_card, rec, t.crowd)
+            out += found
         net = _net_minor(variant, config, result, wager)
-        if net is None:
-            continue
-        punter, found = account_edge(t, t.punter(wager.account_id), wager, net > 0, rec)
-        punter, a = win_streak(punter, wager, net > 0, rec)
-        punter, b = net_outlier(punter, wager, net, rec)
+        if net is not None:
+            punter, found = account_edge(t, punter, wager, net > 0, rec)
+            punter, a = win_streak(punter, wager, net > 0, rec)
+            punter, b = net_outlier(punter, wager, net, rec)
+            out += found + a + b
         t = t.with_punter(wager.account_id, punter)
-        out += found + a + b
     if winner in EVEN_MONEY_SPOTS:
         t = replace(t, last_winner=winner)
     return t, out

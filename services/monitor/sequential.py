@@ -39,11 +39,13 @@ def llr_micro(p1: Fraction, p0: Fraction) -> int:
     return round(math.log(p1 / p0) * MICRO)
 
 
+@functools.lru_cache(maxsize=256)
 def cusum_threshold(observations_per_10k: int, target: Fraction = FALSE_ALARMS_PER_10K_TARGET) -> int:
     """The CUSUM threshold ``h`` (micro-nats) with ``observations_per_10k / e^h ≤ target``."""
     return math.ceil(math.log(observations_per_10k / target) * MICRO)
 
 
+@functools.lru_cache(maxsize=256)
 def run_length(q: Fraction, checks_per_10k: int, target: Fraction = FALSE_ALARMS_PER_10K_TARGET) -> int:
     """The least ``k`` with ``checks_per_10k · q^k ≤ target``."""
     if not 0 < q < 1:
@@ -109,6 +111,7 @@ that fire only on what honest play never produces (a bet on both sides, a card n
 more often than the decks hold, a position going back, a late decision, a refused record) spend none."""
 
 
+@functools.cache
 def share(detector: str) -> Fraction:
     """``detector``'s part of :data:`BUDGET_PER_10K`."""
     return BUDGET_PER_10K * SHARES[detector]
@@ -121,6 +124,7 @@ def level(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
+@functools.cache
 def mixture_threshold(components: int, observations_per_coup: int, detector: str) -> int:
     """The alarm level ``h`` (micro-nats) of ``components`` CUSUMs over at most
     ``observations_per_coup`` observations a coup: each observation starts a test whose chance of ever

@@ -143,3 +143,41 @@ def test_deposit_structuring(amounts: list[int], alerts: int) -> None:
         assert d.key == "acc:1" and d.payload["detector"] == "deposit_structuring"
         assert len(d.payload["subject"]["event_ids"]) == accounts.DEPOSIT_STRUCTURING_AT
         assert float(d.payload["honest_probability"]) < 1e-5
+
+
+def _cash(kind: str, account: str, n: int, amount: int):  # type: ignore[no-untyped-def]
+    sign = 1 if kind == "FundsDeposited" else -1
+    postings = [{"account": "cage:EUR", "amount_minor": -sign * amount},
+                {"account": account, "amount_minor": sign * amount}]  # fmt: skip
+    payload = {"transfer_id": f"t{n}", "account_id": account, "amount_minor": amount, "currency": "EUR",
+               "postings": postings, "balance_before_minor": 0 if sign > 0 else amount,
+               "balance_after_minor": amount if sign > 0 else 0}  # fmt: skip
+    return request(kind, topics.WALLET_EVENTS, account, payload, event_id=f"c-{account}-{n}",
+                   occurred_at="2026-11-22T20:00:00.000Z", producer="settlement")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("deposits", "withdrawn", "alerts"),
+    [
+        ([983_333] * 6, 5_895_998, 1),
+        ([983_333] * 6, accounts.IN_AND_OUT_MIN_MINOR - 1, 0),
+        ([400_000], 390_000, 0),
+    ],
+    ids=["59k_in_and_out", "small_withdrawal", "under_the_floor"],
+)
+def test_in_and_out_with_little_play(deposits: list[int], withdrawn: int, alerts: int) -> None:
+    """Cash deposited and withdrawn with no play between raises one in_and_out alert naming every
+    deposit and the withdrawal; a withdrawal under the floor raises nothing."""
+    stage = accounts.AccountMonitor()
+    state = stage.initial()
+    out = []
+    for n, amount in enumerate(deposits):
+        state, drafts = stage.handle(state, _cash("FundsDeposited", "acc:2", n, amount))
+        out += drafts
+    state, drafts = stage.handle(state, _cash("FundsWithdrawn", "acc:2", 99, withdrawn))
+    out += drafts
+    found = [d.payload for d in out if d.payload["detector"] == "in_and_out"]
+    assert len(found) == alerts
+    for p in found:
+        assert p["account_ids"] == ["acc:2"] and p["subject"]["evidence_count"] == len(deposits) + 1
+        assert p["subject"]["event_ids"][-1] == "c-acc:2-99"
