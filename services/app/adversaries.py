@@ -111,21 +111,20 @@ class PastPoster(Adversary):
 
 @dataclass(slots=True)
 class Hedger(Adversary):
-    """Holds both even-money sides: one account at one table (``same``), two linked accounts at one
-    table (``linked``), or one account at two tables in the same round (``cross``); the mode is
-    drawn from the seed."""
+    """Holds both even-money sides: one account at one table (``same``), or two linked accounts at one
+    table (``linked``: which takes which side is drawn each coup, else two loyal players would be
+    indistinguishable from it), or one account at two tables in the same round (``cross``: no hedge,
+    two tables' coups are independent; not drawn since issue #29); the mode is drawn from the seed."""
 
     name: ClassVar[str] = "hedger"
-    detectors: ClassVar[frozenset[str]] = frozenset(
-        {Detector.HEDGED_BETS, Detector.LINKED_HEDGE, Detector.CROSS_TABLE_HEDGE}
-    )
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.HEDGED_BETS, Detector.LINKED_HEDGE})
     variants: ClassVar[tuple[str, ...]] = ("punto_banco", "punto_banco")
     accounts: tuple[str, ...] = ("adv:hedger-a", "adv:hedger-b")
     mode: str = ""
 
     def __post_init__(self) -> None:
         Adversary.__post_init__(self)
-        self.mode = self.mode or self.rng.choice(("same", "linked", "cross"))
+        self.mode = self.mode or self.rng.choice(("same", "linked"))
 
     def bets(self, play: TablePlay, bets: Bets) -> Bets:
         """Add the hedge at the statistical tables."""
@@ -137,7 +136,8 @@ class Hedger(Adversary):
         if self.mode == "same" and first:
             return [*bets, (a, "player", stake), (a, "banker", stake)]
         if self.mode == "linked" and first:
-            return [*bets, (a, "player", stake), (b, "banker", stake)]
+            x, y = ("player", "banker") if self.rng.random() < 0.5 else ("banker", "player")
+            return [*bets, (a, x, stake), (b, y, stake)]
         if self.mode == "cross":
             if first:
                 self.cross_stake = stake

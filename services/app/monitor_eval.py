@@ -296,17 +296,26 @@ def honest_coups(pop: Population, total: int) -> int:
 
 
 def evaluate(
-    quick: bool, runs: int, rounds: int | None, coups: int, *, out: TextIO = sys.stdout, progress: bool = True
+    quick: bool,
+    runs: int,
+    rounds: int | None,
+    coups: int,
+    *,
+    out: TextIO = sys.stdout,
+    progress: bool = True,
+    only: frozenset[str] = frozenset(),
 ) -> tuple[list[HonestRow], list[AdversaryRow]]:
-    """Run everything (printing progress to stderr) and print the two tables."""
+    """Run everything (printing progress to stderr) and print the two tables; ``only``: the parts to
+    run (``honest`` and adversary labels such as ``shoe bias``; empty: all)."""
     from rich.progress import Progress  # noqa: PLC0415
 
-    todo = cases(quick, rounds)
+    todo = [c for c in cases(quick, rounds) if not only or c.label in only]
+    populations = POPULATIONS if not only or "honest" in only else ()
     honest_rows: list[HonestRow] = []
     rows: list[AdversaryRow] = []
     with Progress(disable=not progress, transient=True) as bar:
-        task = bar.add_task("honest populations", total=len(POPULATIONS))
-        for i, pop in enumerate(POPULATIONS):
+        task = bar.add_task("honest populations", total=len(populations))
+        for i, pop in enumerate(populations):
             bar.update(task, description=f"honest: {pop.name}")
             honest_rows.append(honest(pop, honest_coups(pop, coups), 9000 + i))
             bar.advance(task)
@@ -364,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         help="coups per light honest population (default 2,000; quick 150; full 10,000)",
     )
     ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    ap.add_argument("--only", action="append", default=[],
+                    help="only this part: 'honest' or an adversary ('shoe bias', ...)")  # fmt: skip
     args = ap.parse_args(argv)
 
     def pick(given: int | None, quick: int, default: int, full: int) -> int:
@@ -377,7 +388,9 @@ def main(argv: list[str] | None = None) -> int:
         if value < 1:
             sys.stderr.write("casino-ledger: error: monitor-eval counts must be positive\n")
             return 2
-    evaluate(bool(args.quick), runs, args.rounds, coups, progress=not args.no_progress)
+    evaluate(
+        bool(args.quick), runs, args.rounds, coups, progress=not args.no_progress, only=frozenset(args.only)
+    )
     return 0
 
 

@@ -247,6 +247,8 @@ def alerts(**o: Any) -> argparse.Namespace:
 @click.option("--honest-coups", type=int, default=None,
               help="Coups per light honest population.  [default: 2,000; quick 150; full 10,000]")  # fmt: skip
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+@click.option("--only", multiple=True, metavar="PART",
+              help="Only this part: 'honest' or an adversary ('shoe bias', 'syndicate', ...); repeatable.")  # fmt: skip
 def monitor_eval(**o: Any) -> argparse.Namespace:
     """False alarms per 10,000 coups of each honest population; per adversary over its parameter range,
     coups to detection beside a plain cumulative z >= 5 test on the same log."""

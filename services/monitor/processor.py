@@ -945,17 +945,18 @@ BOT_REPEAT_MAX: Final = Fraction(1, 4)
 timing to within :data:`BOT_JITTER_MS` (each at most 1/2; a human's reaction time varies by far more
 than 50 ms)."""
 
-BOT_RUN: Final = run_length(BOT_REPEAT_MAX, 8 * 10_000)
-"""Consecutive identical (stake, timing) bets that raise ``bot_regularity``: the least ``k`` with
-``80 000 · (1/4)^k ≤ 1/10`` (one check per bet, at most 8 per coup): 10."""
+BOT_RUN: Final = run_length(BOT_REPEAT_MAX, 8 * 10_000, share(Detector.BOT_REGULARITY))
+"""Consecutive identical (stake, timing) bets that raise ``bot_regularity`` at a table of up to 8 bets
+a coup: the least ``k`` with ``80 000 · (1/4)^k ≤ 1/20`` (its share of the budget; one check per bet):
+11. A more crowded table needs more (the crowd level's count of checks)."""
 
 PAIR_REPEAT_MAX: Final = Fraction(1, 2)
 """Honest bound on the chance that a punter at a player-banked game faces the same banker as at his
 previous coup there (the bank passes from player to player)."""
 
-PAIR_RUN: Final = run_length(PAIR_REPEAT_MAX, 8 * 10_000)
+PAIR_RUN: Final = run_length(PAIR_REPEAT_MAX, 8 * 10_000, share(Detector.PAIRED_PLAY))
 """Consecutive coups against the same banker that raise ``paired_play`` (chip dumping): the least
-``k`` with ``80 000 · (1/2)^k ≤ 1/10``: 20."""
+``k`` with ``80 000 · (1/2)^k ≤ 1/20`` (its share of the budget): 21."""
 
 
 def edge_sorting(

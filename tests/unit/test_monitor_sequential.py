@@ -63,8 +63,8 @@ def test_cusum_threshold_bounds_false_alarms(observations: int) -> None:
 def test_the_detectors_thresholds_are_the_derived_ones() -> None:
     """The constants the detectors use are the derivations stated in their docstrings."""
     assert mon.PAST_POSTING_WARNING_AT == binomial_threshold(50, Fraction(1, 20), 500) == 10
-    assert mon.BOT_RUN == run_length(Fraction(1, 4), 80_000) == 10
-    assert mon.PAIR_RUN == run_length(Fraction(1, 2), 80_000) == 20
+    assert mon.BOT_RUN == run_length(Fraction(1, 4), 80_000, Fraction(1, 20)) == 11
+    assert mon.PAIR_RUN == run_length(Fraction(1, 2), 80_000, Fraction(1, 20)) == 21
     assert accounts.DEPOSIT_STRUCTURING_AT == binomial_threshold(10, Fraction(1, 10), 10_000) == 7
     assert cusum_threshold(80_000) == mon.EDGE_H_MICRO
 
