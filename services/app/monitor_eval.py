@@ -306,11 +306,11 @@ def evaluate(
     only: frozenset[str] = frozenset(),
 ) -> tuple[list[HonestRow], list[AdversaryRow]]:
     """Run everything (printing progress to stderr) and print the two tables; ``only``: the parts to
-    run (``honest`` and adversary labels such as ``shoe bias``; empty: all)."""
+    run (``honest`` or population names, and adversary labels such as ``shoe bias``; empty: all)."""
     from rich.progress import Progress  # noqa: PLC0415
 
     todo = [c for c in cases(quick, rounds) if not only or c.label in only]
-    populations = POPULATIONS if not only or "honest" in only else ()
+    populations = [p for p in POPULATIONS if not only or "honest" in only or p.name in only]
     honest_rows: list[HonestRow] = []
     rows: list[AdversaryRow] = []
     with Progress(disable=not progress, transient=True) as bar:

@@ -717,7 +717,7 @@ LINK_MAX_BETTORS: Final = 64
 """Pairs are tested in coups with at most this many single-sided even-money bettors (2 016 pairs); in a
 bigger crowd every side is full of strangers and the quadratic scan is left out (docs/monitoring.md)."""
 
-LINK_MIN_HISTORY: Final = 8
+LINK_MIN_HISTORY: Final = 6
 """Bets of an account (after the same previous winner) before its side habit is trusted."""
 
 LINK_Q_MAX: Final = 0.75
@@ -727,7 +727,7 @@ opposite sides are explained by their habits, whatever they do."""
 LINK_MARGIN: Final = 0.1
 """Added to the chance of opposite sides predicted by the two habits (an estimate), erring to silence."""
 
-LINK_LAMBDAS: Final = (0.5, 0.9)
+LINK_LAMBDAS: Final = (0.5, 0.95)
 """Fractions of ``1/q`` bet on "opposite" (``q``: the predicted chance)."""
 
 LINK_KEPT: Final = 4096
@@ -1061,8 +1061,9 @@ def _singles(coup: Coup) -> dict[str, tuple[str, int, str]]:
 def linked_hedge(t: TableWatch, coup: Coup, rec: Seen) -> tuple[TableWatch, Alerts]:
     """At the coup's end: for each pair of single-sided even-money bettors, whether they stood on
     opposite sides, against the chance their own habits give it (each account's share of banker bets
-    after the same previous winner, independent of the other's): a CUSUM per pair on the excess, each
-    observation weighted by how closely the stakes match. Two loyal players on opposite sides, or two
+    after the same previous winner, independent of the other's): a CUSUM per pair on the excess, the
+    stakes left aside (a dumper's stake may be split or set apart from its partner's). Two loyal
+    players on opposite sides, or two
     players following the last winner, are explained by their habits and never tested. (Each account's
     habit is then updated by :func:`on_coup_resolved` with the coup's other per-bet updates.)"""
     single = _singles(coup)
@@ -1083,9 +1084,9 @@ def _test_pairs(
     crowd = max(t.pair_crowd, level(len(known) * (len(known) - 1) // 2))
     h = mixture_threshold(len(LINK_LAMBDAS), crowd, Detector.LINKED_HEDGE)
     for i, a in enumerate(known):
-        fa, (sa, ma, ba) = shares[a], single[a]
+        fa, (sa, _, ba) = shares[a], single[a]
         for b in known[i + 1 :]:
-            fb, (sb, mb, bb) = shares[b], single[b]
+            fb, (sb, _, bb) = shares[b], single[b]
             q = fa * (1 - fb) + (1 - fa) * fb
             y = int(sa != sb)
             key = f"{a}|{b}"
@@ -1094,8 +1095,7 @@ def _test_pairs(
                 continue
             link = link or Link()
             q = min(1.0, q + LINK_MARGIN)
-            weight = min(ma, mb) / max(ma, mb)
-            incs = tuple(math.floor(math.log1p(lam / q * weight * (y - q)) * MICRO) for lam in LINK_LAMBDAS)
+            incs = tuple(math.floor(math.log1p(lam / q * (y - q)) * MICRO) for lam in LINK_LAMBDAS)
             stats = cusums(_stats(link.stats, len(LINK_LAMBDAS)), incs)
             run = _evidence(link.run, (coup.coup_id, ba, bb), stats)
             found = Link(stats, coup.number, run, link.count + 1 if any(stats) else 0)
