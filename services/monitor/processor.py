@@ -402,8 +402,11 @@ def alert(
     names another: the account stage keys its alerts by account). ``honest_probability``: how
     likely what was seen is under honest play (a bound, as a decimal string), where one is known."""
     given: dict[str, Any] = {} if honest_probability is None else {"honest_probability": honest_probability}
+    if accounts is None:  # every account the subject names (both of a pair), so a filter finds it from either
+        named = subject.get("account_ids") or [subject.get("account_id")]
+        accounts = [str(a) for a in named if a]
     if accounts:
-        given["account_ids"] = list(accounts)
+        given["account_ids"] = list(dict.fromkeys(accounts))
     found = AnomalyDetected(
         detector=detector.value, category=CATEGORY[detector].value, severity=severity, table_id=table_id,
         subject=dict(subject), observed=dict(observed), threshold=dict(threshold),
