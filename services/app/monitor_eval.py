@@ -30,6 +30,7 @@ from services.app.adversaries import (
     InAndOut,
     LastSecond,
     Oracle,
+    PresetShoe,
     RangedShoe,
     Syndicate,
 )
@@ -151,8 +152,8 @@ def z_test(log: list[Envelope], adversary: Adversary) -> int | None:
         winner = p["outcome"]
         if isinstance(adversary, InAndOut):
             return None  # a cage rule: no statistic to compare with
-        if isinstance(adversary, RangedShoe):
-            side = adversary.side
+        if isinstance(adversary, PresetShoe):  # the issue #13 shoes arrange banker wins
+            side = adversary.side if isinstance(adversary, RangedShoe) else "banker"
             wins, expected, var = wins + (winner == side), expected + EXACT_P0[side], var + 0.25
         elif isinstance(adversary, Dumper):
             by_account: dict[str, str] = {}
@@ -309,7 +310,9 @@ def evaluate(
     run (``honest`` or population names, and adversary labels such as ``shoe bias``; empty: all)."""
     from rich.progress import Progress  # noqa: PLC0415
 
-    todo = [c for c in cases(quick, rounds) if not only or c.label in only]
+    todo = [
+        c for c in cases(quick, rounds) if not only or c.label in only or f"{c.label}: {c.params}" in only
+    ]
     populations = [p for p in POPULATIONS if not only or "honest" in only or p.name in only]
     honest_rows: list[HonestRow] = []
     rows: list[AdversaryRow] = []
@@ -323,6 +326,8 @@ def evaluate(
         for case in todo:
             bar.update(task, description=f"adversary: {case.label} ({case.params})")
             rows.append(adversary_row(case, runs, lambda: bar.advance(task)))
+            if not progress:  # a long run's rows as they come (on stderr), in case it is cut short
+                print_tables([], rows[-1:], sys.stderr)
     print_tables(honest_rows, rows, out)
     return honest_rows, rows
 
@@ -346,8 +351,8 @@ def print_tables(honest_rows: list[HonestRow], rows: list[AdversaryRow], out: Te
         ratio = "-"
         if r.median is not None and r.z_median:
             ratio = f"{r.median / r.z_median:.2f}"
-        elif r.median is not None and r.label == "in and out":
-            ratio = "rule"
+        elif r.median is not None and (r.label == "in and out" or r.label in ADVERSARIES) and not r.z:
+            ratio = "rule"  # a rule or a pattern, no win-rate statistic to compare with
         elif r.median is not None and len(r.z) < r.runs:
             ratio = f"< {r.median / r.rounds:.2f}"
         out.write(f"| {r.label} | {r.params} | {r.detectors} | {r.runs} | {len(r.found)} | {_num(r.median)} "
