@@ -332,6 +332,12 @@ def evaluate(
     return honest_rows, rows
 
 
+RULES = frozenset(
+    {"in and out", "hedger", "structurer", "colluding_dealer", "chip_dumper", "bot", "past_poster"}
+)
+"""Adversaries caught by a rule or a pattern, not a win rate: the z-test has nothing to say of them."""
+
+
 def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:g}"
 
@@ -351,7 +357,7 @@ def print_tables(honest_rows: list[HonestRow], rows: list[AdversaryRow], out: Te
         ratio = "-"
         if r.median is not None and r.z_median:
             ratio = f"{r.median / r.z_median:.2f}"
-        elif r.median is not None and (r.label == "in and out" or r.label in ADVERSARIES) and not r.z:
+        elif r.median is not None and r.label in RULES and not r.z:
             ratio = "rule"  # a rule or a pattern, no win-rate statistic to compare with
         elif r.median is not None and len(r.z) < r.runs:
             ratio = f"< {r.median / r.rounds:.2f}"
