@@ -112,21 +112,20 @@ class PastPoster(Adversary):
 
 @dataclass(slots=True)
 class Hedger(Adversary):
-    """Holds both even-money sides: one account at one table (``same``), two linked accounts at one
-    table (``linked``), or one account at two tables in the same round (``cross``); the mode is
-    drawn from the seed."""
+    """Holds both even-money sides: one account at one table (``same``), or two linked accounts at one
+    table (``linked``: which takes which side is drawn each coup, else two loyal players would be
+    indistinguishable from it), or one account at two tables in the same round (``cross``: no hedge,
+    two tables' coups are independent; not drawn since issue #29); the mode is drawn from the seed."""
 
     name: ClassVar[str] = "hedger"
-    detectors: ClassVar[frozenset[str]] = frozenset(
-        {Detector.HEDGED_BETS, Detector.LINKED_HEDGE, Detector.CROSS_TABLE_HEDGE}
-    )
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.HEDGED_BETS, Detector.LINKED_HEDGE})
     variants: ClassVar[tuple[str, ...]] = ("punto_banco", "punto_banco")
     accounts: tuple[str, ...] = ("adv:hedger-a", "adv:hedger-b")
     mode: str = ""
 
     def __post_init__(self) -> None:
         Adversary.__post_init__(self)
-        self.mode = self.mode or self.rng.choice(("same", "linked", "cross"))
+        self.mode = self.mode or self.rng.choice(("same", "linked"))
 
     def bets(self, play: TablePlay, bets: Bets) -> Bets:
         """Add the hedge at the statistical tables."""
@@ -138,7 +137,8 @@ class Hedger(Adversary):
         if self.mode == "same" and first:
             return [*bets, (a, "player", stake), (a, "banker", stake)]
         if self.mode == "linked" and first:
-            return [*bets, (a, "player", stake), (b, "banker", stake)]
+            x, y = ("player", "banker") if self.rng.random() < 0.5 else ("banker", "player")
+            return [*bets, (a, x, stake), (b, y, stake)]
         if self.mode == "cross":
             if first:
                 self.cross_stake = stake
@@ -379,3 +379,196 @@ ADVERSARIES: dict[str, type[Adversary]] = {
                         CollusiveDealer, EdgeSorter, Bot)
 }  # fmt: skip
 """Every adversary by name."""
+
+
+# --- parameterised adversaries for the evaluation against honest populations (issue #29) ------------
+
+
+def _timed(play: TablePlay, bets: Bets, mine: list[tuple[str, str, int, float]], rng: random.Random) -> None:
+    """Write ``bets`` (the other players': seconds before the close) and ``mine`` (each with its own
+    lead in seconds) with their own times, and set the coup's close after them."""
+    from services.app.simulator import EPOCH  # noqa: PLC0415 (the simulator imports us)
+
+    s = play.session
+    close = s.clock + 20
+    timed = [(rng.uniform(2.0, 15.0), a, x, m) for a, x, m in bets] + [
+        (lead, a, x, m) for a, x, m, lead in mine
+    ]
+    for lead, account, spot, stake in sorted(timed, key=lambda b: -b[0]):
+        _bet(play, account, spot, stake, _fmt(EPOCH + timedelta(seconds=close - lead)))
+    play.close_at = _fmt(EPOCH + timedelta(seconds=close))
+    s.clock = close
+
+
+def _fmt(at: Any) -> str:
+    return str(at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z")
+
+
+@dataclass(slots=True)
+class Oracle(Adversary):
+    """Knows each coup's outcome (the shoe's order, as an edge sorter or a dealer's signal would give
+    it) and bets the winning side of a decided coup with probability :attr:`edge`, flat, at the first
+    statistical table; its accounts (:attr:`members`) each bet a coup with probability
+    :attr:`presence`, all on the one signalled side."""
+
+    name: ClassVar[str] = "oracle"
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.ACCOUNT_EDGE})
+    accounts: tuple[str, ...] = ("adv:oracle",)
+    edge: float = 0.57
+    presence: float = 1.0
+    lead: float = 0.0
+    """Seconds before the close within which its bets come (0: with the crowd, at no set time)."""
+    order: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    pos: dict[str, int] = field(default_factory=dict)
+
+    def start(self, session: Session, plays: Sequence[TablePlay]) -> None:
+        Adversary.start(self, session, plays)
+        self.tables = tuple(p.spec.table_id for p in plays if _statistical(p))[:1]
+
+    def shoe(self, play: TablePlay, payload: dict[str, Any]) -> dict[str, Any]:
+        if play.spec.table_id not in self.tables:
+            return payload
+        seed = self.rng.randbytes(32)
+        order = shuffle(seed, shoe_cards(play.config.decks))
+        first, _ = play_window(order, play.variant.shoe_rules_for(play.config))
+        t = play.spec.table_id
+        self.order[t], self.pos[t] = order, first
+        return {**payload, "seed_hex": seed.hex()}
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        t = play.spec.table_id
+        if t not in self.order:
+            return bets
+        done = _coup_cards(play.config, self.order[t][self.pos[t] : self.pos[t] + 6])
+        outcome = done[1] if done else "banker"
+        if outcome in ("banker", "player"):
+            other = "player" if outcome == "banker" else "banker"
+            side = outcome if self.rng.random() < self.edge else other
+        else:
+            side = self.rng.choice(("banker", "player"))
+        players = [a for a in self.accounts if self.rng.random() < self.presence]
+        if self.lead:
+            mine = [(a, side, play.spec.min_minor * 10, self.rng.uniform(0.05, self.lead)) for a in players]
+            _timed(play, bets, mine, self.rng)
+            return []
+        return [*bets, *((a, side, play.spec.min_minor * 10) for a in players)]
+
+    def resolved(self, play: TablePlay) -> None:
+        t = play.spec.table_id
+        if t in self.order:
+            done = _coup_cards(play.config, self.order[t][self.pos[t] : self.pos[t] + 6])
+            self.pos[t] += done[0] if done else 6
+
+
+@dataclass(slots=True)
+class Syndicate(Oracle):
+    """:class:`Oracle` played by several accounts taking turns (each bets a coup one time in two)."""
+
+    name: ClassVar[str] = "syndicate"
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.GROUP_EDGE, Detector.ACCOUNT_EDGE})
+    presence: float = 0.5
+
+
+@dataclass(slots=True)
+class LastSecond(Oracle):
+    """Past posting that gets through: every bet in the last :attr:`lead` seconds before the close,
+    winning :attr:`edge` of the decided coups (it saw what the others had not)."""
+
+    name: ClassVar[str] = "last_second"
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.LATE_BET, Detector.ACCOUNT_EDGE})
+    edge: float = 0.84
+    lead: float = 1.0
+
+
+@dataclass(slots=True)
+class RangedShoe(PresetShoe):
+    """A smart shoe arranged for :attr:`side` in a share of coups such that it wins :attr:`share` of
+    the decided coups (banker wins 45.86 % of coups and ties 9.52 % with 8 decks)."""
+
+    name: ClassVar[str] = "biased_shoe_range"
+    share: float = 0.6
+    side: str = "banker"
+
+    def rigged(self) -> float:
+        win = 0.4586 if self.side == "banker" else 0.4462
+        return max(0.0, (self.share * 0.9048 - win) / (1 - win - 0.0952 * self.share))
+
+    def dealt(self, play: TablePlay) -> None:
+        """Read the coup's cards: arranged for :attr:`side`, or the next ones of the deck."""
+        if play.spec.table_id not in self.tables:
+            return
+        self.coups += 1
+        cards: list[str] = []
+        if self.rng.random() < self.rigged():
+            for _ in range(200):
+                pick = [self.left[i] for i in self.rng.sample(range(len(self.left)), 6)]
+                done = _coup_cards(play.config, pick)
+                if done is not None and done[1] == self.side:
+                    cards = pick[: done[0]]
+                    break
+        if not cards:
+            done = _coup_cards(play.config, self.left[:6])
+            cards = self.left[: done[0] if done else 6]
+        for card in cards:
+            self.left.remove(card)
+            play.session.command("CardRead", play.spec.table_id, {"card": card})
+        play.session.advance()
+
+
+@dataclass(slots=True)
+class Dumper(Adversary):
+    """Linked accounts on opposite sides of every coup at the first table, sides drawn each coup, the
+    stakes apart by :attr:`gap` (6-12 % escapes a 5 % "matched" band); ``split``: the dumping side's
+    stake split over two accounts."""
+
+    name: ClassVar[str] = "dumper"
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.LINKED_HEDGE})
+    accounts: tuple[str, ...] = ("adv:dump-a", "adv:dump-b", "adv:dump-c")
+    gap: float = 0.06
+    split: bool = False
+
+    def start(self, session: Session, plays: Sequence[TablePlay]) -> None:
+        Adversary.start(self, session, plays)
+        self.tables = tuple(p.spec.table_id for p in plays if _statistical(p))[:1]
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        if play.spec.table_id not in self.tables:
+            return bets
+        a, b, c = self.accounts
+        side = self.rng.choice(("banker", "player"))
+        other = "player" if side == "banker" else "banker"
+        stake = play.spec.min_minor * self.rng.choice((10, 20, 30))
+        far = int(stake * (1 + self.gap))
+        if self.split:
+            return [*bets, (a, side, stake), (b, other, far // 2), (c, other, far - far // 2)]
+        return [*bets, (a, side, stake), (b, other, far)]
+
+
+@dataclass(slots=True)
+class InAndOut(Adversary):
+    """Deposits :attr:`total` in chunks under the reporting threshold, stakes a little, withdraws."""
+
+    name: ClassVar[str] = "cash_in_out"
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.IN_AND_OUT})
+    accounts: tuple[str, ...] = ("adv:in-out",)
+    total: int = 5_900_000
+    coups: int = 0
+
+    def start(self, session: Session, plays: Sequence[TablePlay]) -> None:
+        self.tables = tuple(p.spec.table_id for p in plays if _statistical(p))[:1]
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        if play.spec.table_id not in self.tables:
+            return bets
+        self.coups += 1
+        account = self.accounts[0]
+        s = play.session
+        if self.coups <= 6:
+            s.wallet("Deposit", account, {"amount_minor": self.total // 6, "currency": CURRENCY})
+            return bets
+        if self.coups <= 10:
+            return [*bets, (account, "banker", play.spec.min_minor)]
+        if self.coups == 11:
+            s.wallet("Withdraw", account, {"amount_minor": self.total - 4 * play.spec.min_minor,
+                                           "currency": CURRENCY})  # fmt: skip
+        return bets

@@ -1,25 +1,40 @@
-"""``casino-ledger monitor-eval``: how well the monitor catches the adversaries, measured (issue #13).
+"""``casino-ledger monitor-eval``: the monitor measured against the world (issues #13, #29).
 
-Honest sessions and sessions with one adversary each (:mod:`services.app.adversaries`), every
-one with its own seed, run through the pure processors in memory (dealer, settlement's two stages,
-the monitor's table and account stages; audit is left out: it raises no alert). For each adversary
-the table gives the share of runs in which a warning-or-worse alert of one of its detectors names
-it (its account, or its table for a shoe or a dealer), the median number of coups (all tables) until
-the first such alert, and the honest sessions' warning-or-worse alerts per 10 000 coups.
+Two tables, both from sessions played through the pipeline's real processors (the simulator's
+terminals, cashier, operator and 8-deck shoes; the dealer, settlement's two stages, the monitor's table
+and account stages, in log order on the in-memory bus; audit is left out: it raises no alert):
+
+* **honest populations** (:mod:`services.app.populations`, which knows nothing of the detectors):
+  warning-or-worse alerts per 10 000 honest coups (the goal: at most 1 for every population);
+* **adversaries over their parameter range** (:mod:`services.app.adversaries`): how many runs were
+  caught by one of the adversary's detectors naming it, the median coups (at its table) to the first
+  such alert, and beside it the median coups at which a plain cumulative z ≥ 5 test on the same log
+  would have fired (:func:`z_test`, written here, not in the monitor; the goal: at most twice it).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TextIO
 
-from services.app.adversaries import ADVERSARIES, Adversary
+from services.app.adversaries import (
+    ADVERSARIES,
+    Adversary,
+    Dumper,
+    InAndOut,
+    LastSecond,
+    Oracle,
+    PresetShoe,
+    RangedShoe,
+    Syndicate,
+)
+from services.app.populations import POPULATIONS, Population
 from services.app.simulator import Session, TableSpec
 from services.core.envelope import Envelope
 from services.core.trust import Principal
@@ -27,14 +42,12 @@ from services.monitor.accounts import AccountMonitor
 from services.runtime.compose import Composition
 from services.runtime.memory import MemoryBus
 
-TABLES = (
-    TableSpec("E01-punto-banco", "punto_banco"),
-    TableSpec("E02-punto-banco", "punto_banco"),
-    TableSpec("E03-chemin-de-fer", "chemin_de_fer"),
-)
-"""Two house-banked tables (a cross-table hedge needs two) and a player-banked one (chip dumping)."""
-
 WARNING_OR_WORSE = frozenset({"warning", "critical"})
+
+EXACT_P0 = {"banker": 0.5068, "player": 0.4932}
+"""The z-test's honest win rates of a decided coup (8 decks): the exact odds, no margin."""
+
+Z_AT = 5.0
 
 
 def fast_bus(composition: Composition) -> MemoryBus:
@@ -45,29 +58,42 @@ def fast_bus(composition: Composition) -> MemoryBus:
     return MemoryBus([*(p for p in composition.processors() if p.name != "audit"), accounts])
 
 
-def alerts(log: list[Envelope]) -> list[tuple[int, Envelope]]:
-    """Every alert of ``log`` with the number of coups resolved before it."""
-    coups, out = 0, []
-    for e in log:
-        if e.type == "CoupResolved":
-            coups += 1
-        elif e.type == "AnomalyDetected":
-            out.append((coups, e))
-    return out
+class Enough(Exception):
+    """Raised between coups to end a session early: what it was played for is known."""
 
 
-def run(seed: int, rounds: int, adversary: Adversary | None = None) -> MemoryBus:
-    """One session of ``rounds`` coups at each table: the evaluation tables for honest play, the
-    tables the adversary needs (:attr:`Adversary.variants`) otherwise."""
+def run(
+    seed: int,
+    rounds: int,
+    adversary: Adversary | None = None,
+    tables: list[TableSpec] | None = None,
+    until: Callable[[list[Envelope]], bool] | None = None,
+) -> MemoryBus:
+    """One session of ``rounds`` coups at each table (default: those the adversary needs); ``until``:
+    asked every :data:`CHECK_EVERY` coups with the log so far, ends the session when it says so."""
     bus = fast_bus(Composition.demo())
     session = Session(bus, seed=seed, adversaries=[adversary] if adversary else [])
-    tables = (
-        list(TABLES)
-        if adversary is None
-        else [TableSpec(f"A{i + 1:02d}-{v.replace('_', '-')}", v) for i, v in enumerate(adversary.variants)]
-    )
-    session.run(tables, rounds)
+    if tables is None:
+        variants = adversary.variants if adversary else ("punto_banco",)
+        tables = [TableSpec(f"A{i + 1:02d}-{v.replace('_', '-')}", v) for i, v in enumerate(variants)]
+    played = [0]
+
+    def check() -> None:
+        played[0] += 1
+        if until is not None and played[0] % CHECK_EVERY == 0:
+            session.drain()
+            if until(bus.log):
+                raise Enough
+
+    try:
+        session.run(tables, rounds, check)
+    except Enough:
+        session.drain()
     return bus
+
+
+CHECK_EVERY = 100
+"""Coups between two looks at an adversary's session: it ends once its detector and the z-test fired."""
 
 
 def names(alert: Envelope) -> set[str]:
@@ -77,128 +103,306 @@ def names(alert: Envelope) -> set[str]:
     found = {str(p.get("table_id")), alert.key}
     found |= {str(subject["account_id"])} if subject.get("account_id") else set()
     found |= {str(a) for a in subject.get("account_ids") or []}
+    found |= {str(a) for a in p.get("account_ids") or []}
     return found
 
 
-def caught(bus: MemoryBus, adversary: Adversary) -> int | None:
-    """Coups played until the first warning-or-worse alert of the adversary's detectors naming it."""
+def coups_at(log: list[Envelope], table: str | None) -> Iterator[tuple[int, Envelope]]:
+    """Every record with the number of coups resolved before it (at ``table``, or anywhere)."""
+    n = 0
+    for e in log:
+        if e.type == "CoupResolved" and (table is None or e.key == table):
+            n += 1
+        yield n, e
+
+
+def caught(log: list[Envelope], adversary: Adversary) -> int | None:
+    """Coups played at the adversary's table until the first warning-or-worse alert of one of its
+    detectors naming it (its accounts, or its table for a shoe)."""
     targets = set(adversary.accounts) or set(adversary.tables)
-    for coups, a in alerts(bus.log):
-        p = a.payload
-        if p["severity"] in WARNING_OR_WORSE and p["detector"] in adversary.detectors and names(a) & targets:
-            return coups
+    table = adversary.tables[0] if adversary.tables else None
+    for n, e in coups_at(log, table):
+        if e.type != "AnomalyDetected":
+            continue
+        p = e.payload
+        if p["severity"] in WARNING_OR_WORSE and p["detector"] in adversary.detectors and names(e) & targets:
+            return max(n, 1)
+    return None
+
+
+def z_test(log: list[Envelope], adversary: Adversary) -> int | None:
+    """The coups (at the adversary's table) after which a plain cumulative z ≥ 5 test fires on the log:
+    for a shoe, the favoured side's share of the decided coups; for accounts, their decided even-money
+    bets, one observation per coup and side (five accounts on one bet are one bet's evidence); for a
+    linked pair, how often it stood on opposite sides against one in two. ``None``: it never fired."""
+    table = adversary.tables[0] if adversary.tables else None
+    accounts = set(adversary.accounts)
+    sides: dict[str, tuple[str, str]] = {}
+    coup_sides: dict[str, set[str]] = {}
+    wins = expected = var = 0.0
+    for n, e in coups_at(log, table):
+        if e.key != table:
+            continue
+        p = e.payload
+        if e.type == "BetAccepted" and p["account_id"] in accounts and p["spot"] in EXACT_P0:
+            coup_sides.setdefault(p["coup_id"], set()).add(p["spot"])
+            sides[p["bet_id"]] = (p["account_id"], p["spot"])
+        if e.type != "CoupResolved" or p["outcome"] not in EXACT_P0:
+            continue
+        winner = p["outcome"]
+        if isinstance(adversary, InAndOut):
+            return None  # a cage rule: no statistic to compare with
+        if isinstance(adversary, PresetShoe):  # the issue #13 shoes arrange banker wins
+            side = adversary.side if isinstance(adversary, RangedShoe) else "banker"
+            wins, expected, var = wins + (winner == side), expected + EXACT_P0[side], var + 0.25
+        elif isinstance(adversary, Dumper):
+            by_account: dict[str, str] = {}
+            for bet in p["bet_ids"]:
+                if bet in sides:
+                    by_account[sides[bet][0]] = sides[bet][1]
+            a, b = adversary.accounts[0], adversary.accounts[1]
+            if a in by_account and b in by_account:
+                wins, expected, var = wins + (by_account[a] != by_account[b]), expected + 0.5, var + 0.25
+        else:
+            for side in coup_sides.get(p["coup_id"], ()):
+                p0 = EXACT_P0[side]
+                wins, expected, var = wins + (winner == side), expected + p0, var + p0 * (1 - p0)
+        if var and (wins - expected) / math.sqrt(var) >= Z_AT:
+            return n
     return None
 
 
 @dataclass(frozen=True, slots=True)
-class Row:
-    """One line of the table."""
+class Case:
+    """One adversary at one point of its parameter range."""
 
-    adversary: str
+    label: str
+    params: str
+    make: Callable[[int], Adversary]
+    rounds: int
+
+
+def cases(quick: bool, rounds: int | None) -> list[Case]:
+    """The adversaries over their ranges (quick: the strong end of each, short runs)."""
+
+    def r(full: int, short: int) -> int:
+        return rounds or (short if quick else full)
+
+    out = [
+        Case("shoe bias", f"banker {s:.0%}", partial(RangedShoe, share=s), r(n, 300))
+        for s, n in (((0.75, 300),) if quick else ((0.55, 6000), (0.57, 4000), (0.60, 2000), (0.65, 1000)))
+    ]
+    out += [Case("shoe bias", "player 60%", partial(RangedShoe, share=0.6, side="player"), r(3000, 0))]
+    out += [
+        Case("winning player", f"wins {e:.0%}", partial(Oracle, edge=e), r(3000, 300))
+        for e in ((0.75,) if quick else (0.57, 0.60, 0.65))
+    ]
+    out += [
+        Case("syndicate", f"{n} accounts at {e:.0%}, each in half the coups",
+             partial(Syndicate, accounts=tuple(f"adv:syn-{i}" for i in range(n)), edge=e),
+             r(2500, 300))
+        for n, e in (((5, 0.75),) if quick else ((3, 0.60), (5, 0.63), (6, 0.60), (6, 0.63)))
+    ]  # fmt: skip
+    out += [
+        Case(
+            "past posting",
+            f"bets in the last {lag:g} s, wins 84%",
+            partial(LastSecond, lead=lag),
+            r(300, 60),
+        )
+        for lag in ((0.5,) if quick else (0.5, 0.75, 1.0))
+    ]
+    out += [
+        Case("chip dumping", f"stakes {g:.0%} apart" + (", split over two accounts" if split else ""),
+             partial(Dumper, gap=g, split=split), r(400, 150))
+        for g, split in (((0.06, False),) if quick else ((0.06, False), (0.12, False), (0.12, True)))
+    ]  # fmt: skip
+    out += [Case("in and out", "59,000 deposited, 40 played", InAndOut, r(20, 20))]
+    if not quick:
+        out += [Case(name, "as in issue #13", cls, r(200, 0)) for name, cls in ADVERSARIES.items()]
+    return [c for c in out if c.rounds > 0]
+
+
+@dataclass(frozen=True, slots=True)
+class HonestRow:
+    name: str
+    description: str
+    coups: int
+    bets: int
+    alarms: Counter[str]
+
+    @property
+    def rate(self) -> float:
+        return sum(self.alarms.values()) * 10_000 / max(self.coups, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class AdversaryRow:
+    label: str
+    params: str
     detectors: str
     runs: int
-    detected: int
-    median_coups: float | None
+    found: list[int]
+    z: list[int]
+    rounds: int
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.found) if self.found else None
+
+    @property
+    def z_median(self) -> float | None:
+        return statistics.median(self.z) if self.z else None
 
 
-Tick = Callable[[str], None]
-"""Told what was just run, after each run of a long evaluation."""
+def honest(pop: Population, coups: int, seed: int) -> HonestRow:
+    """One population for ``coups`` coups in all (spread over its tables)."""
+    specs = pop.specs()
+    bus = run(seed, max(1, -(-coups // len(specs))), pop.crowd(seed), specs)
+    alarms = Counter(
+        str(e.payload["detector"])
+        for e in bus.log
+        if e.type == "AnomalyDetected" and e.payload["severity"] in WARNING_OR_WORSE
+    )
+    return HonestRow(pop.name, pop.description, len(bus.of_type("CoupResolved")),
+                     len(bus.of_type("BetAccepted")), alarms)  # fmt: skip
 
 
-def evaluate(runs: int, rounds: int, honest_rounds: int, honest_runs: int, out: TextIO = sys.stdout, *,
-             progress: Tick | None = None) -> tuple[list[Row], float, Counter[str]]:  # fmt: skip
-    """Run everything and print the table; return its rows, the honest false-alarm rate per 10 000
-    coups and the honest warning-or-worse alerts by detector. ``progress`` is called after each run
-    with what was run (the full evaluation takes about 25 minutes)."""
-    rows: list[Row] = []
-    tick = progress or (lambda _what: None)
-    for name, cls in ADVERSARIES.items():
-        found: list[int] = []
-        for r in range(runs):
-            adversary = cls(seed=1000 + r)
-            bus = run(1000 + r, rounds, adversary)
-            at = caught(bus, adversary)
-            if at is not None:
-                found.append(at)
-            tick(f"{name} run {r + 1} of {runs}")
-        median = statistics.median(found) if found else None
-        rows.append(Row(name, ", ".join(sorted(cls.detectors)), runs, len(found), median))
-    honest_coups = 0
-    false: Counter[str] = Counter()
-    for r in range(honest_runs):
-        bus = run(9000 + r, honest_rounds)
-        honest_coups += len(bus.of_type("CoupResolved"))
-        false.update(p["detector"] for p in (a.payload for _, a in alerts(bus.log))
-                     if p["severity"] in WARNING_OR_WORSE)  # fmt: skip
-        tick(f"honest play run {r + 1} of {honest_runs}")
-    rate = sum(false.values()) * 10_000 / max(honest_coups, 1)
-    print_table(rows, rate, honest_coups, false, out)
-    return rows, rate, false
+def _both_fired(adversary: Adversary, log: list[Envelope]) -> bool:
+    """Whether both the monitor and the z-test have caught ``adversary`` in ``log``."""
+    return caught(log, adversary) is not None and z_test(log, adversary) is not None
 
 
-def print_table(rows: list[Row], rate: float, honest_coups: int, false: Counter[str], out: TextIO) -> None:
-    """The evaluation table (Markdown, so that it can go in the README as printed)."""
-    out.write("| adversary | detectors | runs | detection rate | median coups to detection |\n")
-    out.write("|---|---|---:|---:|---:|\n")
+def adversary_row(case: Case, runs: int, advance: Callable[[], None]) -> AdversaryRow:
+    found: list[int] = []
+    z: list[int] = []
+    detectors: frozenset[str] = frozenset()
+    for i in range(runs):
+        adversary = case.make(2000 + i)
+        detectors = adversary.detectors
+        bus = run(2000 + i, case.rounds, adversary, until=partial(_both_fired, adversary))
+        at = caught(bus.log, adversary)
+        if at is not None:
+            found.append(at)
+        zt = z_test(bus.log, adversary)
+        if zt is not None:
+            z.append(zt)
+        advance()
+    return AdversaryRow(case.label, case.params, ", ".join(sorted(detectors)), runs, found, z, case.rounds)
+
+
+def honest_coups(pop: Population, total: int) -> int:
+    """Coups for a population: ``total`` for the light ones, less for the crowded (by bets a coup)."""
+    return max(3, total * 2 // max(pop.weight, 2)) if pop.weight > 2 else total
+
+
+def evaluate(
+    quick: bool,
+    runs: int,
+    rounds: int | None,
+    coups: int,
+    *,
+    out: TextIO = sys.stdout,
+    progress: bool = True,
+    only: frozenset[str] = frozenset(),
+) -> tuple[list[HonestRow], list[AdversaryRow]]:
+    """Run everything (printing progress to stderr) and print the two tables; ``only``: the parts to
+    run (``honest`` or population names, and adversary labels such as ``shoe bias``; empty: all)."""
+    from rich.progress import Progress  # noqa: PLC0415
+
+    todo = [
+        c for c in cases(quick, rounds) if not only or c.label in only or f"{c.label}: {c.params}" in only
+    ]
+    populations = [p for p in POPULATIONS if not only or "honest" in only or p.name in only]
+    honest_rows: list[HonestRow] = []
+    rows: list[AdversaryRow] = []
+    with Progress(disable=not progress, transient=True) as bar:
+        task = bar.add_task("honest populations", total=len(populations))
+        for i, pop in enumerate(populations):
+            bar.update(task, description=f"honest: {pop.name}")
+            honest_rows.append(honest(pop, honest_coups(pop, coups), 9000 + i))
+            bar.advance(task)
+        task = bar.add_task("adversaries", total=len(todo) * runs)
+        for case in todo:
+            bar.update(task, description=f"adversary: {case.label} ({case.params})")
+            rows.append(adversary_row(case, runs, lambda: bar.advance(task)))
+            if not progress:  # a long run's rows as they come (on stderr), in case it is cut short
+                print_tables([], rows[-1:], sys.stderr)
+    print_tables(honest_rows, rows, out)
+    return honest_rows, rows
+
+
+RULES = frozenset(
+    {"in and out", "hedger", "structurer", "colluding_dealer", "chip_dumper", "bot", "past_poster"}
+)
+"""Adversaries caught by a rule or a pattern, not a win rate: the z-test has nothing to say of them."""
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+def print_tables(honest_rows: list[HonestRow], rows: list[AdversaryRow], out: TextIO) -> None:
+    """The two tables (Markdown, so that they can go in the docs as printed)."""
+    out.write("| honest population | coups | bets | false alarms | per 10,000 coups | by detector |\n")
+    out.write("|---|---:|---:|---:|---:|---|\n")
+    for h in honest_rows:
+        by = ", ".join(f"{d}: {n}" for d, n in sorted(h.alarms.items())) or "-"
+        out.write(f"| {h.name}: {h.description} | {h.coups} | {h.bets} | {sum(h.alarms.values())} "
+                  f"| {h.rate:.2f} | {by} |\n")  # fmt: skip
+    out.write("\n| adversary | parameters | detectors | runs | detected | median coups to detection "
+              "| z ≥ 5 median coups (fired) | ratio |\n")  # fmt: skip
+    out.write("|---|---|---|---:|---:|---:|---:|---:|\n")
     for r in rows:
-        median = "-" if r.median_coups is None else f"{r.median_coups:g}"
-        rate_pct = f"{100 * r.detected / r.runs:.0f} %"
-        out.write(f"| {r.adversary} | {r.detectors} | {r.runs} | {rate_pct} | {median} |\n")
-    by = ", ".join(f"{d}: {n}" for d, n in sorted(false.items())) or "none"
-    out.write(f"\nhonest play: {honest_coups} coups, {sum(false.values())} warning-or-worse alerts "
-              f"= {rate:.2f} false alarms per 10,000 coups ({by})\n")  # fmt: skip
+        ratio = "-"
+        if r.median is not None and r.z_median:
+            ratio = f"{r.median / r.z_median:.2f}"
+        elif r.median is not None and r.label in RULES and not r.z:
+            ratio = "rule"  # a rule or a pattern, no win-rate statistic to compare with
+        elif r.median is not None and len(r.z) < r.runs:
+            ratio = f"< {r.median / r.rounds:.2f}"
+        out.write(f"| {r.label} | {r.params} | {r.detectors} | {r.runs} | {len(r.found)} | {_num(r.median)} "
+                  f"| {_num(r.z_median)} ({len(r.z)}/{r.runs}) | {ratio} |\n")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``monitor-eval [--quick] [--runs N] [--rounds N] [--honest-coups N]``."""
+    """``monitor-eval [--quick | --full] [--runs N] [--rounds N] [--honest-coups N]``."""
     import argparse  # noqa: PLC0415
 
     ap = argparse.ArgumentParser(prog="casino-ledger monitor-eval", description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="a small run for the tests")
-    ap.add_argument("--runs", type=int, default=None, help="runs per adversary (default 20; quick: 1)")
-    ap.add_argument("--rounds", type=int, default=None, help="coups per table per run (default 200)")
-    ap.add_argument("--honest-coups", type=int, default=None, help="honest coups in total (default 10,500)")
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="a small run for the tests (a minute)")
+    size.add_argument("--full", action="store_true", help="the whole evaluation (hours on one core)")
+    ap.add_argument(
+        "--runs", type=int, default=None, help="runs per adversary case (default 3; quick 1; full 10)"
+    )
+    ap.add_argument("--rounds", type=int, default=None, help="coups per adversary run (default: per case)")
+    ap.add_argument(
+        "--honest-coups",
+        type=int,
+        default=None,
+        help="coups per light honest population (default 2,000; quick 150; full 10,000)",
+    )
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    ap.add_argument("--only", action="append", default=[],
+                    help="only this part: 'honest' or an adversary ('shoe bias', ...)")  # fmt: skip
     args = ap.parse_args(argv)
 
-    def pick(given: int | None, quick: int, full: int) -> int:
-        return (quick if args.quick else full) if given is None else given
+    def pick(given: int | None, quick: int, default: int, full: int) -> int:
+        if given is not None:
+            return int(given)
+        return quick if args.quick else full if args.full else default
 
-    runs = pick(args.runs, 1, 20)
-    rounds = pick(args.rounds, 120, 200)
-    honest = pick(args.honest_coups, 300, 10_500)
-    for value in (runs, rounds, honest):
+    runs = pick(args.runs, 1, 3, 10)
+    coups = pick(args.honest_coups, 150, 2_000, 10_000)
+    for value in (runs, coups, *([args.rounds] if args.rounds is not None else [])):
         if value < 1:
             sys.stderr.write("casino-ledger: error: monitor-eval counts must be positive\n")
             return 2
-    honest_runs = max(1, min(honest // (len(TABLES) * 500), 50) or 1)
-    honest_rounds = -(-honest // (len(TABLES) * honest_runs))
-    with progress_on_stderr(len(ADVERSARIES) * runs + honest_runs) as tick:
-        evaluate(runs, rounds, honest_rounds, honest_runs, progress=tick)
+    evaluate(
+        bool(args.quick), runs, args.rounds, coups, progress=not args.no_progress, only=frozenset(args.only)
+    )
     return 0
 
 
-@contextmanager
-def progress_on_stderr(total: int) -> Iterator[Tick]:
-    """Say how far a long run is, on stderr (stdout stays the table): a rich progress bar on a
-    terminal; elsewhere (a log, CI) one line at every tenth of the way, with the minutes so far."""
-    from rich.console import Console  # noqa: PLC0415
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
-
-    console = Console(stderr=True)
-    if console.is_terminal:
-        columns = (TextColumn("monitor-eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.description}"))  # fmt: skip
-        with Progress(*columns, console=console, transient=True) as bar:
-            task = bar.add_task("", total=total)
-            yield lambda what: bar.update(task, advance=1, description=what)
-        return
-    start, done = time.monotonic(), 0
-
-    def line(what: str) -> None:
-        nonlocal done
-        done += 1
-        if done == total or done * 10 // total != (done - 1) * 10 // total:
-            minutes = (time.monotonic() - start) / 60
-            sys.stderr.write(f"monitor-eval: {done} of {total} runs ({what}), {minutes:.1f} min\n")
-
-    yield line
+__all__ = ["evaluate", "main", "z_test"]

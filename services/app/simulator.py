@@ -164,8 +164,11 @@ class Session:
         self.counter += 1
         return name_id("sim", str(self.seed), str(self.counter))
 
-    def command(self, type_: str, table_id: str, payload: dict[str, Any]) -> None:
-        """Write one table command to the table's inbox, as the operator (a card read: as the shoe)."""
+    def command(
+        self, type_: str, table_id: str, payload: dict[str, Any], occurred_at: str | None = None
+    ) -> None:
+        """Write one table command to the table's inbox, as the operator (a card read: as the shoe);
+        ``occurred_at``: its own time (a population's close of betting, :mod:`services.app.populations`)."""
         play = self.plays.get(table_id) if type_ in RESOLVING else None
         if play is not None and play.in_play is not None and self.event_driven:
             # the coup may resolve: every payout due to its bettors elsewhere goes first (settle_due)
@@ -173,7 +176,8 @@ class Session:
                 self.settle_due(account, besides=table_id)
         who = Principal.SHOE if type_ == "CardRead" else Principal.OPERATOR
         env = request(type_, topics.TABLE_INBOX, table_id, {"table_id": table_id, **payload},
-                      event_id=self._id(), occurred_at=self._now(), producer=who.value)  # fmt: skip
+                      event_id=self._id(), occurred_at=occurred_at or self._now(),
+                      producer=who.value)  # fmt: skip
         self.outbox.append(authenticate(env, self.keyring.key(who)))
         if play is not None and play.in_play is not None and not (type_ == "DealCoup" and play.smart):
             play.resolving = env.event_id  # a smart shoe's deal deals nothing: its cards resolve
@@ -470,6 +474,10 @@ class TablePlay:
     resolving: str | None = None
     """The last command written that may resolve the coup in play and whose answer the play has not
     read yet (:meth:`Session.settle_due`)."""
+    close_at: str | None = None
+    """The time of this coup's ``CloseBetting`` when a hook set one (bets timed before the close)."""
+    last_outcome: str = ""
+    """The outcome of the table's last resolved coup (``banker``, ``player``, ``tie``; hooks read it)."""
 
     def __post_init__(self) -> None:
         self.variant = get_variant(self.spec.variant)
@@ -541,7 +549,8 @@ class TablePlay:
             yield from self._placed(env.key, str(env.payload["bet_id"]))
         for account, spot, stake in bets:
             yield from self._bet(account, spot, stake)
-        s.command("CloseBetting", t, {})
+        s.command("CloseBetting", t, {}, occurred_at=self.close_at)
+        self.close_at = None
         late: tuple[str, Envelope] | None = None
         if s.rng.random() < 0.05:  # a late bet: the dealer refuses it and settlement refunds it
             account = s.rng.choice(s.accounts())
@@ -717,6 +726,7 @@ class TablePlay:
                     break
                 if isinstance(event, CoupResolved):
                     self.stop_reached = event.stop_card_reached
+                    self.last_outcome = event.outcome
                     self.in_play = None
                     s.resolved.add(self.coup_id)
                     s.stats["coups"] = s.stats.get("coups", 0) + 1

@@ -254,13 +254,21 @@ def alerts(**o: Any) -> argparse.Namespace:
     return _done("alerts", _handler("services.app.alerts", "cmd_alerts"), **o)
 
 
-@cli.command("monitor-eval", short_help="Measure the monitor against seeded adversaries.")
-@click.option("--quick", is_flag=True, help="A small run (for the tests).")
-@click.option("--runs", type=int, default=None, help="Runs per adversary.  [default: 20]")
-@click.option("--rounds", type=int, default=None, help="Coups per table per run.  [default: 200]")
-@click.option("--honest-coups", type=int, default=None, help="Honest coups in total.  [default: 10,500]")
+@cli.command("monitor-eval", short_help="Measure the monitor against honest players and adversaries.")
+@click.option("--quick", is_flag=True, help="A small run (for the tests: a minute or two).")
+@click.option("--full", is_flag=True, help="The whole evaluation (hours on one core).")
+@click.option(
+    "--runs", type=int, default=None, help="Runs per adversary case.  [default: 3; quick 1; full 10]"
+)
+@click.option("--rounds", type=int, default=None, help="Coups per adversary run.  [default: per case]")
+@click.option("--honest-coups", type=int, default=None,
+              help="Coups per light honest population.  [default: 2,000; quick 150; full 10,000]")  # fmt: skip
+@click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+@click.option("--only", multiple=True, metavar="PART",
+              help="Only this part: 'honest' or an adversary ('shoe bias', 'syndicate', ...); repeatable.")  # fmt: skip
 def monitor_eval(**o: Any) -> argparse.Namespace:
-    """Detection rate, median coups to detection, false alarms per 10,000 honest coups."""
+    """False alarms per 10,000 coups of each honest population; per adversary over its parameter range,
+    coups to detection beside a plain cumulative z >= 5 test on the same log."""
     return _done("monitor-eval", _handler("services.app.alerts", "cmd_monitor_eval"), **o)
 
 

@@ -264,6 +264,11 @@ class Detector(StrEnum):
     PAIRED_PLAY = "paired_play"
     DEPOSIT_STRUCTURING = "deposit_structuring"
     CROSS_TABLE_HEDGE = "cross_table_hedge"
+    """Retired (issue #29): opposite bets at two tables are two independent coups, not a hedge."""
+    ACCOUNT_EDGE = "account_edge"
+    GROUP_EDGE = "group_edge"
+    LATE_BET = "late_bet"
+    IN_AND_OUT = "in_and_out"
 
 
 class Category(StrEnum):
@@ -302,6 +307,10 @@ CATEGORY: Final[Mapping[Detector, Category]] = {
     Detector.PAIRED_PLAY: Category.CHIP_DUMPING,
     Detector.DEPOSIT_STRUCTURING: Category.STRUCTURING,
     Detector.CROSS_TABLE_HEDGE: Category.BET_PATTERN,
+    Detector.ACCOUNT_EDGE: Category.STATISTICAL_OUTLIER,
+    Detector.GROUP_EDGE: Category.STATISTICAL_OUTLIER,
+    Detector.LATE_BET: Category.PAST_POSTING,
+    Detector.IN_AND_OUT: Category.STRUCTURING,
 }
 """The family of each detector, for the back office to group alerts."""
 

@@ -13,12 +13,14 @@ Detectors:
   (:data:`REPORTING_THRESHOLD_MINOR`, within :data:`DEPOSIT_BAND_BPS`), :data:`DEPOSIT_STRUCTURING_AT`
   of them among the account's last :data:`DEPOSIT_WINDOW` deposits. An honest deposit lands in the
   band with probability at most :data:`DEPOSIT_BAND_P0`; the count is derived from the binomial tail.
-* **cross-table hedge** — an even-money stake on one side at one table whose account's latest stake at
-  *another* table, within :data:`CROSS_WINDOW_MS`, was a matched stake (within 5 %) on the other side:
-  the same account holding both risks across tables. Only the latest other-table stake is compared (one
-  candidate per bet, so that the per-bet bound :data:`CROSS_P0` holds). :data:`CROSS_HEDGE_AT` such
-  pairs among its last :data:`CROSS_WINDOW_BETS`
-  bets raise a warning.
+* **in and out** — cash deposited and withdrawn with little play between (issue #29): a withdrawal of
+  at least :data:`IN_AND_OUT_MIN_MINOR` when the account staked less than :data:`IN_AND_OUT_PLAY_BPS`
+  of what it deposited since its last withdrawal (turning cash into a "casino cheque" without gambling
+  it). A rule, not a statistic: the cage's own guidance; honest players who deposit that much play it.
+
+The cross-table hedge of issue #13 is retired: opposite bets at two tables are two independent coups,
+not a hedge (each table's coup is won or lost on its own), and flat players at two tables raised it
+every few dozen coups.
 """
 
 from __future__ import annotations
@@ -31,13 +33,13 @@ from typing import Final
 from pydantic import ValidationError
 
 from services.core import topics
-from services.core.contract import FundsDeposited, Payload, StakeReserved, read_payload
+from services.core.contract import FundsDeposited, FundsWithdrawn, Payload, StakeReserved, read_payload
 from services.core.envelope import Draft, Envelope
 from services.core.ledger import BPS
 from services.core.processor import Event, Reactor
 from services.core.reasons import Detector, DomainError, Severity
 from services.core.values import immutable, replace
-from services.monitor.processor import HEDGE_SIDES, LINK_BAND_BPS, UNREADABLE, Alerts, alert, millis
+from services.monitor.processor import UNREADABLE, Alerts, alert
 from services.monitor.sequential import binomial_tail, binomial_threshold
 
 REPORTING_THRESHOLD_MINOR: Final = 1_000_000
@@ -56,19 +58,11 @@ DEPOSIT_STRUCTURING_AT: Final = binomial_threshold(DEPOSIT_WINDOW, DEPOSIT_BAND_
 """In-band deposits among the last 10 that raise ``deposit_structuring``: the least ``k`` with
 ``10 000 · P(Binomial(10, 1/10) ≥ k) ≤ 1/10`` (at most one deposit checked per coup): 7."""
 
-CROSS_WINDOW_MS: Final = 120_000
-"""Two stakes at different tables within two minutes are held at the same time."""
+IN_AND_OUT_MIN_MINOR: Final = REPORTING_THRESHOLD_MINOR // 2
+"""Withdrawals from this amount (5 000 in major units) are looked at."""
 
-CROSS_P0: Final = Fraction(1, 8)
-"""Honest bound on the chance that a bet at another table within the window stands on the opposite
-even-money side with a matched stake (opposite side at most 1/2, matched stake at most 1/4)."""
-
-CROSS_WINDOW_BETS: Final = 40
-"""Even-money bets of one account looked at together."""
-
-CROSS_HEDGE_AT: Final = binomial_threshold(CROSS_WINDOW_BETS, CROSS_P0, 8 * 10_000)
-"""Cross-table opposite matched pairs among the last 40 bets that raise ``cross_table_hedge``: the
-least ``k`` with ``80 000 · P(Binomial(40, 1/8) ≥ k) ≤ 1/10`` (one check per bet): 18."""
+IN_AND_OUT_PLAY_BPS: Final = 1_000
+"""Staking less than 10 % of the deposits before withdrawing them is "little play"."""
 
 CAGE: Final = "cage"
 """The ``table_id`` of an alert about deposits (they are made at the cashier's cage)."""
@@ -76,12 +70,13 @@ CAGE: Final = "cage"
 
 @immutable
 class Player:
-    """One account: its last deposits ``(event_id, in_band)``, last even-money stakes ``(event_id,
-    table_id, spot, stake_minor, at_ms)`` and whether each made a cross-table hedge."""
+    """One account: its last deposits ``(event_id, in_band)``; since its last withdrawal, the deposits'
+    ids and sum, and what it staked."""
 
     deposits: tuple[tuple[str, bool], ...] = ()
-    stakes: tuple[tuple[str, str, str, int, int], ...] = ()
-    hedges: tuple[bool, ...] = ()
+    cash_in: tuple[str, ...] = ()
+    cash_in_minor: int = 0
+    staked_minor: int = 0
 
 
 @immutable
@@ -100,6 +95,8 @@ def in_band(amount_minor: int) -> bool:
 def on_deposit(player: Player, rec: Envelope, deposited: FundsDeposited) -> tuple[Player, Alerts]:
     """Count the deposit in the window; alert (and forget the window) at the threshold."""
     amount = deposited.amount_minor
+    player = replace(player, cash_in=(*player.cash_in, rec.event_id)[-32:],
+                     cash_in_minor=player.cash_in_minor + amount)  # fmt: skip
     deposits = (*player.deposits, (rec.event_id, in_band(amount)))[-DEPOSIT_WINDOW:]
     hits = [e for e, band in deposits if band]
     if len(hits) < DEPOSIT_STRUCTURING_AT:
@@ -114,39 +111,36 @@ def on_deposit(player: Player, rec: Envelope, deposited: FundsDeposited) -> tupl
                    "in_band_at": DEPOSIT_STRUCTURING_AT, "p0": str(DEPOSIT_BAND_P0)},
         detail=f"{account} deposited just under {REPORTING_THRESHOLD_MINOR} {len(hits)} times"
                f" in {len(deposits)}",
-        honest_probability=f"{float(chance):.3g}",
+        honest_probability=f"{float(chance):.3g}", accounts=[account],
     )  # fmt: skip
     return replace(player, deposits=()), [found]
 
 
 def on_stake(player: Player, rec: Envelope, reserved: StakeReserved) -> tuple[Player, Alerts]:
-    """Look for an opposite matched stake at another table within the window; alert at the count."""
-    spot, table = reserved.spot, reserved.table_id
-    if spot not in HEDGE_SIDES:
-        return player, []
-    stake, at = reserved.amount_minor, millis(rec.occurred_at)
-    last = next((s for s in reversed(player.stakes) if s[1] != table), None)  # the one bet it could hedge
-    hedge = (last is not None and last[2] != spot and at - last[4] <= CROSS_WINDOW_MS
-             and abs(last[3] - stake) * BPS <= max(last[3], stake) * LINK_BAND_BPS)  # fmt: skip
-    partner = last if hedge else None
-    stakes = (*player.stakes, (rec.event_id, table, spot, stake, at))[-CROSS_WINDOW_BETS:]
-    hedges = (*player.hedges, partner is not None)[-CROSS_WINDOW_BETS:]
-    n = sum(hedges)
-    if partner is None or n < CROSS_HEDGE_AT:
-        return replace(player, stakes=stakes, hedges=hedges), []
+    """Count the stake as play."""
+    return replace(player, staked_minor=player.staked_minor + reserved.amount_minor), []
+
+
+def on_withdrawal(player: Player, rec: Envelope, withdrawn: FundsWithdrawn) -> tuple[Player, Alerts]:
+    """A withdrawal: in and out with little play when the deposits since the last one were barely
+    staked (see the module docstring); the account's cash-in record starts again."""
+    amount = withdrawn.amount_minor
+    deposited, staked = player.cash_in_minor, player.staked_minor
+    fresh = replace(player, cash_in=(), cash_in_minor=0, staked_minor=0)
+    little = staked * BPS < deposited * IN_AND_OUT_PLAY_BPS
+    if amount < IN_AND_OUT_MIN_MINOR or not deposited or not little:
+        return fresh, []
     account = rec.key
-    chance = binomial_tail(CROSS_WINDOW_BETS, CROSS_P0, n)
     found = alert(
-        Detector.CROSS_TABLE_HEDGE, Severity.WARNING, table, key=account,
-        subject={"event_ids": [partner[0], rec.event_id], "account_id": account,
-                 "table_ids": sorted({partner[1], table}), "bet_ids": [reserved.bet_id]},
-        observed={"hedged_pairs": n, "bets": len(hedges)},
-        threshold={"hedged_pairs": CROSS_HEDGE_AT, "window_bets": CROSS_WINDOW_BETS,
-                   "window_ms": CROSS_WINDOW_MS, "p0": str(CROSS_P0)},
-        detail=f"{account} held opposite matched stakes at two tables {n} times in {len(hedges)} bets",
-        honest_probability=f"{float(chance):.3g}",
+        Detector.IN_AND_OUT, Severity.WARNING, CAGE, key=account,
+        subject={"event_ids": [*player.cash_in[-31:], rec.event_id], "account_id": account,
+                 "evidence_count": len(player.cash_in) + 1},
+        observed={"deposited_minor": deposited, "staked_minor": staked, "withdrawn_minor": amount},
+        threshold={"withdrawal_min_minor": IN_AND_OUT_MIN_MINOR, "play_bps": IN_AND_OUT_PLAY_BPS},
+        detail=f"{account} withdrew {amount} after depositing {deposited} and staking only {staked}",
+        accounts=[account],
     )  # fmt: skip
-    return Player(player.deposits), [found]
+    return fresh, [found]
 
 
 class AccountMonitor(Reactor[AccountsState]):
@@ -179,6 +173,8 @@ class AccountMonitor(Reactor[AccountsState]):
                 player, out = on_deposit(player, record, payload)
             elif isinstance(payload, StakeReserved):
                 player, out = on_stake(player, record, payload)
+            elif isinstance(payload, FundsWithdrawn):
+                player, out = on_withdrawal(player, record, payload)
             else:
                 return state, []
         except UNREADABLE:

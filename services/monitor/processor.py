@@ -58,11 +58,10 @@ State is bounded: one open coup and one shoe per table, fixed-length windows per
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import field
 from datetime import datetime
 from fractions import Fraction
@@ -78,6 +77,7 @@ from services.core.contract import (
     AnomalyDetected,
     BetAccepted,
     BetRefused,
+    BettingClosed,
     BettingOpened,
     CardDealt,
     CommandRefused,
@@ -98,15 +98,20 @@ from services.core.reasons import CATEGORY, Detector, Severity
 from services.core.trust import PRIMARY_CONSUMER, REFUSALS
 from services.core.values import immutable, replace
 from services.monitor.sequential import (
-    FALSE_ALARMS_PER_10K_TARGET,
+    MICRO,
+    bet_increments,
     binomial_tail,
     binomial_threshold,
     cusum_step,
     cusum_threshold,
+    cusums,
+    level,
     llr_micro,
+    mixture_threshold,
     nats,
     run_length,
     run_probability,
+    share,
 )
 
 # --- thresholds -----------------------------------------------------------------------------------
@@ -217,6 +222,20 @@ class Punter:
     bot: tuple[tuple[str, int, int], ...] = ()
     faced: str = ""
     faced_run: tuple[str, ...] = ()
+    edge: tuple[int, ...] = ()
+    """``account_edge``: the CUSUMs (micro-nats), one per alternative of :data:`EDGE_LAMBDAS`."""
+    edge_run: tuple[tuple[str, str], ...] = ()
+    """``account_edge``: the decided even-money bets ``(coup id, bet id)`` since the CUSUMs last stood at
+    zero (the last :data:`EVIDENCE_MAX`) and ``edge_count`` how many in all."""
+    edge_count: int = 0
+    max_stake: int = 0
+    """The largest even-money stake the account has placed at the table (its stake weights' scale)."""
+    lead: tuple[int, ...] = ()
+    """``late_bet``: the CUSUMs on bets placed in the last second before the close."""
+    lead_run: tuple[tuple[str, str], ...] = ()
+    lead_count: int = 0
+    habit: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """Own side habit: banker bets and even-money bets after a banker win, then after a player win."""
 
 
 @immutable
@@ -247,11 +266,28 @@ class TableWatch:
     """Each account's first bet's delay after the open coup's window opened (ms)."""
     shoe: ShoeWatch | None = None
     punters: Mapping[str, Punter] = field(default_factory=dict)
-    bias_micro: tuple[int, int] = (0, 0)
-    bias_coups: tuple[int, int] = (0, 0)
+    bias: tuple[tuple[int, ...], ...] = ((), ())
+    """``shoe_bias``: per side (banker, player) the CUSUMs over the table's decided coups."""
+    bias_run: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    bias_count: tuple[int, int] = (0, 0)
     opened_at: str = ""
     first_card: str = ""
-    pairs: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    pairs: Mapping[str, Link] = field(default_factory=dict)
+    """``linked_hedge``: the pairs of accounts followed, by ``"a|b"``."""
+    crowd: int = 1
+    """The crowd level (:func:`~services.monitor.sequential.level`) of the bets of a coup: the most the
+    table has seen, rounded up to a power of two (the thresholds per bet follow from it)."""
+    pair_crowd: int = 1
+    """The crowd level of pairs tested in a coup."""
+    last_winner: str = ""
+    """The side that won the table's last decided coup."""
+    bet_at: Mapping[str, int] = field(default_factory=dict)
+    """The open coup's bets' times (ms), by bet id, until the close."""
+    group: tuple[int, ...] = ()
+    """``group_edge``: the CUSUMs over the suspects' majority side."""
+    group_run: tuple[str, ...] = ()
+    group_count: int = 0
+    group_members: Mapping[str, int] = field(default_factory=dict)
 
     def punter(self, account_id: str) -> Punter:
         """The account's record at this table (empty when new)."""
@@ -360,11 +396,17 @@ def alert(
     detail: str,
     honest_probability: str | None = None,
     key: str | None = None,
+    accounts: list[str] | None = None,
 ) -> Alert:
     """An ``AnomalyDetected`` for the table's alert stream (``table_id`` is its key, unless ``key``
     names another: the account stage keys its alerts by account). ``honest_probability``: how
     likely what was seen is under honest play (a bound, as a decimal string), where one is known."""
-    given = {} if honest_probability is None else {"honest_probability": honest_probability}
+    given: dict[str, Any] = {} if honest_probability is None else {"honest_probability": honest_probability}
+    if accounts is None:  # every account the subject names (both of a pair), so a filter finds it from either
+        named = subject.get("account_ids") or [subject.get("account_id")]
+        accounts = [str(a) for a in named if a]
+    if accounts:
+        given["account_ids"] = list(dict.fromkeys(accounts))
     found = AnomalyDetected(
         detector=detector.value, category=CATEGORY[detector].value, severity=severity, table_id=table_id,
         subject=dict(subject), observed=dict(observed), threshold=dict(threshold),
@@ -505,7 +547,7 @@ def win_streak(punter: Punter, wager: Wager, won: bool, rec: Seen) -> tuple[Punt
                  "run_probability_max": str(STREAK_PROBABILITY_MAX)}  # fmt: skip
     detail = f"{wager.account_id} won {n} even-money bets in a row (chance < {STREAK_PROBABILITY_MAX})"
     found = alert(
-        Detector.WIN_STREAK, Severity.WARNING, rec.key, subject=subject,
+        Detector.WIN_STREAK, Severity.INFO, rec.key, subject=subject,
         observed={"consecutive_wins": n}, threshold=threshold, detail=detail,
     )  # fmt: skip
     return replace(punter, streak=()), [found]
@@ -534,7 +576,7 @@ def net_outlier(punter: Punter, wager: Wager, net_minor: int, rec: Seen) -> tupl
                  "min_bets": OUTLIER_MIN_BETS}  # fmt: skip
     detail = f"{wager.account_id} is {net} ahead over {len(window)} bets, z = {z}"
     found = alert(
-        Detector.NET_RESULT_OUTLIER, Severity.WARNING, rec.key,
+        Detector.NET_RESULT_OUTLIER, Severity.INFO, rec.key,
         subject=subject, observed=observed, threshold=threshold, detail=detail,
     )  # fmt: skip
     return replace(punter, window=()), [found]
@@ -645,20 +687,240 @@ def structuring(
 
 # --- sequential and pattern detectors (issue #13) ----------------------------------------------------
 
-BIAS_P0: Final = WIN_PROBABILITY_MAX
-"""Honest bound on either side's share of decided coups (see :data:`WIN_PROBABILITY_MAX`: exact
-enumeration gives at most 50.71 % for banker, 49.32 % for player)."""
+EVIDENCE_MAX: Final = 32
+"""Ids of coups and bets an alert lists as its evidence (the latest; ``evidence_count`` says how many
+there were in all)."""
 
-BIAS_P1: Final = Fraction(3, 4)
-"""The share of decided coups a stacked or biased shoe is tested for (one side winning 3 in 4)."""
+SIDE_P0: Final[Mapping[str, float]] = {"banker": 0.51, "player": 0.497}
+"""Honest bounds on the chance that a side wins a decided coup: banker 50.68 %, player 49.32 % with 8
+decks (:mod:`services.core.baccarat.odds`; 50.71 % for banker with one deck), rounded up by about
+0.3 % for the small swings of a shoe's composition as it is dealt. Every test below errs towards
+silence for any honest chance below these."""
 
-BIAS_H_MICRO: Final = cusum_threshold(2 * 10_000)
-"""``shoe_bias`` CUSUM threshold: two one-sided CUSUMs (banker, player), at most one decided coup per
-coup each, so 20 000 observations per 10 000 coups; ``h = ln(20 000 / (1/10)) ≈ 12.21`` nats gives
-at most 1/10 false alarm per 10 000 honest coups (Lorden: ARL₀ ≥ e^h)."""
+EDGE_LAMBDAS: Final = (0.16, 0.28, 0.45, 0.8, 1.5)
+"""Bet fractions of the betting martingales ``Π(1 + λ·w·(x − p0))`` run as CUSUMs over an account's,
+a table's or a group's decided even-money outcomes: each is the growth-optimal one against a win rate
+of about 55, 57, 60, 65 and 75-90 % (``λ* = (p1 − p0) / (p0 (1 − p0))``), so an edge anywhere in that
+range is found at close to the best rate possible (a CUSUM over several alternatives)."""
 
-BIAS_UP: Final = llr_micro(BIAS_P1, BIAS_P0)
-BIAS_DOWN: Final = llr_micro(1 - BIAS_P1, 1 - BIAS_P0)
+SUSPECT_MICRO: Final = 1_000_000
+"""An account whose ``account_edge`` CUSUM is at least 1 nat is a *suspect* for ``group_edge``."""
+
+LATE_MS: Final = 1_000
+"""A bet placed less than this before the close is a last-second bet."""
+
+LATE_P0: Final = 0.06
+"""Honest bound on the share of last-second bets (docs/monitoring.md: humans bet seconds before the
+close; at most 5 % of bets come in the last second, and none in its last half at a live table)."""
+
+LATE_LAMBDAS: Final = (4.0, 9.0, 14.0)
+"""Bet fractions against a last-second share of about 30, 60 and 90 % (``λ < 1/p0``)."""
+
+LINK_MAX_BETTORS: Final = 64
+"""Pairs are tested in coups with at most this many single-sided even-money bettors (2 016 pairs); in a
+bigger crowd every side is full of strangers and the quadratic scan is left out (docs/monitoring.md)."""
+
+LINK_MIN_HISTORY: Final = 6
+"""Bets of an account (after the same previous winner) before its side habit is trusted."""
+
+LINK_Q_MAX: Final = 0.75
+"""Pairs whose own habits make opposite sides this likely or more are not tested: two loyal players on
+opposite sides are explained by their habits, whatever they do."""
+
+LINK_MARGIN: Final = 0.1
+"""Added to the chance of opposite sides predicted by the two habits (an estimate), erring to silence."""
+
+LINK_LAMBDAS: Final = (0.5, 0.95)
+"""Fractions of ``1/q`` bet on "opposite" (``q``: the predicted chance)."""
+
+LINK_KEPT: Final = 4096
+"""Pairs followed per table; beyond it the longest unseen are forgotten."""
+
+
+@immutable
+class Link:
+    """A pair of accounts at a table: the CUSUMs of its dependence test, its last coup number, and its
+    evidence (``(coup id, bet id of a, bet id of b)``, the last :data:`EVIDENCE_MAX`) and count."""
+
+    stats: tuple[int, ...] = ()
+    seen: int = 0
+    run: tuple[tuple[str, str, str], ...] = ()
+    count: int = 0
+
+
+def _evidence(run: tuple[Any, ...], item: Any, stats: tuple[int, ...]) -> tuple[Any, ...]:
+    """The run of evidence after one more observation: empty when every CUSUM stands at zero."""
+    return (*run, item)[-EVIDENCE_MAX:] if any(stats) else ()
+
+
+def _bets_subject(
+    rec: Seen, account: str, coup_id: str, run: tuple[tuple[str, str], ...], count: int
+) -> dict[str, Any]:
+    """An alert's subject naming its evidence: the bets (and their coups) of the run, and how many."""
+    bets, coups = [b for _, b in run], [c for c, _ in run]
+    return {"event_ids": [rec.event_id], "account_id": account, "coup_id": coup_id,
+            "bet_ids": bets, "coup_ids": coups, "evidence_count": count}  # fmt: skip
+
+
+def _stats(stats: tuple[int, ...], n: int) -> tuple[int, ...]:
+    return stats or (0,) * n
+
+
+def account_edge(t: TableWatch, punter: Punter, wager: Wager, won: bool, rec: Seen) -> tuple[Punter, Alerts]:
+    """One decided even-money bet into the account's stake-weighted CUSUMs (weight: the stake over the
+    account's largest at the table, fixed before the outcome); alert and restart at the threshold."""
+    max_stake = max(punter.max_stake, wager.stake_minor)
+    weight = wager.stake_minor / max_stake
+    incs = bet_increments(EDGE_LAMBDAS, weight, int(won), SIDE_P0[wager.spot])
+    stats = cusums(_stats(punter.edge, len(EDGE_LAMBDAS)), incs)
+    run = _evidence(punter.edge_run, (str(rec.coup_id), wager.bet_id), stats)
+    count = punter.edge_count + 1 if any(stats) else 0
+    punter = replace(punter, edge=stats, edge_run=run, edge_count=count, max_stake=max_stake)
+    h = mixture_threshold(len(EDGE_LAMBDAS), t.crowd, Detector.ACCOUNT_EDGE)
+    if max(stats) < h:
+        return punter, []
+    account = wager.account_id
+    subject = _bets_subject(rec, account, str(rec.coup_id), run, count)
+    observed = {"cusum_nats": nats(max(stats)), "bets": count}
+    threshold = {"cusum_nats": nats(h), "p0": {k: str(v) for k, v in SIDE_P0.items()},
+                 "lambdas": [str(x) for x in EDGE_LAMBDAS], "crowd_level": t.crowd,
+                 "false_alarms_per_10k": str(share(Detector.ACCOUNT_EDGE))}  # fmt: skip
+    detail = f"{account} wins more even-money bets than the odds allow: {count} bets, {nats(max(stats))} nats"
+    found = alert(
+        Detector.ACCOUNT_EDGE, Severity.WARNING, rec.key, subject=subject, observed=observed,
+        threshold=threshold, detail=detail, honest_probability=f"{math.exp(-max(stats) / MICRO):.3g}",
+        accounts=[account],
+    )  # fmt: skip
+    return replace(punter, edge=(), edge_run=(), edge_count=0), [found]
+
+
+def shoe_bias(t: TableWatch, winner: str, rec: Seen) -> tuple[TableWatch, Alerts]:
+    """The table's decided coups into two sets of CUSUMs (banker, player), kept across shoes: a stacked
+    or slowly biased shoe makes one side win more than the odds allow. Alerts and restarts."""
+    if winner not in EVEN_MONEY_SPOTS:
+        return t, []
+    out: Alerts = []
+    bias, runs, counts = list(t.bias), list(t.bias_run), list(t.bias_count)
+    h = mixture_threshold(len(EDGE_LAMBDAS), 2, Detector.SHOE_BIAS)
+    for i, side in enumerate(EVEN_MONEY_SPOTS):
+        incs = bet_increments(EDGE_LAMBDAS, 1.0, int(winner == side), SIDE_P0[side])
+        stats = cusums(_stats(bias[i], len(EDGE_LAMBDAS)), incs)
+        runs[i] = _evidence(runs[i], str(rec.coup_id), stats)
+        counts[i] = counts[i] + 1 if any(stats) else 0
+        bias[i] = stats
+        if max(stats) < h:
+            continue
+        subject = {"event_ids": [rec.event_id], "coup_id": rec.coup_id, "shoe_id": rec.shoe_id,
+                   "coup_ids": list(runs[i]), "evidence_count": counts[i]}  # fmt: skip
+        observed = {"side": side, "cusum_nats": nats(max(stats)), "coups_in_run": counts[i]}
+        threshold = {"cusum_nats": nats(h), "p0": str(SIDE_P0[side]),
+                     "lambdas": [str(x) for x in EDGE_LAMBDAS],
+                     "false_alarms_per_10k": str(share(Detector.SHOE_BIAS))}  # fmt: skip
+        detail = (
+            f"{side} wins more decided coups than the odds allow ({counts[i]} coups, {nats(max(stats))} nats)"
+        )
+        out.append(alert(
+            Detector.SHOE_BIAS, Severity.WARNING, rec.key, subject=subject, observed=observed,
+            threshold=threshold, detail=detail, honest_probability=f"{math.exp(-max(stats) / MICRO):.3g}",
+        ))  # fmt: skip
+        bias[i], runs[i], counts[i] = (), (), 0
+    return replace(t, bias=(bias[0], bias[1]), bias_run=(runs[0], runs[1]),
+                   bias_count=(counts[0], counts[1])), out  # fmt: skip
+
+
+def group_edge(t: TableWatch, coup: Coup, winner: str, rec: Seen) -> tuple[TableWatch, Alerts]:
+    """The suspects' majority side (suspects: accounts whose own edge CUSUM stands at
+    :data:`SUSPECT_MICRO` or more before the coup; weight: the stake margin of that side over the
+    other) into the table's group CUSUMs: a syndicate whose members each stay under their own
+    threshold pools its evidence here. Sound whoever the suspects are: the choice is made before the
+    outcome and one coup is one observation, however many bet it."""
+    if winner not in EVEN_MONEY_SPOTS:
+        return t, []
+    stakes = {"banker": 0, "player": 0}
+    members: dict[str, list[str]] = {"banker": [], "player": []}
+    for w in coup.wagers:
+        if w.spot in stakes:
+            p = t.punters.get(w.account_id)
+            if p is not None and p.edge and max(p.edge) >= SUSPECT_MICRO:
+                stakes[w.spot] += w.stake_minor
+                members[w.spot].append(w.account_id)
+    total = stakes["banker"] + stakes["player"]
+    if total == 0:
+        return t, []
+    side = "banker" if stakes["banker"] >= stakes["player"] else "player"
+    weight = abs(stakes["banker"] - stakes["player"]) / total
+    incs = bet_increments(EDGE_LAMBDAS, weight, int(winner == side), SIDE_P0[side])
+    stats = cusums(_stats(t.group, len(EDGE_LAMBDAS)), incs)
+    run = _evidence(t.group_run, str(rec.coup_id), stats)
+    count = t.group_count + 1 if any(stats) else 0
+    group = dict(t.group_members) if any(stats) else {}
+    for a in members[side]:
+        group[a] = group.get(a, 0) + 1
+    if len(group) > 4 * EVIDENCE_MAX:
+        group = dict(sorted(group.items(), key=lambda kv: (-kv[1], kv[0]))[:EVIDENCE_MAX])
+    t = replace(t, group=stats, group_run=run, group_count=count, group_members=group)
+    h = mixture_threshold(len(EDGE_LAMBDAS), 1, Detector.GROUP_EDGE)
+    if max(stats) < h:
+        return t, []
+    named = [a for a, _ in sorted(group.items(), key=lambda kv: (-kv[1], kv[0]))][:EVIDENCE_MAX]
+    subject = {"event_ids": [rec.event_id], "coup_id": rec.coup_id, "coup_ids": list(run),
+               "evidence_count": count, "account_ids": named,
+               "account_id": named[0] if named else None}  # fmt: skip
+    observed = {
+        "cusum_nats": nats(max(stats)),
+        "coups": count,
+        "bets_by_account": {a: group[a] for a in named},
+    }
+    threshold = {"cusum_nats": nats(h), "suspect_nats": nats(SUSPECT_MICRO),
+                 "lambdas": [str(x) for x in EDGE_LAMBDAS],
+                 "false_alarms_per_10k": str(share(Detector.GROUP_EDGE))}  # fmt: skip
+    detail = (
+        f"accounts betting together win more than the odds allow: {', '.join(named[:6])} over {count} coups"
+    )
+    found = alert(
+        Detector.GROUP_EDGE, Severity.WARNING, rec.key, subject=subject, observed=observed,
+        threshold=threshold, detail=detail, honest_probability=f"{math.exp(-max(stats) / MICRO):.3g}",
+        accounts=named,
+    )  # fmt: skip
+    return replace(t, group=(), group_run=(), group_count=0, group_members={}), [found]
+
+
+def late_bets(t: TableWatch, closed_ms: int, rec: Seen) -> tuple[TableWatch, Alerts]:
+    """At the close of betting: each accepted bet's lead before the close into its account's CUSUMs on
+    last-second bets (under :data:`LATE_MS`); alert and restart at the threshold."""
+    coup = t.coup
+    if coup is None or not t.bet_at:
+        return t, []
+    out: Alerts = []
+    h = mixture_threshold(len(LATE_LAMBDAS), t.crowd, Detector.LATE_BET)
+    for w in coup.wagers:
+        at = t.bet_at.get(w.bet_id)
+        if at is None:
+            continue
+        lead = closed_ms - at
+        p = t.punter(w.account_id)
+        stats = cusums(
+            _stats(p.lead, len(LATE_LAMBDAS)), bet_increments(LATE_LAMBDAS, 1.0, int(lead < LATE_MS), LATE_P0)
+        )
+        run = _evidence(p.lead_run, (coup.coup_id, w.bet_id), stats)
+        count = p.lead_count + 1 if any(stats) else 0
+        if max(stats) < h:
+            if any(stats) or any(p.lead):  # an honest bettor's CUSUMs mostly stay at zero: nothing to keep
+                t = t.with_punter(w.account_id, replace(p, lead=stats, lead_run=run, lead_count=count))
+            continue
+        subject = _bets_subject(rec, w.account_id, coup.coup_id, run, count)
+        observed = {"cusum_nats": nats(max(stats)), "bets": count, "lead_ms": lead}
+        threshold = {"cusum_nats": nats(h), "late_ms": LATE_MS, "p0": str(LATE_P0),
+                     "false_alarms_per_10k": str(share(Detector.LATE_BET))}  # fmt: skip
+        detail = f"{w.account_id} bets in the last second before the close far too often ({count} bets)"
+        out.append(alert(
+            Detector.LATE_BET, Severity.WARNING, rec.key, subject=subject, observed=observed,
+            threshold=threshold, detail=detail, honest_probability=f"{math.exp(-max(stats) / MICRO):.3g}",
+            accounts=[w.account_id],
+        ))  # fmt: skip
+        t = t.with_punter(w.account_id, replace(p, lead=(), lead_run=(), lead_count=0))
+    return replace(t, bet_at={}), out
+
 
 EDGE_RANKS: Final = frozenset("789")
 """First cards that favour player (a 7, 8 or 9 to player's first hand): what an edge sorter sees."""
@@ -686,71 +948,35 @@ BOT_REPEAT_MAX: Final = Fraction(1, 4)
 timing to within :data:`BOT_JITTER_MS` (each at most 1/2; a human's reaction time varies by far more
 than 50 ms)."""
 
-BOT_RUN: Final = run_length(BOT_REPEAT_MAX, 8 * 10_000)
-"""Consecutive identical (stake, timing) bets that raise ``bot_regularity``: the least ``k`` with
-``80 000 · (1/4)^k ≤ 1/10`` (one check per bet, at most 8 per coup): 10."""
-
-LINK_BAND_BPS: Final = 500
-"""Two stakes are "matched" when they differ by at most 5 % of the larger."""
-
-LINK_P0: Final = Fraction(1, 8)
-"""Honest bound on the chance that two given accounts at a coup stand on opposite even-money sides
-with matched stakes (each side at most 1/2 for each, a matched stake at most 1/2)."""
-
-LINK_WINDOW_COUPS: Final = 50
-"""Matched opposite stakes by one pair count together within this many coups."""
-
-LINK_AT: Final = binomial_threshold(LINK_WINDOW_COUPS, LINK_P0, 4 * 10_000)
-"""Matched opposite coups of one pair within the window that raise ``linked_hedge``: the least ``k``
-with ``40 000 · P(Binomial(50, 1/8) ≥ k) ≤ 1/10`` (at most 4 matched pairs checked per coup): 20."""
+BOT_RUN: Final = run_length(BOT_REPEAT_MAX, 8 * 10_000, share(Detector.BOT_REGULARITY))
+"""Consecutive identical (stake, timing) bets that raise ``bot_regularity`` at a table of up to 8 bets
+a coup: the least ``k`` with ``80 000 · (1/4)^k ≤ 1/20`` (its share of the budget; one check per bet):
+11. A more crowded table needs more (the crowd level's count of checks)."""
 
 PAIR_REPEAT_MAX: Final = Fraction(1, 2)
 """Honest bound on the chance that a punter at a player-banked game faces the same banker as at his
 previous coup there (the bank passes from player to player)."""
 
-PAIR_RUN: Final = run_length(PAIR_REPEAT_MAX, 8 * 10_000)
+PAIR_RUN: Final = run_length(PAIR_REPEAT_MAX, 8 * 10_000, share(Detector.PAIRED_PLAY))
 """Consecutive coups against the same banker that raise ``paired_play`` (chip dumping): the least
-``k`` with ``80 000 · (1/2)^k ≤ 1/10``: 20."""
+``k`` with ``80 000 · (1/2)^k ≤ 1/20`` (its share of the budget): 21."""
 
 
-def shoe_bias(t: TableWatch, winner: str, rec: Seen) -> tuple[TableWatch, Alerts]:
-    """Two one-sided CUSUMs on the decided coups' winner (banker, player): a stacked or slowly biased
-    shoe makes one side win far more than the exact odds allow. Alerts and restarts at the threshold."""
-    if winner not in EVEN_MONEY_SPOTS:
-        return t, []
-    out: Alerts = []
-    stats, coups = list(t.bias_micro), list(t.bias_coups)
-    for i, side in enumerate(EVEN_MONEY_SPOTS):
-        s = cusum_step(stats[i], BIAS_UP if winner == side else BIAS_DOWN)
-        coups[i] = coups[i] + 1 if s > 0 else 0
-        stats[i] = s
-        if s >= BIAS_H_MICRO:
-            subject = {"event_ids": [rec.event_id], "coup_id": rec.coup_id,
-                       "shoe_id": rec.shoe_id}  # fmt: skip
-            observed = {"side": side, "cusum_nats": nats(s), "coups_in_run": coups[i]}
-            threshold = {"cusum_nats": nats(BIAS_H_MICRO), "p0": str(BIAS_P0), "p1": str(BIAS_P1),
-                         "false_alarms_per_10k": str(FALSE_ALARMS_PER_10K_TARGET)}  # fmt: skip
-            detail = f"{side} wins far more decided coups than the odds allow (CUSUM {nats(s)} nats)"
-            out.append(alert(
-                Detector.SHOE_BIAS, Severity.WARNING, rec.key, subject=subject, observed=observed,
-                threshold=threshold, detail=detail, honest_probability=f"{math.exp(-s / 1e6):.3g}",
-            ))  # fmt: skip
-            stats[i], coups[i] = 0, 0
-    return replace(t, bias_micro=(stats[0], stats[1]), bias_coups=(coups[0], coups[1])), out
-
-
-def edge_sorting(punter: Punter, wager: Wager, first_card: str, rec: Seen) -> tuple[Punter, Alerts]:
+def edge_sorting(
+    punter: Punter, wager: Wager, first_card: str, rec: Seen, crowd: int = 8
+) -> tuple[Punter, Alerts]:
     """CUSUM over an account's player bets: does the coup's first card (dealt after the bet) favour
     player far more often than chance? Alerts and restarts at :data:`EDGE_H_MICRO`."""
     hit = first_card[:1] in EDGE_RANKS
     s = cusum_step(punter.edge_micro, EDGE_UP if hit else EDGE_DOWN)
     bets = (*punter.edge_bets, wager.bet_id)[-64:] if s > 0 else ()
-    if s < EDGE_H_MICRO:
+    h = max(EDGE_H_MICRO, cusum_threshold(crowd * 10_000, share(Detector.EDGE_SORTING)))
+    if s < h:
         return replace(punter, edge_micro=s, edge_bets=bets), []
     subject = {"event_ids": [rec.event_id], "bet_ids": list(bets), "account_id": wager.account_id,
                "coup_id": rec.coup_id}  # fmt: skip
     observed = {"cusum_nats": nats(s), "bets_in_run": len(bets), "first_card": first_card}
-    threshold = {"cusum_nats": nats(EDGE_H_MICRO), "p0": str(EDGE_P0), "p1": str(EDGE_P1),
+    threshold = {"cusum_nats": nats(h), "p0": str(EDGE_P0), "p1": str(EDGE_P1),
                  "ranks": sorted(EDGE_RANKS)}  # fmt: skip
     detail = f"{wager.account_id}'s player bets come with a 7, 8 or 9 first card far too often"
     found = alert(
@@ -760,89 +986,130 @@ def edge_sorting(punter: Punter, wager: Wager, first_card: str, rec: Seen) -> tu
     return replace(punter, edge_micro=0, edge_bets=()), [found]
 
 
-def bot_regularity(punter: Punter, wager: Wager, delay_ms: int, rec: Seen) -> tuple[Punter, Alerts]:
+def bot_regularity(
+    punter: Punter, wager: Wager, delay_ms: int, rec: Seen, crowd: int = 8
+) -> tuple[Punter, Alerts]:
     """An account's first bet of each coup: the same stake and the same timing after the window opened
     (within :data:`BOT_JITTER_MS`) :data:`BOT_RUN` coups in a row."""
     run = punter.bot
     if run and (run[-1][1] != wager.stake_minor or abs(run[-1][2] - delay_ms) > BOT_JITTER_MS):
         run = ()
-    run = (*run, (wager.bet_id, wager.stake_minor, delay_ms))[-BOT_RUN:]
-    if len(run) < BOT_RUN:
+    needed = max(BOT_RUN, run_length(BOT_REPEAT_MAX, crowd * 10_000, share(Detector.BOT_REGULARITY)))
+    run = (*run, (wager.bet_id, wager.stake_minor, delay_ms))[-needed:]
+    if len(run) < needed:
         return replace(punter, bot=run), []
     subject = {"event_ids": [rec.event_id], "bet_ids": [b for b, _, _ in run],
                "account_id": wager.account_id, "coup_id": rec.coup_id}  # fmt: skip
     observed = {"bets": len(run), "stake_minor": wager.stake_minor, "delays_ms": [d for _, _, d in run]}
-    threshold = {"run": BOT_RUN, "jitter_ms": BOT_JITTER_MS, "repeat_probability_max": str(BOT_REPEAT_MAX)}
+    threshold = {"run": needed, "jitter_ms": BOT_JITTER_MS, "repeat_probability_max": str(BOT_REPEAT_MAX)}
     detail = (
         f"{wager.account_id} bet {wager.stake_minor} about {delay_ms} ms after the window opened, "
         f"{len(run)} coups in a row"
     )
     found = alert(
         Detector.BOT_REGULARITY, Severity.WARNING, rec.key, subject=subject, observed=observed,
-        threshold=threshold, detail=detail, honest_probability=run_probability(BOT_REPEAT_MAX, BOT_RUN - 1),
+        threshold=threshold, detail=detail, honest_probability=run_probability(BOT_REPEAT_MAX, needed - 1),
     )  # fmt: skip
     return replace(punter, bot=()), [found]
 
 
-def _matched(a: int, b: int) -> bool:
-    return abs(a - b) * BPS <= max(a, b) * LINK_BAND_BPS
+def _banker_share(habit: tuple[int, int, int, int], after: str) -> float | None:
+    """The account's own chance of betting banker after ``after`` won (Laplace), or ``None`` if it has
+    not bet often enough in that case."""
+    b, n = (habit[0], habit[1]) if after == "banker" else (habit[2], habit[3])
+    return None if n < LINK_MIN_HISTORY else (b + 1) / (n + 2)
 
 
-def _opposite_matched(single: Mapping[str, tuple[str, int]]) -> Iterator[tuple[str, str]]:
-    """Every pair ``(a, b)``, ``a < b``, of accounts on different sides with matched stakes
-    (``single``: each account's one side and stake), in the order of ``a``, then ``b``: the pairs a
-    scan of all ``(a, b)`` keeps, found through the accounts of each side and stake instead (a speed
-    table's 4,300 single-sided players are 9.2 million pairs to scan a coup, of which 526,000 match:
-    1.35 CPU s a coup, most of the monitor's time there). One way for every coup: keeping the scan for
-    a demo's few bettors saved 0.24 % of ``bench pipeline``'s instructions, not worth a second
-    algorithm to keep equal to this one."""
-    by_stake: dict[tuple[str, int], list[str]] = {}
-    for account, side_stake in single.items():
-        by_stake.setdefault(side_stake, []).append(account)
-    for accounts in by_stake.values():
-        accounts.sort()
-    groups = sorted(by_stake.items())
-    for a in sorted(single):
-        sa, ma = single[a]
-        after = [accounts[bisect.bisect_right(accounts, a) :] for (sb, mb), accounts in groups
-                 if sb != sa and _matched(ma, mb)]  # fmt: skip
-        yield from ((a, b) for b in (after[0] if len(after) == 1 else heapq.merge(*after)))
+def _with_habit(habit: tuple[int, int, int, int], after: str, side: str) -> tuple[int, int, int, int]:
+    banker = int(side == "banker")
+    if after == "banker":
+        return (habit[0] + banker, habit[1] + 1, habit[2], habit[3])
+    if after == "player":
+        return (habit[0], habit[1], habit[2] + banker, habit[3] + 1)
+    return habit
+
+
+def _link_alert(pair: tuple[str, str], link: Link, *, q: float, h: int, coup_id: str, rec: Seen) -> Alert:
+    """The ``linked_hedge`` alert of the pair ``a``, ``b`` (both named, with the bets of the run)."""
+    (a, b), run, count = pair, link.run, link.count
+    subject = {"event_ids": [rec.event_id], "account_ids": [a, b], "account_id": a, "coup_id": coup_id,
+               "coup_ids": [c for c, _, _ in run], "bet_ids": [x for _, p, r in run for x in (p, r)],
+               "evidence_count": count}  # fmt: skip
+    stat = max(link.stats)
+    observed = {"cusum_nats": nats(stat), "coups": count, "opposite_predicted": f"{q - LINK_MARGIN:.3f}"}
+    threshold = {"cusum_nats": nats(h), "margin": str(LINK_MARGIN), "q_max": str(LINK_Q_MAX),
+                 "false_alarms_per_10k": str(share(Detector.LINKED_HEDGE))}  # fmt: skip
+    detail = f"{a} and {b} take opposite sides far more often than their habits explain ({count} coups)"
+    return alert(
+        Detector.LINKED_HEDGE, Severity.WARNING, rec.key, subject=subject, observed=observed,
+        threshold=threshold, detail=detail, honest_probability=f"{math.exp(-stat / MICRO):.3g}",
+        accounts=[a, b],
+    )  # fmt: skip
+
+
+def _singles(coup: Coup) -> dict[str, tuple[str, int, str]]:
+    """The coup's accounts on one even-money side only: their side, stake and (last) bet id."""
+    single: dict[str, tuple[str, int, str]] = {}
+    both: set[str] = set()
+    for w in coup.wagers:
+        if w.spot in HEDGE_SIDES:
+            known = single.get(w.account_id)
+            if known is not None and known[0] != w.spot:
+                both.add(w.account_id)
+            stake = w.stake_minor + (known[1] if known else 0)
+            single[w.account_id] = (w.spot, stake, w.bet_id)
+    return {a: v for a, v in single.items() if a not in both}
 
 
 def linked_hedge(t: TableWatch, coup: Coup, rec: Seen) -> tuple[TableWatch, Alerts]:
-    """At the coup's end: pairs of accounts on opposite even-money sides with matched stakes; a pair
-    matched :data:`LINK_AT` times within :data:`LINK_WINDOW_COUPS` coups is a linked hedge."""
-    sides: dict[str, dict[str, int]] = {}
-    for w in coup.wagers:
-        if w.spot in HEDGE_SIDES:
-            sides.setdefault(w.account_id, {}).setdefault(w.spot, 0)
-            sides[w.account_id][w.spot] += w.stake_minor
-    single = {a: next(iter(s.items())) for a, s in sides.items() if len(s) == 1}
-    if len(single) < 2:
+    """At the coup's end: for each pair of single-sided even-money bettors, whether they stood on
+    opposite sides, against the chance their own habits give it (each account's share of banker bets
+    after the same previous winner, independent of the other's): a CUSUM per pair on the excess, the
+    stakes left aside (a dumper's stake may be split or set apart from its partner's). Two loyal
+    players on opposite sides, or two
+    players following the last winner, are explained by their habits and never tested. (Each account's
+    habit is then updated by :func:`on_coup_resolved` with the coup's other per-bet updates.)"""
+    single = _singles(coup)
+    after = t.last_winner
+    if after not in EVEN_MONEY_SPOTS or not 2 <= len(single) <= LINK_MAX_BETTORS:
         return t, []
+    return _test_pairs(t, single, after, coup, rec)
+
+
+def _test_pairs(
+    t: TableWatch, single: dict[str, tuple[str, int, str]], after: str, coup: Coup, rec: Seen
+) -> tuple[TableWatch, Alerts]:
+    """:func:`linked_hedge`'s test of every pair whose habits are known (see there)."""
+    shares = {a: f for a in single if (f := _banker_share(t.punter(a).habit, after)) is not None}
+    known = sorted(shares)
     pairs = dict(t.pairs)
     out: Alerts = []
-    since = coup.number - LINK_WINDOW_COUPS
-    for a, b in _opposite_matched(single):
-        key = f"{a}|{b}"
-        seen = (*(c for c in pairs.get(key, ()) if c > since), coup.number)
-        pairs[key] = seen
-        if len(seen) < LINK_AT:
-            continue
-        del pairs[key]
-        subject = {"event_ids": [rec.event_id], "account_ids": [a, b], "account_id": a,
-                   "coup_id": coup.coup_id}  # fmt: skip
-        observed = {"matched_coups": len(seen), "window_coups": LINK_WINDOW_COUPS}
-        threshold = {"matched_coups": LINK_AT, "p0": str(LINK_P0), "band_bps": LINK_BAND_BPS}
-        chance = binomial_tail(LINK_WINDOW_COUPS, LINK_P0, len(seen))
-        detail = f"{a} and {b} took opposite sides with matched stakes {len(seen)} times"
-        out.append(alert(
-            Detector.LINKED_HEDGE, Severity.WARNING, rec.key, subject=subject, observed=observed,
-            threshold=threshold, detail=detail, honest_probability=f"{float(chance):.3g}",
-        ))  # fmt: skip
-    for key in [k for k, v in pairs.items() if v[-1] <= since]:
-        del pairs[key]
-    return replace(t, pairs=pairs), out
+    crowd = max(t.pair_crowd, level(len(known) * (len(known) - 1) // 2))
+    h = mixture_threshold(len(LINK_LAMBDAS), crowd, Detector.LINKED_HEDGE)
+    for i, a in enumerate(known):
+        fa, (sa, _, ba) = shares[a], single[a]
+        for b in known[i + 1 :]:
+            fb, (sb, _, bb) = shares[b], single[b]
+            q = fa * (1 - fb) + (1 - fa) * fb
+            y = int(sa != sb)
+            key = f"{a}|{b}"
+            link = pairs.get(key)
+            if q > LINK_Q_MAX or (link is None and not y):
+                continue
+            link = link or Link()
+            q = min(1.0, q + LINK_MARGIN)
+            incs = tuple(math.floor(math.log1p(lam / q * (y - q)) * MICRO) for lam in LINK_LAMBDAS)
+            stats = cusums(_stats(link.stats, len(LINK_LAMBDAS)), incs)
+            run = _evidence(link.run, (coup.coup_id, ba, bb), stats)
+            found = Link(stats, coup.number, run, link.count + 1 if any(stats) else 0)
+            if max(stats) < h:
+                pairs[key] = found
+                continue
+            pairs[key] = Link((), coup.number, (), 0)
+            out.append(_link_alert((a, b), found, q=q, h=h, coup_id=coup.coup_id, rec=rec))
+    if len(pairs) > LINK_KEPT:
+        pairs = dict(sorted(pairs.items(), key=lambda kv: (-kv[1].seen, kv[0]))[: LINK_KEPT * 3 // 4])
+    return replace(t, pairs=pairs, pair_crowd=crowd), out
 
 
 def paired_play(punter: Punter, wager: Wager, banker: str, rec: Seen) -> tuple[Punter, Alerts]:
@@ -900,7 +1167,7 @@ def on_betting_opened(t: TableWatch, opened: BettingOpened, rec: Seen) -> tuple[
     number = t.coups + 1
     coup = replace(coup_opened(opened, rec.occurred_at), number=number)
     return replace(t, coups=number, coup=coup, hedged=frozenset(), delays={}, opened_at=rec.occurred_at,
-                   first_card=""), []  # fmt: skip
+                   first_card="", bet_at={}), []  # fmt: skip
 
 
 def on_bet_accepted(t: TableWatch, bet: BetAccepted, rec: Seen) -> tuple[TableWatch, Alerts]:
@@ -910,15 +1177,25 @@ def on_bet_accepted(t: TableWatch, bet: BetAccepted, rec: Seen) -> tuple[TableWa
         t = replace(t, coup=Coup(bet.coup_id, t.coups, "betting", ""), hedged=frozenset(), delays={})
     assert t.coup is not None
     hedged, out = hedged_bets(t.coup, t.hedged, wager, rec)
-    t = replace(t, coup=t.coup.accept(wager), hedged=hedged)
+    at = {**t.bet_at, wager.bet_id: millis(rec.occurred_at)}
     max_minor = t.max_minor.get(wager.spot)
     punter, more = structuring(t.punter(wager.account_id), wager, max_minor, t.coups, rec)
+    delays = t.delays
     if wager.account_id not in t.delays and t.opened_at and wager.spot in HEDGE_SIDES:
-        delay = millis(rec.occurred_at) - millis(t.opened_at)
-        t = replace(t, delays={**t.delays, wager.account_id: delay})
-        punter, bot = bot_regularity(punter, wager, delay, rec)
+        delay = at[wager.bet_id] - millis(t.opened_at)
+        delays = {**t.delays, wager.account_id: delay}
+        punter, bot = bot_regularity(punter, wager, delay, rec, t.crowd)
         more = more + bot
+    t = replace(t, coup=t.coup.accept(wager), hedged=hedged, bet_at=at, delays=delays)
     return t.with_punter(wager.account_id, punter), out + more
+
+
+def on_betting_closed(t: TableWatch, closed: BettingClosed, rec: Seen) -> tuple[TableWatch, Alerts]:
+    """The close of betting: each bet's lead before it (last-second bets)."""
+    if t.coup is None or t.coup.coup_id != closed.coup_id:
+        return replace(t, bet_at={}), []
+    t = replace(t, crowd=max(t.crowd, level(len(t.coup.wagers))))
+    return late_bets(t, millis(rec.occurred_at), rec)
 
 
 def on_bet_refused(t: TableWatch, refused: BetRefused, rec: Seen) -> tuple[TableWatch, Alerts]:
@@ -961,26 +1238,38 @@ def on_coup_resolved(t: TableWatch, resolved: CoupResolved, rec: Seen) -> tuple[
                 out += found
     if config.variant not in STATISTICAL_VARIANTS:
         return t, out
+    if len(coup.wagers) > t.crowd:
+        t = replace(t, crowd=level(len(coup.wagers)))
+    winner = resolved.outcome
     t, more = linked_hedge(t, coup, rec)
     out += more
-    t, more = shoe_bias(t, resolved.outcome, rec)
+    t, more = shoe_bias(t, winner, rec)
+    out += more
+    t, more = group_edge(t, coup, winner, rec)
     out += more
     variant = get_variant(config.variant)
     result = result_of(resolved, variant.hands(config))
+    single = _singles(coup) if t.last_winner in EVEN_MONEY_SPOTS else {}
     for wager in coup.wagers:
-        if wager.spot == "player" and t.first_card:
-            punter, found = edge_sorting(t.punter(wager.account_id), wager, t.first_card, rec)
-            t = t.with_punter(wager.account_id, punter)
-            out += found
         if wager.spot not in EVEN_MONEY_SPOTS:
             continue
+        punter = t.punter(wager.account_id)
+        if wager.account_id in single:  # its side habit, once per coup (linked_hedge's)
+            punter = replace(
+                punter, habit=_with_habit(punter.habit, t.last_winner, single.pop(wager.account_id)[0])
+            )
+        if wager.spot == "player" and t.first_card:
+            punter, found = edge_sorting(punter, wager, t.first_card, rec, t.crowd)
+            out += found
         net = _net_minor(variant, config, result, wager)
-        if net is None:
-            continue
-        punter, a = win_streak(t.punter(wager.account_id), wager, net > 0, rec)
-        punter, b = net_outlier(punter, wager, net, rec)
+        if net is not None:
+            punter, found = account_edge(t, punter, wager, net > 0, rec)
+            punter, a = win_streak(punter, wager, net > 0, rec)
+            punter, b = net_outlier(punter, wager, net, rec)
+            out += found + a + b
         t = t.with_punter(wager.account_id, punter)
-        out += a + b
+    if winner in EVEN_MONEY_SPOTS:
+        t = replace(t, last_winner=winner)
     return t, out
 
 
@@ -1000,6 +1289,7 @@ HANDLERS: Final[Mapping[type[Payload], Handler[Any]]] = {
     BettingOpened: on_betting_opened,
     BetAccepted: on_bet_accepted,
     BetRefused: on_bet_refused,
+    BettingClosed: on_betting_closed,
     CommandRefused: on_command_refused,
     CardDealt: on_card_dealt,
     CoupResolved: on_coup_resolved,

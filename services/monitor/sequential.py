@@ -39,11 +39,13 @@ def llr_micro(p1: Fraction, p0: Fraction) -> int:
     return round(math.log(p1 / p0) * MICRO)
 
 
+@functools.lru_cache(maxsize=256)
 def cusum_threshold(observations_per_10k: int, target: Fraction = FALSE_ALARMS_PER_10K_TARGET) -> int:
     """The CUSUM threshold ``h`` (micro-nats) with ``observations_per_10k / e^h ≤ target``."""
     return math.ceil(math.log(observations_per_10k / target) * MICRO)
 
 
+@functools.lru_cache(maxsize=256)
 def run_length(q: Fraction, checks_per_10k: int, target: Fraction = FALSE_ALARMS_PER_10K_TARGET) -> int:
     """The least ``k`` with ``checks_per_10k · q^k ≤ target``."""
     if not 0 < q < 1:
@@ -83,3 +85,62 @@ def nats(micro: int) -> str:
 def run_probability(q: Fraction, k: int) -> str:
     """``q^k`` as a short decimal string."""
     return f"{float(q**k):.3g}"
+
+
+# --- one false-alarm budget per table (issue #29; derivation in docs/monitoring.md) -------------------
+
+BUDGET_PER_10K: Final = Fraction(1)
+"""Warning-or-worse false alarms allowed per table per 10 000 honest coups, across every detector. A
+table plays at most about 3 000 coups a gaming day (a speed table: 120 coups an hour around the clock;
+a live table 60-80 an hour), so this is also at most one false alarm per table and gaming day."""
+
+SHARES: Final = {
+    "shoe_bias": Fraction(1, 10),
+    "account_edge": Fraction(2, 10),
+    "group_edge": Fraction(1, 10),
+    "linked_hedge": Fraction(15, 100),
+    "late_bet": Fraction(1, 10),
+    "past_posting": Fraction(1, 10),
+    "edge_sorting": Fraction(1, 10),
+    "bot_regularity": Fraction(5, 100),
+    "paired_play": Fraction(5, 100),
+    "structuring": Fraction(5, 100),
+}
+"""The budget split between the detectors that can fire on honest play (alpha spending). The rules
+that fire only on what honest play never produces (a bet on both sides, a card not due, a card dealt
+more often than the decks hold, a position going back, a late decision, a refused record) spend none."""
+
+
+@functools.cache
+def share(detector: str) -> Fraction:
+    """``detector``'s part of :data:`BUDGET_PER_10K`."""
+    return BUDGET_PER_10K * SHARES[detector]
+
+
+def level(n: int) -> int:
+    """The least power of two ≥ ``n`` (and ≥ 1): a table's crowd level, which only grows, so that a
+    threshold derived from it only rises (each observation is then tested at least as strictly as the
+    level when it was made allows: the union bound below holds)."""
+    return 1 << max(0, n - 1).bit_length()
+
+
+@functools.cache
+def mixture_threshold(components: int, observations_per_coup: int, detector: str) -> int:
+    """The alarm level ``h`` (micro-nats) of ``components`` CUSUMs over at most
+    ``observations_per_coup`` observations a coup: each observation starts a test whose chance of ever
+    reaching ``h`` is at most ``e^-h`` (Ville's inequality on a nonnegative supermartingale), so the
+    expected false alarms per 10 000 coups are at most ``components · observations · 10 000 · e^-h``,
+    which ``h = ln(components · observations · 10 000 / share)`` makes the detector's share."""
+    return math.ceil(math.log(components * observations_per_coup * 10_000 / share(detector)) * MICRO)
+
+
+def bet_increments(lambdas: tuple[float, ...], weight: float, x: int, p0: float) -> tuple[int, ...]:
+    """``log(1 + λ·weight·(x − p0))`` for each ``λ``, in micro-nats rounded down (so that a sum never
+    exceeds the true log of the betting martingale: every bound above errs towards silence). Under any
+    law with ``P(x = 1) ≤ p0`` each factor has mean ≤ 1 (``weight`` ∈ [0, 1] fixed before ``x``)."""
+    return tuple(math.floor(math.log1p(lam * weight * (x - p0)) * MICRO) for lam in lambdas)
+
+
+def cusums(stats: tuple[int, ...], increments: tuple[int, ...]) -> tuple[int, ...]:
+    """One step of several CUSUMs."""
+    return tuple(max(0, s + i) for s, i in zip(stats, increments, strict=True))

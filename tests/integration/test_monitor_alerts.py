@@ -82,17 +82,32 @@ def test_alerts_text_fits_80_columns_with_every_word_whole(
     assert narrow.split() == wide.split()
 
 
-def test_monitor_eval_quick_detects_every_adversary(capsys: pytest.CaptureFixture[str]) -> None:
-    """`monitor-eval --quick` prints one row per adversary, each detected at least once, and honest play
-    raising no warning-or-worse alert."""
-    from services.app.adversaries import ADVERSARIES  # noqa: PLC0415
+def test_monitor_eval_quick_honest_within_budget_and_strong_adversaries_caught() -> None:
+    """`monitor-eval --quick`: every honest population plays through the pipeline, and their
+    warning-or-worse alerts stay within what the budget allows (1 per table per 10,000 coups: for the
+    ~800 coups played, an expected 0.08 at most, so 2 or more would have a chance under 0.3 % if the
+    budget held); each strong adversary is caught by one of its detectors."""
+    import io  # noqa: PLC0415
 
-    assert main(["monitor-eval", "--quick"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[0] == "| adversary | detectors | runs | detection rate | median coups to detection |"
-    rows = [line.split("|")[1:-1] for line in out[2:] if line.startswith("| ")]
-    assert [r[0].strip() for r in rows] == list(ADVERSARIES)
+    from services.app.monitor_eval import evaluate  # noqa: PLC0415
+    from services.app.populations import POPULATIONS  # noqa: PLC0415
+
+    out = io.StringIO()
+    honest, rows = evaluate(True, 1, None, 150, out=out, progress=False)
+    assert [h.name for h in honest] == [p.name for p in POPULATIONS]
+    coups = sum(h.coups for h in honest)
+    assert coups >= 700 and all(h.bets > 0 for h in honest)
+    alarms = sum(sum(h.alarms.values()) for h in honest)
+    assert alarms <= 1, [h.alarms for h in honest]
+    assert {r.label for r in rows} >= {"shoe bias", "winning player", "syndicate", "past posting",
+                                      "chip dumping", "in and out"}  # fmt: skip
     for r in rows:
-        assert r[3].strip() != "0 %" and r[4].strip() != "-", r
-    honest = next(line for line in out if line.startswith("honest play:"))
-    assert " 0 warning-or-worse alerts = 0.00 false alarms" in honest
+        assert len(r.found) == r.runs, (r.label, r.params)
+    text = out.getvalue()
+    assert text.startswith("| honest population |") and "| adversary | parameters |" in text
+
+
+def test_monitor_eval_refuses_a_non_positive_count(capsys: pytest.CaptureFixture[str]) -> None:
+    """A count of zero is an operator error: one line on stderr, exit 2."""
+    assert main(["monitor-eval", "--honest-coups", "0"]) == 2
+    assert "positive" in capsys.readouterr().err

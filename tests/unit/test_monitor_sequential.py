@@ -13,6 +13,7 @@ from services.core import topics
 from services.core.envelope import request
 from services.monitor import accounts
 from services.monitor import processor as mon
+from services.monitor import sequential as seq
 from services.monitor.sequential import (
     FALSE_ALARMS_PER_10K_TARGET,
     MICRO,
@@ -62,12 +63,50 @@ def test_cusum_threshold_bounds_false_alarms(observations: int) -> None:
 def test_the_detectors_thresholds_are_the_derived_ones() -> None:
     """The constants the detectors use are the derivations stated in their docstrings."""
     assert mon.PAST_POSTING_WARNING_AT == binomial_threshold(50, Fraction(1, 20), 500) == 10
-    assert mon.BOT_RUN == run_length(Fraction(1, 4), 80_000) == 10
-    assert mon.PAIR_RUN == run_length(Fraction(1, 2), 80_000) == 20
-    assert mon.LINK_AT == binomial_threshold(50, Fraction(1, 8), 40_000) == 20
+    assert mon.BOT_RUN == run_length(Fraction(1, 4), 80_000, Fraction(1, 20)) == 11
+    assert mon.PAIR_RUN == run_length(Fraction(1, 2), 80_000, Fraction(1, 20)) == 21
     assert accounts.DEPOSIT_STRUCTURING_AT == binomial_threshold(10, Fraction(1, 10), 10_000) == 7
-    assert accounts.CROSS_HEDGE_AT == binomial_threshold(40, Fraction(1, 8), 80_000) == 18
-    assert (cusum_threshold(20_000), cusum_threshold(80_000)) == (mon.BIAS_H_MICRO, mon.EDGE_H_MICRO)
+    assert cusum_threshold(80_000) == mon.EDGE_H_MICRO
+
+
+def test_the_budget_is_split_once() -> None:
+    """The detectors' shares of the one budget per table add up to it, no more (alpha spending)."""
+    assert sum(seq.SHARES.values()) == 1
+    assert seq.BUDGET_PER_10K == 1
+    assert all(share > 0 for share in seq.SHARES.values())
+
+
+@given(st.integers(1, 6), st.integers(1, 5000), st.sampled_from(sorted(seq.SHARES)))
+def test_mixture_threshold_spends_the_share(components: int, per_coup: int, detector: str) -> None:
+    """K CUSUMs over n observations a coup, each reaching h with chance at most e^-h: K·n·10 000·e^-h is
+    the detector's share, and one micro-nat less would overspend it (h is not inflated)."""
+    h = seq.mixture_threshold(components, per_coup, detector) / MICRO
+    spent = components * per_coup * 10_000 * math.exp(-h)
+    assert spent <= seq.share(detector) * Fraction(1_000_001, 1_000_000)
+    assert components * per_coup * 10_000 * math.exp(-(h - 2e-6)) > seq.share(detector)
+
+
+@given(st.integers(0, 10**6), st.integers(0, 10**6))
+def test_the_crowd_level_only_grows_and_covers(a: int, b: int) -> None:
+    """The level is a power of two at least the count, and monotone (thresholds never fall)."""
+    assert seq.level(a) >= max(a, 1) and seq.level(a) & (seq.level(a) - 1) == 0
+    assert seq.level(a) < 2 * max(a, 1)
+    assert a > b or seq.level(a) <= seq.level(b)
+
+
+@given(
+    st.sampled_from(mon.EDGE_LAMBDAS),
+    st.floats(0.0, 1.0),
+    st.sampled_from([0, 1]),
+    st.sampled_from([0.497, 0.51]),
+)
+def test_increments_never_exceed_the_martingale(lam: float, weight: float, x: int, p0: float) -> None:
+    """Each increment is the log of the betting factor rounded down, and the factor's mean under the
+    honest bound p0 is at most 1 (so the CUSUMs built from them are sound)."""
+    (inc,) = seq.bet_increments((lam,), weight, x, p0)
+    assert inc <= math.log1p(lam * weight * (x - p0)) * MICRO < inc + 1
+    mean = p0 * (1 + lam * weight * (1 - p0)) + (1 - p0) * (1 + lam * weight * (0 - p0))
+    assert mean <= 1 + 1e-12
 
 
 def _deposit(account: str, n: int, amount: int):  # type: ignore[no-untyped-def]
@@ -104,3 +143,41 @@ def test_deposit_structuring(amounts: list[int], alerts: int) -> None:
         assert d.key == "acc:1" and d.payload["detector"] == "deposit_structuring"
         assert len(d.payload["subject"]["event_ids"]) == accounts.DEPOSIT_STRUCTURING_AT
         assert float(d.payload["honest_probability"]) < 1e-5
+
+
+def _cash(kind: str, account: str, n: int, amount: int):  # type: ignore[no-untyped-def]
+    sign = 1 if kind == "FundsDeposited" else -1
+    postings = [{"account": "cage:EUR", "amount_minor": -sign * amount},
+                {"account": account, "amount_minor": sign * amount}]  # fmt: skip
+    payload = {"transfer_id": f"t{n}", "account_id": account, "amount_minor": amount, "currency": "EUR",
+               "postings": postings, "balance_before_minor": 0 if sign > 0 else amount,
+               "balance_after_minor": amount if sign > 0 else 0}  # fmt: skip
+    return request(kind, topics.WALLET_EVENTS, account, payload, event_id=f"c-{account}-{n}",
+                   occurred_at="2026-11-22T20:00:00.000Z", producer="settlement")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("deposits", "withdrawn", "alerts"),
+    [
+        ([983_333] * 6, 5_895_998, 1),
+        ([983_333] * 6, accounts.IN_AND_OUT_MIN_MINOR - 1, 0),
+        ([400_000], 390_000, 0),
+    ],
+    ids=["59k_in_and_out", "small_withdrawal", "under_the_floor"],
+)
+def test_in_and_out_with_little_play(deposits: list[int], withdrawn: int, alerts: int) -> None:
+    """Cash deposited and withdrawn with no play between raises one in_and_out alert naming every
+    deposit and the withdrawal; a withdrawal under the floor raises nothing."""
+    stage = accounts.AccountMonitor()
+    state = stage.initial()
+    out = []
+    for n, amount in enumerate(deposits):
+        state, drafts = stage.handle(state, _cash("FundsDeposited", "acc:2", n, amount))
+        out += drafts
+    state, drafts = stage.handle(state, _cash("FundsWithdrawn", "acc:2", 99, withdrawn))
+    out += drafts
+    found = [d.payload for d in out if d.payload["detector"] == "in_and_out"]
+    assert len(found) == alerts
+    for p in found:
+        assert p["account_ids"] == ["acc:2"] and p["subject"]["evidence_count"] == len(deposits) + 1
+        assert p["subject"]["event_ids"][-1] == "c-acc:2-99"

@@ -58,7 +58,7 @@ class AnomalyDetected(OmitsUnset):
     exact fractions or decimal strings. Written on ``casino.monitor.alerts`` (the monitor's own chained
     stream: audit is the only writer of ``casino.audit.findings``)."""
 
-    dumped_only_when_given: ClassVar[frozenset[str]] = frozenset({"honest_probability"})
+    dumped_only_when_given: ClassVar[frozenset[str]] = frozenset({"honest_probability", "account_ids"})
 
     detector: Name
     category: Name
@@ -70,6 +70,9 @@ class AnomalyDetected(OmitsUnset):
     detail: Text = ""
     honest_probability: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
     """A bound on the chance of what was seen under honest play (a decimal string), where known."""
+    account_ids: Annotated[tuple[Id, ...], Field(max_length=64)] | None = None
+    """Every account the alert concerns (both of a linked pair, a group's members), so that a filter by
+    account finds the alert from any of them; ``subject`` holds the coups and bets behind it."""
 
 
 class AlertsDigest(Payload):
