@@ -96,6 +96,8 @@ def held(path: Path) -> str | None:
         return None
     fmt = doc.get("format")
     fmt = fmt if isinstance(fmt, str) else ""
+    if fmt.startswith("casino-ledger/public"):  # it lists every principal's public key since #28
+        return PUBLIC_KEYRING
     if "principals" in doc or "secret" in doc or "api_keys" in doc:
         return KEYRING
     if "ed25519" in doc or (fmt.startswith("casino-ledger/") and "public" in fmt):

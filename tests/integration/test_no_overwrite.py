@@ -108,3 +108,18 @@ def test_a_file_of_ones_own_is_still_written(log: tuple[Path, Path], tmp_path: P
     code, _, err = _run(["replay", "--db", str(db), "--html", str(mine)], ring)
     assert code in (0, 1), err
     assert mine.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
+
+
+def test_keys_public_merges_into_the_public_keyring_it_wrote_before(
+    log: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A public keyring lists every principal's public key (a ``principals`` section, as a secret
+    keyring has): ``keys public`` run twice onto the same file still merges into it (the runbook's
+    recipe run a second day), and a secret keyring is still never its target."""
+    _, ring = log
+    public = tmp_path / "public-keyring.json"
+    for _ in range(2):
+        code, _, err = _run(["keys", "public", "--in", str(ring), "--out", str(public)], ring)
+        assert code == 0, err
+    assert '"principals"' in public.read_text(encoding="utf-8")
+    assert "secret" not in public.read_text(encoding="utf-8")
