@@ -240,9 +240,12 @@ def finding(
 
 
 _READ_FIRST = (topics.TABLE_EVENTS, topics.WALLET_REQUESTS, topics.WALLET_EVENTS, topics.MONITOR_ALERTS)
-_INPUTS = _READ_FIRST + tuple(sorted(topics.EVENT_STREAMS - {*_READ_FIRST, topics.AUDIT_FINDINGS}))
-"""Audit's inputs: the payout requests and every chained stream but its own, so that a chained topic
-added to :data:`~services.core.topics.EVENT_STREAMS` is checked and covered by the tree heads unasked."""
+_INPUTS = _READ_FIRST + tuple(
+    sorted(topics.EVENT_STREAMS - {*_READ_FIRST, topics.AUDIT_FINDINGS, *topics.NOT_IN_TREE_HEADS})
+)
+"""Audit's inputs: the payout requests and every chained stream but its own and the writers' signed
+heads (:data:`~services.core.topics.NOT_IN_TREE_HEADS`), so that a chained topic added to
+:data:`~services.core.topics.EVENT_STREAMS` is checked and covered by the tree heads unasked."""
 
 
 class Audit(Processor[AuditState]):

@@ -37,4 +37,8 @@ ALL_TOPICS: Final = (
     ATTEST,
 )  # fmt: skip
 EVENT_STREAMS: Final = frozenset({WALLET_EVENTS, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, ATTEST})
+NOT_IN_TREE_HEADS: Final = frozenset({ATTEST})
+"""Chained streams audit's tree heads leave out: the writers' signed heads are signed themselves, and
+how many a run writes depends on its batching (a resumed run, a Kafka worker per partition), so a tree
+head over them would make audit's own checkpoints differ between runs of the same log."""
 """Topics with exactly one writer per key, whose records carry ``seq`` and ``prev_hash``."""

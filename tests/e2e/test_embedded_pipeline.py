@@ -14,8 +14,8 @@ import pytest
 
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
-from services.core.signing import DEMO_PUBLIC_KEYS, public_keyring
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.keyring import demo_keyring
 from services.runtime.replay import read_db, replay
 from tests.helpers.kill import run_with_kills
 from tests.helpers.streams import log_streams
@@ -91,7 +91,7 @@ def test_replay_command_reports_clean_and_the_digest(tmp_path: Path) -> None:
     public = (
         tmp_path / "public-keyring.json"
     )  # the pipeline signs with the demo key; the regulator supplies it
-    public.write_text(json.dumps(public_keyring(DEMO_PUBLIC_KEYS)), encoding="utf-8")
+    public.write_text(json.dumps(demo_keyring().public_document()), encoding="utf-8")
     done = subprocess.run([*CLI, "replay", "--db", str(db), "--keys", str(public)], capture_output=True,
                           text=True, env=ENV, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr

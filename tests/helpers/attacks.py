@@ -164,3 +164,20 @@ def alerts(records: list[Envelope]) -> dict[str, str]:
         for e in records
         if e.type == "AnomalyDetected" and e.payload["detector"] == "refused_record"
     }
+
+
+def audit_view(records: list[Envelope]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """Audit's findings and checkpoints per key, as what they say: a checkpoint's tree head (audit's
+    Merkle root over every chain, issue #28) compared on every chain but the monitor's alerts (a
+    refused forgery rightly raises an alert there, so the root and the signature over it differ)."""
+    out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for e in records:
+        if e.topic != topics.AUDIT_FINDINGS:
+            continue
+        said = dict(e.payload)
+        tree = said.pop("tree", None)
+        said.pop("signature", None)
+        if tree is not None:
+            said["tree_heads"] = {t: c for t, c in tree["heads"].items() if t != topics.MONITOR_ALERTS}
+        out.setdefault(e.key, []).append((e.type, said))
+    return out

@@ -19,7 +19,7 @@ from services.runtime.keyring import Keyring, new_keyring
 from tests.helpers import attacks
 from tests.helpers.attacks import T0, T
 
-STREAMS = (topics.TABLE_EVENTS, topics.WALLET_EVENTS, topics.AUDIT_FINDINGS)
+STREAMS = (topics.TABLE_EVENTS, topics.WALLET_EVENTS)
 
 
 def _run(db: Path, ring: Keyring, forgeries: list[Envelope]) -> list[Envelope]:
@@ -126,6 +126,7 @@ def test_no_minor_unit_moves_and_the_winner_is_paid(
     the squatted payout was applied to its winner, and no table account took a deposit or paid a bet."""
     _, records = attacked
     assert attacks.by_key(records, STREAMS) == attacks.by_key(reference, STREAMS)
+    assert attacks.audit_view(records) == attacks.audit_view(reference)
     assert attacks.balances(records) == attacks.balances(reference)
     assert not [e for e in records if e.type == "TransferRefused"]
 
@@ -158,7 +159,9 @@ def test_a_log_written_before_the_rule_replays_with_the_squat_named(
     ]
     assert conflicts, "the squat blocked the winner's payout, as it did before the rule"
     audit_key = Composition(ring).checkpoint_key()
-    report = replay(records, keys={audit_key.key_id: audit_key.public_hex()})
+    report = replay(
+        records, keys={audit_key.key_id: audit_key.public_hex()}, writers=Composition(ring).writer_public_keys()
+    )
     named = [f for f in report.findings if f["reason"] == "transfer_id_not_own"]
     assert [f["recorded"] for f in named] == [squat.record.payload["transfer_id"]]
     assert report.verdict != "clean"

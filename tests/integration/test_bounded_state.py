@@ -55,25 +55,25 @@ def test_a_transfer_id_used_far_back_is_still_refused_after_a_restart(tmp_path: 
     snapshot, and after a restart a retry under it is a no-op and other content under it a conflict."""
     db = tmp_path / "log.db"
     with EmbeddedLog(db) as log:
-        log.append([deposit(0, 700, transfer_id="cash-desk/0001")])
+        log.append([deposit(0, 700, transfer_id="cashier/desk-0001")])
         log.append([deposit(n, 10 + n, account=f"player:{n % 7:03d}") for n in range(1, 400)])
         runner = wallet_runner(log)
         run_until_idle([runner])
         runner.snapshot()
         blob = log.load_snapshot("settlement.wallet")
-        assert blob is not None and b"cash-desk/0001" not in blob[2]
+        assert blob is not None and b"cashier/desk-0001" not in blob[2]
         assert json.loads(blob[2])["inner"]["transfers"] == {}
     with EmbeddedLog(db) as log:
         again = wallet_runner(log)
         assert again.restored_from == again.position > 0
         before = len(wallet_events(log))
-        log.append([deposit(1000, 700, transfer_id="cash-desk/0001")])  # a retry: same content
-        log.append([deposit(1001, 900, transfer_id="cash-desk/0001")])  # another amount under the id
+        log.append([deposit(1000, 700, transfer_id="cashier/desk-0001")])  # a retry: same content
+        log.append([deposit(1001, 900, transfer_id="cashier/desk-0001")])  # another amount under the id
         run_until_idle([again])
         new = wallet_events(log)[before:]
         assert [e.type for e in new] == ["TransferRefused"]
         assert new[0].payload["reason"] == RefusalReason.TRANSFER_ID_CONFLICT.value
-        assert new[0].payload["transfer_id"] == "cash-desk/0001"
+        assert new[0].payload["transfer_id"] == "cashier/desk-0001"
 
 
 def test_an_older_snapshot_with_its_transfers_is_moved_to_the_table_once(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_an_older_snapshot_with_its_transfers_is_moved_to_the_table_once(tmp_pat
     format-4 snapshot without them replaces it, and a retry of one of those ids is still refused."""
     db = tmp_path / "log.db"
     with EmbeddedLog(db) as log:
-        log.append([deposit(n, 100 + n, transfer_id=f"desk/{n}") for n in range(30)])
+        log.append([deposit(n, 100 + n, transfer_id=f"cashier/desk-{n}") for n in range(30)])
         runner = wallet_runner(log)
         run_until_idle([runner])
         runner.snapshot()
@@ -104,7 +104,7 @@ def test_an_older_snapshot_with_its_transfers_is_moved_to_the_table_once(tmp_pat
         now = log.load_snapshot("settlement.wallet")
         assert now is not None and now[1] == again._kind and json.loads(now[2])["inner"]["transfers"] == {}
         before = len(wallet_events(log))
-        log.append([deposit(99, 5, transfer_id="desk/3")])
+        log.append([deposit(99, 5, transfer_id="cashier/desk-3")])
         run_until_idle([again])
         assert [e.payload["reason"] for e in wallet_events(log)[before:]] == ["transfer_id_conflict"]
 

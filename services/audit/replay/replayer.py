@@ -199,7 +199,7 @@ class Replayer:
         if self.collector is not None:
             self.collector.observe(env)
         topic = env.topic
-        if env.seq is not None and topic in topics.EVENT_STREAMS:
+        if env.seq is not None and topic in topics.EVENT_STREAMS and topic not in topics.NOT_IN_TREE_HEADS:
             self.trees.on_record(n, env)
         if topic in self.inputs:
             self.apply(n, env, want_hash)
