@@ -158,9 +158,10 @@ def test_a_log_written_before_the_rule_replays_with_the_squat_named(
         e for e in records if e.type == "TransferRefused" and e.payload["reason"] == "transfer_id_conflict"
     ]
     assert conflicts, "the squat blocked the winner's payout, as it did before the rule"
-    audit_key = Composition(ring).checkpoint_key()
+    composition = Composition(ring)
+    audit_key = composition.checkpoint_key()
     report = replay(
-        records, keys={audit_key.key_id: audit_key.public_hex()}, writers=Composition(ring).writer_public_keys()
+        records, keys={audit_key.key_id: audit_key.public_hex()}, writers=composition.writer_public_keys()
     )
     named = [f for f in report.findings if f["reason"] == "transfer_id_not_own"]
     assert [f["recorded"] for f in named] == [squat.record.payload["transfer_id"]]
