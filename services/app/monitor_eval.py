@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import statistics
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -302,7 +303,7 @@ def evaluate(
     rounds: int | None,
     coups: int,
     *,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
     progress: bool = True,
     only: frozenset[str] = frozenset(),
 ) -> tuple[list[HonestRow], list[AdversaryRow]]:
@@ -316,20 +317,45 @@ def evaluate(
     populations = [p for p in POPULATIONS if not only or "honest" in only or p.name in only]
     honest_rows: list[HonestRow] = []
     rows: list[AdversaryRow] = []
+    lines = _TenthLines(len(populations) + len(todo) * runs, progress and not sys.stderr.isatty())
     with Progress(disable=not progress, transient=True) as bar:
         task = bar.add_task("honest populations", total=len(populations))
         for i, pop in enumerate(populations):
             bar.update(task, description=f"honest: {pop.name}")
             honest_rows.append(honest(pop, honest_coups(pop, coups), 9000 + i))
             bar.advance(task)
+            lines.tick(f"honest: {pop.name}")
         task = bar.add_task("adversaries", total=len(todo) * runs)
         for case in todo:
-            bar.update(task, description=f"adversary: {case.label} ({case.params})")
-            rows.append(adversary_row(case, runs, lambda: bar.advance(task)))
+            what = f"adversary: {case.label} ({case.params})"
+            bar.update(task, description=what)
+
+            def one_run(what: str = what) -> None:
+                bar.advance(task)
+                lines.tick(what)
+
+            rows.append(adversary_row(case, runs, one_run))
             if not progress:  # a long run's rows as they come (on stderr), in case it is cut short
                 print_tables([], rows[-1:], sys.stderr)
-    print_tables(honest_rows, rows, out)
+    print_tables(honest_rows, rows, sys.stdout if out is None else out)
     return honest_rows, rows
+
+
+class _TenthLines:
+    """Where no progress bar can show (stderr is a pipe, a log, CI): one line on stderr at every tenth
+    of the way, ``monitor-eval: N of TOTAL runs (what), M.m min``."""
+
+    def __init__(self, total: int, on: bool) -> None:
+        self.total, self.on, self.done = max(total, 1), on, 0
+        self.start = time.monotonic()
+
+    def tick(self, what: str) -> None:
+        self.done += 1
+        tenth = self.done * 10 // self.total != (self.done - 1) * 10 // self.total
+        if self.on and (self.done == self.total or tenth):
+            minutes = (time.monotonic() - self.start) / 60
+            sys.stderr.write(f"monitor-eval: {self.done} of {self.total} runs ({what}), {minutes:.1f} min\n")
+            sys.stderr.flush()
 
 
 RULES = frozenset(

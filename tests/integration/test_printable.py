@@ -83,8 +83,9 @@ def test_an_ansi_table_id_neither_clears_the_screen_nor_fakes_the_verdict() -> N
     assert "\x1b" not in out and "\r" not in out and "\x08" not in out
     assert _only_printable_lines(out)
     verdicts = [line for line in out.split("\n") if line.startswith("verdict:")]
-    assert verdicts == ["verdict: findings"] and code == 1
-    assert printable(FAKE) in out  # named, as written, escaped
+    base_code, base_out, _ = _replay_text(_base())  # the outsider's record is noise (unattested, #28)
+    assert verdicts == [line for line in base_out.split("\n") if line.startswith("verdict:")]
+    assert code == base_code
 
 
 @given(table_id=st.text(min_size=1, max_size=24))
@@ -117,7 +118,7 @@ def test_whatever_the_id_replay_json_is_the_same_json_in_printable_lines(table_i
     text is the same JSON value as the report's (the id in it as written)."""
     _, out, _ = _replay_text([*_base(), _forged(table_id)], "--json")
     assert _only_printable_lines(out)
-    assert table_id in _strings(json.loads(out))
+    assert f"x-{table_id}" in _strings(json.loads(out))  # the outsider's record, unattested, by its id
 
 
 @given(value=st.recursive(st.text(max_size=10), lambda inner: st.lists(inner, max_size=3), max_leaves=6))
@@ -143,7 +144,8 @@ def test_the_coup_view_escapes_what_the_log_says() -> None:
     forged = seal(draft, event_id="x-decision", occurred_at="2026-11-22T21:00:00.000Z", producer="dealer",
                   cause=None, head=None)  # fmt: skip
     _, out, _ = _replay_text([*records, forged], "--coup", coup)
-    assert _only_printable_lines(out) and printable(FAKE) in out, out
+    # not a fact (no signed head covers it, #28): left out of the view, or shown escaped, never raw
+    assert _only_printable_lines(out) and FAKE not in out, out
     assert len([line for line in out.split("\n") if line.startswith("verdict:")]) == 1
 
 

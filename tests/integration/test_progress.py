@@ -16,7 +16,7 @@ def test_monitor_eval_says_how_far_it_is_on_stderr(capsys: pytest.CaptureFixture
     counting up to every run (one per adversary, then honest play); stdout is the table alone."""
     assert main(["monitor-eval", "--quick"]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("| adversary |") and "monitor-eval:" not in out
+    assert "| honest population |" in out and "| adversary |" in out and "monitor-eval:" not in out
     counts = [(int(a), int(b)) for a, b in re.findall(r"^monitor-eval: (\d+) of (\d+) runs", err, re.M)]
     assert counts, err
     totals = {b for _, b in counts}

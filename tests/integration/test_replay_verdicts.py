@@ -21,7 +21,6 @@ from services.app.simulator import DEFAULT_TABLES, Session
 from services.cli import main
 from services.core import topics
 from services.core.envelope import canonical, request, sha256_hex
-from services.core.signing import DEMO_PUBLIC_KEYS, public_keyring
 from services.runtime.compose import Composition
 from services.runtime.keyring import demo_keyring, load_keyring
 from services.runtime.replay import read_db
@@ -36,7 +35,7 @@ PUBLIC: list[Path] = []
 @pytest.fixture(scope="module", autouse=True)
 def _public_keyring(tmp_path_factory: pytest.TempPathFactory) -> None:
     path = tmp_path_factory.mktemp("keys") / "demo-public.json"
-    path.write_text(json.dumps(public_keyring(DEMO_PUBLIC_KEYS)), encoding="utf-8")
+    path.write_text(json.dumps(demo_keyring().public_document()), encoding="utf-8")
     PUBLIC[:] = [path]
 
 

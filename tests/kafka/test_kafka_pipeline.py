@@ -24,7 +24,6 @@ from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.replay import Report
 from services.core import topics
 from services.core.envelope import Envelope, request
-from services.core.signing import DEMO_PUBLIC_KEYS, public_keyring
 from services.core.trust import authenticate
 from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings
 from services.runtime.kafka.topic_io import aconsume_raw
@@ -113,7 +112,7 @@ def test_four_worker_processes_reach_the_in_memory_digest_through_sigkills(
     # the regulator's command reads the topics itself (streamed) and reaches the same verdict and digest
     settings = workers.settings
     public = tmp_path / "public-keyring.json"  # the workers sign with the demo key; the regulator supplies it
-    public.write_text(json.dumps(public_keyring(DEMO_PUBLIC_KEYS)), encoding="utf-8")
+    public.write_text(json.dumps(demo_keyring().public_document()), encoding="utf-8")
     env = {**os.environ, "CASINO_TOPIC_PREFIX": settings.topic_prefix, "LOG_LEVEL": "WARNING",
            "CASINO_PUBLIC_KEYRING": str(public)}  # fmt: skip
     command = [sys.executable, "-m", "services.cli", "replay", "--json", "--kafka"]
