@@ -870,7 +870,9 @@ def tree_head(state: AuditState) -> dict[str, Any]:
     derive them: it checks that the root is the tree of the listed heads and that every head is in the
     log (:mod:`services.audit.replay.tree_head`). A deleted chain, a cut tail or a rewritten record under
     a head then breaks a signed claim."""
-    heads: dict[tuple[str, str], tuple[int, str | None]] = dict(state.heads)
+    heads: dict[tuple[str, str], tuple[int, str | None]] = {
+        chain: head for chain, head in state.heads.items() if chain[0] not in topics.NOT_IN_TREE_HEADS
+    }
     for key, n in state.own.items():
         heads[(topics.AUDIT_FINDINGS, key)] = (n - 1, None)
     leaves = sorted_heads(heads)

@@ -354,6 +354,12 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "chain_heads": {"casino.table.events|T1": {"seq": 812, "hash": D2}},
         "findings": 0,
         "alerts": {"count": 2, "head": D1},
+        "tree": {
+            "n": 1,
+            "size": 2,
+            "root": D2,
+            "heads": {"casino.table.events": {"T1": [812, D2]}, "casino.audit.findings": {"T1": [3, None]}},
+        },
         "signature": "abcd",
         "key_id": "audit-2026",
         "algorithm": "ed25519",
