@@ -253,8 +253,12 @@ class PresetShoe(Adversary):
         """The chance that this coup's cards are arranged."""
         return 1.0
 
+    def favoured(self) -> str:
+        """The side the arranged coups are won by."""
+        return "banker"
+
     def dealt(self, play: TablePlay) -> None:
-        """Read the coup's cards: arranged for banker, or the next ones of the deck."""
+        """Read the coup's cards: arranged for :meth:`favoured`, or the next ones of the deck."""
         if play.spec.table_id not in self.tables:
             return
         self.coups += 1
@@ -264,7 +268,7 @@ class PresetShoe(Adversary):
                 idx = self.rng.sample(range(len(self.left)), 6)
                 pick = [self.left[i] for i in idx]
                 done = _coup_cards(play.config, pick)
-                if done is not None and done[1] == "banker":
+                if done is not None and done[1] == self.favoured():
                     cards = pick[: done[0]]
                     break
         if not cards:
@@ -493,26 +497,8 @@ class RangedShoe(PresetShoe):
         win = 0.4586 if self.side == "banker" else 0.4462
         return max(0.0, (self.share * 0.9048 - win) / (1 - win - 0.0952 * self.share))
 
-    def dealt(self, play: TablePlay) -> None:
-        """Read the coup's cards: arranged for :attr:`side`, or the next ones of the deck."""
-        if play.spec.table_id not in self.tables:
-            return
-        self.coups += 1
-        cards: list[str] = []
-        if self.rng.random() < self.rigged():
-            for _ in range(200):
-                pick = [self.left[i] for i in self.rng.sample(range(len(self.left)), 6)]
-                done = _coup_cards(play.config, pick)
-                if done is not None and done[1] == self.side:
-                    cards = pick[: done[0]]
-                    break
-        if not cards:
-            done = _coup_cards(play.config, self.left[:6])
-            cards = self.left[: done[0] if done else 6]
-        for card in cards:
-            self.left.remove(card)
-            play.session.command("CardRead", play.spec.table_id, {"card": card})
-        play.session.advance()
+    def favoured(self) -> str:
+        return self.side
 
 
 @dataclass(slots=True)
