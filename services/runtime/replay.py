@@ -127,6 +127,18 @@ def keys_supplied(path: str | None, env: Mapping[str, str] | None = None) -> boo
     return bool(path or env.get(ENV_PUBLIC_KEYRING, "").strip())
 
 
+def chosen_public_keyring(
+    path: str | None, env: Mapping[str, str] | None = None, *, log: Path | None = None
+) -> str:
+    """The public keyring file a replay checks with: ``--keys PATH``, else ``CASINO_PUBLIC_KEYRING``,
+    else the one beside the ``log`` file (``<db>`` :data:`PUBLIC_KEYRING_SUFFIX`); ``""`` when none."""
+    env = os.environ if env is None else env
+    chosen = path or env.get(ENV_PUBLIC_KEYRING, "").strip()
+    if not chosen and log is not None and Path(f"{log}{PUBLIC_KEYRING_SUFFIX}").is_file():
+        chosen = f"{log}{PUBLIC_KEYRING_SUFFIX}"
+    return chosen
+
+
 def public_keys_from(
     path: str | None, env: Mapping[str, str] | None = None, *, log: Path | None = None
 ) -> tuple[dict[str, str], str]:
@@ -134,10 +146,7 @@ def public_keys_from(
     ``CASINO_PUBLIC_KEYRING``, else the public keyring beside the ``log`` file (``<db>``
     :data:`PUBLIC_KEYRING_SUFFIX`, which ``demo`` writes), else (demo and tests only) the public demo
     key, said so in the report."""
-    env = os.environ if env is None else env
-    chosen = path or env.get(ENV_PUBLIC_KEYRING, "").strip()
-    if not chosen and log is not None and Path(f"{log}{PUBLIC_KEYRING_SUFFIX}").is_file():
-        chosen = f"{log}{PUBLIC_KEYRING_SUFFIX}"
+    chosen = chosen_public_keyring(path, env, log=log)
     if chosen:
         return load_public_keyring(Path(chosen)), str(chosen)
     return dict(DEMO_PUBLIC_KEYS), "public demo key (demo and tests only: proves nothing)"
@@ -150,10 +159,7 @@ def writer_keys_from(
     :func:`public_keys_from` chooses; the public demo keyring's when it falls back to the demo key. A
     public keyring without ``principals`` (written before writers signed their heads) gives none: then
     no head verifies and the replay says so (never ``clean``)."""
-    env = os.environ if env is None else env
-    chosen = path or env.get(ENV_PUBLIC_KEYRING, "").strip()
-    if not chosen and log is not None and Path(f"{log}{PUBLIC_KEYRING_SUFFIX}").is_file():
-        chosen = f"{log}{PUBLIC_KEYRING_SUFFIX}"
+    chosen = chosen_public_keyring(path, env, log=log)
     if chosen:
         try:
             return writer_keys(json.loads(Path(chosen).read_text(encoding="utf-8")))
