@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from services.backoffice import exports, probes, queries, roads
 from services.backoffice import schema as s
 from services.backoffice.apikeys import ApiKey, LiveKeys, verify
-from services.backoffice.commands import Gateway
+from services.backoffice.commands import BrokerUnavailable, Gateway, OutcomeTimeout
 from services.backoffice.projector import Periods, Projector
 from services.core.boundary import is_player_account, own_namespace
 from services.core.envelope import canonical, name_id
@@ -95,6 +95,11 @@ class ServeSettings:
     commands_refused: str | None = None
     """Why this server cannot sign commands into the log (its keyring did not write it): every command
     then answers 503 with this reason, reads go on."""
+    kafka: Any = None
+    """The Kafka runtime's settings (:class:`~services.runtime.settings.Settings`) when ``serve --kafka``:
+    commands go to the topics, ``project --kafka --follow`` keeps the read model (``log_path`` unused)."""
+    command_timeout_s: float = 15.0
+    """On Kafka: how long a command waits for its outcome in the read model before answering 504."""
 
 
 class Problem(Exception):
@@ -352,7 +357,7 @@ class ProblemBody(BaseModel):
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     code: {"model": ProblemBody, "content": {"application/problem+json": {}}}
-    for code in (400, 401, 403, 404, 409, 422, 503)
+    for code in (400, 401, 403, 404, 409, 422, 503, 504)
 }
 
 
@@ -421,7 +426,7 @@ class BackOffice:
         self.settings = settings
         self.engine = engine
         self.projector = Projector(engine, periods=settings.periods)
-        self.gateway = Gateway(settings.log_path, self.projector, keyring_path=settings.keyring_path)
+        self.gateway = _gateway(settings, self.projector)
         self.live_keys = LiveKeys(settings.keyring_path)  # re-read when the keyring changes: a revoked key
         self.commands = threading.Lock()
         self.stop = threading.Event()
@@ -448,6 +453,16 @@ class BackOffice:
             self.stop.wait(self.settings.poll_seconds)
 
 
+def _gateway(settings: ServeSettings, projector: Projector) -> Any:
+    """The commands' way in: the embedded log's :class:`Gateway`, or Kafka's with ``settings.kafka``."""
+    if settings.kafka is None:
+        return Gateway(settings.log_path, projector, keyring_path=settings.keyring_path)
+    from services.backoffice.kafka_commands import KafkaGateway  # noqa: PLC0415
+
+    return KafkaGateway(settings.kafka, projector, keyring_path=settings.keyring_path,
+                        timeout_s=settings.command_timeout_s)  # fmt: skip
+
+
 bearer = HTTPBearer(auto_error=False, description="an API key from `casino-ledger apikey new`")
 
 
@@ -457,8 +472,9 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        await run_in_threadpool(bo.gateway.catch_up)  # serve a read model as current as the log
-        bo.ready = True
+        if settings.kafka is None:
+            await run_in_threadpool(bo.gateway.catch_up)  # serve a read model as current as the log
+            bo.ready = True
         thread = threading.Thread(target=bo.follow, name="projector", daemon=True) if follow else None
         if thread:
             thread.start()
@@ -730,6 +746,10 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
             except ConsumerMoved:
                 raise Problem(503, "unavailable", "another process is running the pipeline on this log; "
                               "retry with the same Idempotency-Key") from None  # fmt: skip
+            except BrokerUnavailable as exc:
+                raise Problem(503, "unavailable", f"{exc}; retry with the same Idempotency-Key") from None
+            except OutcomeTimeout as exc:
+                raise Problem(504, "outcome not yet projected", str(exc)) from None
             text = json.dumps(answer)
             try:
                 with engine.begin() as c:
@@ -747,9 +767,15 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
             payload = {
                 "amount_minor": body.amount_minor, "currency": body.currency, "transfer_id": transfer_id,
             }  # fmt: skip
-            request_id = bo.gateway.submit(type_, body.account_id, payload, key_id=key.key_id, idem=idem)
+
+            def outcome() -> dict[str, Any] | None:
+                with engine.connect() as c:
+                    return queries.transfer_outcome(c, transfer_id, body.account_id)
+
+            request_id, found = bo.gateway.command(type_, body.account_id, payload, key_id=key.key_id,
+                                                   idem=idem, outcome=outcome, final=_known)  # fmt: skip
             with engine.connect() as c:
-                out = queries.transfer_outcome(c, transfer_id, body.account_id) or {
+                out = found or {
                     "status": "pending", "reason": None,
                     "balance_minor": (queries.balance(c, body.account_id) or {}).get("balance_minor", 0),
                 }  # fmt: skip
@@ -787,9 +813,13 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
                 "bet_id": bet_id, "table_id": body.table_id, "coup_id": body.coup_id, "spot": body.spot,
                 "stake_minor": body.stake_minor, "currency": body.currency,
             }  # fmt: skip
-            request_id = bo.gateway.submit("PlaceBet", body.account_id, payload, key_id=key.key_id, idem=idem)
-            with engine.connect() as c:
-                out = queries.bet_outcome(c, bet_id, body.account_id)
+
+            def outcome() -> dict[str, Any]:
+                with engine.connect() as c:
+                    return queries.bet_outcome(c, bet_id, body.account_id)
+
+            request_id, out = bo.gateway.command("PlaceBet", body.account_id, payload, key_id=key.key_id,
+                                                 idem=idem, outcome=outcome, final=_answered)  # fmt: skip
             answer = {"request_id": request_id, "account_id": body.account_id, "bet_id": bet_id, **out}
             ok = out["status"] in ("accepted", "reserved", "settled")
             return (201 if ok else 422), _refused(answer)
@@ -806,6 +836,16 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
+
+
+def _known(outcome: dict[str, Any] | None) -> bool:
+    """A transfer's outcome is in the read model (applied or refused)."""
+    return outcome is not None
+
+
+def _answered(outcome: dict[str, Any]) -> bool:
+    """A bet's outcome is in the read model: the table took it, refused it, or the wallet rejected it."""
+    return outcome["status"] not in ("pending", "reserved")
 
 
 def _refused(answer: dict[str, Any]) -> dict[str, Any]:

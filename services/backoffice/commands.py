@@ -38,6 +38,14 @@ PRINCIPAL = "backoffice"
 """The principal (and ``producer``) of every record the API writes."""
 
 
+class OutcomeTimeout(TimeoutError):
+    """The command is on the log, but the read model did not show its outcome in time (Kafka)."""
+
+
+class BrokerUnavailable(ConnectionError):
+    """The command could not be written: no broker took it, nothing was written (Kafka)."""
+
+
 def _as_backoffice(envelope: Envelope, keyring_path: str | Path | None) -> Envelope:
     """``envelope`` authenticated as principal ``backoffice`` with the keyring at ``keyring_path`` (the
     only place the API signs); without a keyring, as it is."""
@@ -134,3 +142,19 @@ class Gateway:
 
         self._run(run)
         return event_id
+
+    def command(
+        self,
+        type_: str,
+        account_id: str,
+        payload: dict[str, Any],
+        *,
+        key_id: str,
+        idem: str,
+        outcome: Callable[[], T],
+        final: Callable[[T], bool],
+    ) -> tuple[str, T]:
+        """:meth:`submit`, then the command's ``outcome`` as the read model holds it (the runtimes'
+        common call: :class:`services.backoffice.kafka_commands.KafkaGateway` waits for ``final``)."""
+        event_id = self.submit(type_, account_id, payload, key_id=key_id, idem=idem)
+        return event_id, outcome()

@@ -386,16 +386,21 @@ def _bo(name: str) -> Callable[[argparse.Namespace], int]:
 
 
 @cli.command(short_help="The back-office HTTP API and page over the read model.")
-@click.option(
-    "--db", required=True, metavar="PATH", help="The embedded log (the read model lives beside it)."
-)
+@click.option("--db", default=None, metavar="PATH", help="The embedded log (the read model lives beside it).")
+@click.option("--kafka", default=None, metavar="HOST:PORT", help="Commands to the Kafka topics; reads from "
+              "CASINO_READ_DB, kept by `project --kafka --follow`.")  # fmt: skip
 @click.option("--port", type=int, default=8000, show_default=True, help="TCP port.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--keyring", default=None, metavar="FILE", help="Keyring with the API keys.  [default: "
               "$CASINO_KEYRING]")  # fmt: skip
+@click.option("--command-timeout", type=click.FloatRange(0.1, 600), default=15.0, show_default=True,
+              metavar="SECONDS", help="With --kafka: longest wait for a command's outcome in the read model.")  # fmt: skip
 @_periods
-def serve(**o: Any) -> argparse.Namespace:
-    """Serve the API (OpenAPI at /docs) and the page over the read model beside --db."""
+@click.pass_context
+def serve(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
+    """Serve the API (OpenAPI at /docs) and the page over the read model beside --db (or, with --kafka,
+    in CASINO_READ_DB). Exactly one of --db, --kafka."""
+    _one_of(ctx, o, "db", "kafka")
     return _done("serve", _bo("cmd_serve"), **o)
 
 

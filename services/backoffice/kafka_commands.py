@@ -1,0 +1,169 @@
+"""Commands from the API on Kafka (``serve --kafka``): signed as principal ``backoffice``, produced to
+the wallet's request topic, answered once the read model shows their outcome.
+
+The back office is an outside writer there as on the embedded log (:mod:`services.backoffice.commands`):
+the same envelopes (``Deposit``, ``Withdraw``, ``PlaceBet`` on ``casino.wallet.requests``, ids derived from
+the API key's id and the ``Idempotency-Key``), authenticated with the ``backoffice`` principal's key
+alone. The workers (settlement, dealer) run them; ``casino-ledger project --kafka --follow`` projects
+their outcome into the read model that ``serve`` reads. **Write your reads**: :meth:`KafkaGateway.command`
+returns only once the read model holds the command's outcome (polled every :data:`POLL_S`), or raises
+:class:`OutcomeTimeout` after ``timeout_s`` (the API answers 504: the command is on the log, retry with the
+same Idempotency-Key to read its answer).
+
+A command whose outcome the read model holds already before it is produced (its ids are derived from the
+Idempotency-Key, so the same key was used before and its stored answer is gone) is a
+:class:`~services.runtime.embedded.log.LogConflict`, as a second request under one id is on the embedded
+log: 409, nothing is produced twice. But for a retry of a command this server produced and whose outcome
+it did not see in time (:class:`OutcomeTimeout`): the same request (same type, account and payload) then
+answers the outcome the read model holds now, without producing it again.
+
+The producer lives on an event loop of the gateway's own (a daemon thread); API threads hand it their
+records and wait. :meth:`KafkaGateway.catch_up` is the readiness check: the broker answers a TCP
+connection (:func:`~services.runtime.kafka.topic_io.probe`), the read model answers a query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
+
+from services.backoffice.commands import PRINCIPAL, BrokerUnavailable, OutcomeTimeout, now_rfc3339
+from services.backoffice.projector import Projector
+from services.core import topics
+from services.core.envelope import Envelope, canonical, name_id, request
+from services.core.trust import Principal, authenticate
+from services.runtime import intake
+from services.runtime.embedded.log import LogConflict
+from services.runtime.kafka.topic_io import probe
+from services.runtime.keyring import load_keyring
+from services.runtime.settings import Settings
+
+T = TypeVar("T")
+
+POLL_S = 0.05
+"""How often a command polls the read model for its outcome."""
+
+DEFAULT_TIMEOUT_S = 15.0
+"""How long a command waits for its outcome in the read model (``serve --command-timeout``)."""
+
+
+class KafkaGateway:
+    """The API's commands onto Kafka and their outcome out of the read model (see the module)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        projector: Projector,
+        *,
+        keyring_path: str | Path | None = None,
+        clock: Callable[[], str] = now_rfc3339,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.settings = settings
+        self.projector = projector
+        self.clock = clock
+        self.timeout_s = timeout_s
+        # the back office's own key, read once: serve needs no other principal's secret on Kafka
+        self._key = load_keyring(keyring_path).key(Principal.BACKOFFICE) if keyring_path else None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="backoffice-kafka", daemon=True)
+        self._thread.start()
+        self._producer: AIOKafkaProducer | None = None
+        self._timed_out: dict[str, bytes] = {}
+        """The requests produced whose outcome came too late, by event id (what they asked, canonical)."""
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def close(self) -> None:
+        """Stop the producer and the gateway's loop."""
+
+        async def stop() -> None:
+            if self._producer is not None:
+                await self._producer.stop()
+                self._producer = None
+
+        if self._thread.is_alive():
+            try:
+                self._run(stop(), self.timeout_s)
+            finally:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join(self.timeout_s)
+
+    def catch_up(self) -> int:
+        """Readiness: raises when the broker or the read model cannot be reached (the projection itself is
+        ``project --kafka --follow``'s). Returns 0: nothing is projected here."""
+        probe(self.settings)
+        self.projector.position()
+        return 0
+
+    async def _send(self, envelope: Envelope) -> None:
+        if self._producer is None:
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self.settings.bootstrap_list, acks="all", **self.settings.aiokafka_auth()
+            )
+            try:
+                await producer.start()
+            except Exception:
+                await producer.stop()
+                raise
+            self._producer = producer
+        topic = self.settings.topic(envelope.topic)
+        await self._producer.send_and_wait(topic, intake.encode(envelope), key=intake.encode_key(envelope))
+
+    def _produce(self, envelope: Envelope) -> None:
+        try:
+            probe(self.settings)  # one line at once, not aiokafka's retries until its request timeout
+            self._run(self._send(envelope), self.timeout_s)
+        except Exception as exc:
+            raise BrokerUnavailable(f"the command was not written: {type(exc).__name__}: "
+                                    f"{(str(exc).splitlines() or [''])[0][:200]}") from None  # fmt: skip
+
+    def command(
+        self,
+        type_: str,
+        account_id: str,
+        payload: dict[str, Any],
+        *,
+        key_id: str,
+        idem: str,
+        outcome: Callable[[], T],
+        final: Callable[[T], bool],
+    ) -> tuple[str, T]:
+        """Produce one wallet request for ``account_id`` (ids derived from ``key_id`` and ``idem``) and
+        wait until ``final(outcome())``; returns the request's event id and that outcome."""
+        event_id = name_id(PRINCIPAL, key_id, idem)
+        asked = canonical({"type": type_, "account_id": account_id, "payload": payload})
+        before = outcome()
+        if final(before):
+            if self._timed_out.get(event_id) == asked:  # a retry after OutcomeTimeout: its answer now
+                del self._timed_out[event_id]
+                return event_id, before
+            raise LogConflict(event_id, topics.WALLET_REQUESTS)
+        env = request(
+            type_, topics.WALLET_REQUESTS, account_id, {"account_id": account_id, **payload},
+            event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL,
+        )  # fmt: skip
+        self._produce(authenticate(env, self._key) if self._key is not None else env)
+        return event_id, self._await(event_id, asked, outcome, final)
+
+    def _await(self, event_id: str, asked: bytes, outcome: Callable[[], T], final: Callable[[T], bool]) -> T:
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            found = outcome()
+            if final(found):
+                return found
+            if time.monotonic() >= deadline:
+                self._timed_out[event_id] = asked
+                raise OutcomeTimeout(
+                    f"the command {event_id} is on the log but its outcome is not in the read model after "
+                    f"{self.timeout_s:g} s (is `casino-ledger project --kafka --follow` running, and the "
+                    "workers?): retry with the same Idempotency-Key"
+                )
+            time.sleep(POLL_S)
