@@ -8,7 +8,8 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from services.backoffice.apikeys import ROLES
 from services.backoffice.projector import dump_rows
 from services.backoffice.schema import default_url, make_engine
 from tests.backoffice.conftest import free_port, make_keyring, pg_schema_url, running_server, wait_until
+from tests.backoffice.kafka_runtime import KafkaBackOffice, kafka_back_office, kafka_server
 from tests.backoffice.folds import fold, records
 
 T = "T01-punto-banco"
@@ -180,13 +182,53 @@ def test_done_when_api_balances_and_statements_equal_the_fold_of_postings(
             schemas.close()
 
 
-@pytest.fixture
-def own(
-    fresh_log: Path, read_url: str, keyring: tuple[Path, dict[str, str]]
-) -> Iterator[tuple[str, dict[str, str]]]:
-    """A server of this test's own over a fresh log, on each backend."""
-    with running_server(fresh_log, read_url, keyring[0]) as url:
-        yield url, keyring[1]
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A running back office: its base URL, an API key per role, its read model, its log's records."""
+
+    url: str
+    keys: dict[str, str]
+    read_url: str
+    records: Callable[[], list[dict[str, Any]]]
+
+
+RUNTIMES = ["sqlite", "postgresql", pytest.param("kafka", marks=pytest.mark.kafka)]
+"""The embedded log with its read model on SQLite and on PostgreSQL; Kafka with PostgreSQL."""
+
+
+@pytest.fixture(scope="module")
+def kafka_bo(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBackOffice]:
+    """The module's back office on Kafka: workers, a seeded session, the follower (one for its tests)."""
+    with kafka_back_office(kafka_broker, tmp_path_factory.mktemp("kafka")) as bo:
+        yield bo
+
+
+@pytest.fixture(scope="module")
+def kafka_url(kafka_bo: KafkaBackOffice) -> Iterator[str]:
+    """``serve --kafka``'s application over the module's back office on Kafka."""
+    with kafka_server(kafka_bo) as url:
+        yield url
+
+
+@pytest.fixture(params=RUNTIMES)
+def own(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
+    """A server over a seeded session (seed 11, 2 tables, 6 coups) on each runtime: of this test's own
+    over a fresh embedded log on SQLite and PostgreSQL; on Kafka, the module's (tests use their own
+    Idempotency-Keys and read balances before they move them)."""
+    if request.param == "kafka":
+        bo: KafkaBackOffice = request.getfixturevalue("kafka_bo")
+        yield Served(request.getfixturevalue("kafka_url"), bo.keys, bo.read_url, bo.records)
+        return
+    fresh_log: Path = request.getfixturevalue("fresh_log")
+    ring, keys = request.getfixturevalue("keyring")
+    schemas = pg_schema_url() if request.param == "postgresql" else None
+    read_url = next(schemas) if schemas is not None else f"sqlite:///{tmp_path / 'read.db'}"
+    try:
+        with running_server(fresh_log, read_url, ring) as url:
+            yield Served(url, keys, read_url, lambda: records(fresh_log))
+    finally:
+        if schemas is not None:
+            schemas.close()
 
 
 def balance_of(url: str, key: str, account: str) -> int:
@@ -194,10 +236,10 @@ def balance_of(url: str, key: str, account: str) -> int:
     return int(r.json()["balance_minor"])
 
 
-def test_deposits_are_idempotent_by_key(own: tuple[str, dict[str, str]], fresh_log: Path) -> None:
+def test_deposits_are_idempotent_by_key(own: Served) -> None:
     """Same Idempotency-Key and body: the same answer and one credit; same key, other body: 409;
     the deposit enters the log once, written by the back office."""
-    url, keys = own
+    url, keys = own.url, own.keys
     h = auth(keys["cashier"])
     before = balance_of(url, keys["cashier"], "player:002")
     body = {"account_id": "player:002", "amount_minor": 12_345, "currency": "EUR"}
@@ -210,17 +252,20 @@ def test_deposits_are_idempotent_by_key(own: tuple[str, dict[str, str]], fresh_l
                        headers={**h, "Idempotency-Key": "d-1"})  # fmt: skip
     assert other.status_code == 409 and other.headers["content-type"].startswith("application/problem+json")
     assert balance_of(url, keys["cashier"], "player:002") == before + 12_345
-    deposits = [r for r in records(fresh_log) if r["type"] == "Deposit" and r["producer"] == "backoffice"]
+    logged = own.records()
+    deposits = [r for r in logged if r["type"] == "Deposit" and r["producer"] == "backoffice"
+                and r["event_id"] == first.json()["request_id"]]  # fmt: skip
     assert len(deposits) == 1 and deposits[0]["payload"]["amount_minor"] == 12_345
-    applied = [r for r in records(fresh_log) if r["type"] == "FundsDeposited"
+    assert deposits[0]["auth"]["key_id"].startswith("backoffice-")
+    applied = [r for r in logged if r["type"] == "FundsDeposited"
                and r["payload"]["transfer_id"] == first.json()["transfer_id"]]  # fmt: skip
     assert len(applied) == 1
 
 
-def test_a_withdrawal_beyond_the_balance_is_refused(own: tuple[str, dict[str, str]]) -> None:
+def test_a_withdrawal_beyond_the_balance_is_refused(own: Served) -> None:
     """A withdrawal the wallet cannot cover: 422 problem+json with the wallet's reason; nothing moves;
     a covered one is applied."""
-    url, keys = own
+    url, keys = own.url, own.keys
     h = {**auth(keys["admin"]), "Idempotency-Key": "w-1"}
     before = balance_of(url, keys["admin"], "player:003")
     too_much = {"account_id": "player:003", "amount_minor": before + 1, "currency": "EUR"}
@@ -234,9 +279,9 @@ def test_a_withdrawal_beyond_the_balance_is_refused(own: tuple[str, dict[str, st
     assert ok.status_code == 201 and ok.json()["balance_minor"] == before - 500
 
 
-def test_a_bet_without_an_open_coup_is_refused_and_refunded(own: tuple[str, dict[str, str]]) -> None:
+def test_a_bet_without_an_open_coup_is_refused_and_refunded(own: Served) -> None:
     """A bet at a table whose shoe is closed reaches the dealer, is refused, and its stake comes back."""
-    url, keys = own
+    url, keys = own.url, own.keys
     before = balance_of(url, keys["terminal"], "player:001")
     r = httpx.post(f"{url}/v1/bets", headers={**auth(keys["terminal"]), "Idempotency-Key": "b-1"},
                    json={**BET, "table_id": "T01-punto-banco"})  # fmt: skip
@@ -247,9 +292,9 @@ def test_a_bet_without_an_open_coup_is_refused_and_refunded(own: tuple[str, dict
     assert kinds[-2:] == ["bet", "refund"]
 
 
-def test_statement_windows_and_csv(own: tuple[str, dict[str, str]], fresh_log: Path) -> None:
+def test_statement_windows_and_csv(own: Served) -> None:
     """since/until select the lines in the window; CSV (by ?format= or Accept) holds the same lines."""
-    url, keys = own
+    url, keys = own.url, own.keys
     h = auth(keys["auditor"])
     full = httpx.get(f"{url}/v1/accounts/player:004/statement?limit=500", headers=h).json()["entries"]
     assert len(full) > 4
@@ -264,8 +309,11 @@ def test_statement_windows_and_csv(own: tuple[str, dict[str, str]], fresh_log: P
         assert [(x["transfer_id"], int(x["balance_after_minor"])) for x in rows] == [
             (e["transfer_id"], e["balance_after_minor"]) for e in full
         ]
-    report = httpx.get(f"{url}/v1/tables/{T}/report?format=csv", headers=h)
-    json_report = httpx.get(f"{url}/v1/tables/{T}/report", headers=h).json()
+    # the day the session played (not the latest with play: a module's other tests may bet today)
+    coup = httpx.get(f"{url}/v1/tables/{T}/rounds?limit=1", headers=h).json()["rounds"][0]["coup_id"]
+    day = httpx.get(f"{url}/v1/rounds/{coup}", headers=h).json()["gaming_day"]
+    report = httpx.get(f"{url}/v1/tables/{T}/report?format=csv&day={day}", headers=h)
+    json_report = httpx.get(f"{url}/v1/tables/{T}/report?day={day}", headers=h).json()
     (row,) = csv.DictReader(io.StringIO(report.text))
     assert int(row["handle_minor"]) == json_report["handle_minor"] > 0
     assert set(json_report) == {"table_id", "day", "coups", "bets", "handle_minor", "win_minor",
@@ -325,17 +373,15 @@ def test_the_stream_announces_the_position(shared: tuple[str, dict[str, str]]) -
     assert position > 0
 
 
-def test_a_key_whose_answer_was_lost_is_a_conflict_not_a_crash(
-    own: tuple[str, dict[str, str]], read_url: str
-) -> None:
+def test_a_key_whose_answer_was_lost_is_a_conflict_not_a_crash(own: Served) -> None:
     """When the stored answers are gone (a read model replaced), reusing an Idempotency-Key whose
     request is already in the log answers 409 problem+json and credits nothing twice."""
-    url, keys = own
+    url, keys = own.url, own.keys
     h = {**auth(keys["cashier"]), "Idempotency-Key": "lost-1"}
     body = {"account_id": "player:001", "amount_minor": 777, "currency": "EUR"}
     assert httpx.post(f"{url}/v1/cashier/deposits", headers=h, json=body).status_code == 201
     after = balance_of(url, keys["cashier"], "player:001")
-    engine = make_engine(read_url)
+    engine = make_engine(own.read_url)
     with engine.begin() as c:
         c.execute(delete(s.idempotency))
     engine.dispose()
