@@ -435,6 +435,10 @@ class BackOffice:
         """The read model is as current as the log was at start and the last projection round succeeded."""
         self.projection_failures = 0
 
+    def position(self) -> int:
+        """How far the read model is: the log's offset projected (on Kafka, records applied)."""
+        return int(self.gateway.position())
+
     @property
     def keys(self) -> dict[str, ApiKey]:
         """The API keys as the keyring holds them now (:class:`~services.backoffice.apikeys.LiveKeys`)."""
@@ -626,8 +630,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
     def get_tables(c: Conn) -> dict[str, Any]:
         """Every table with its results for the latest gaming day with play."""
         day = queries.latest_day(c)
-        pos = c.execute(select(s.positions.c.offset).where(s.positions.c.source == "embedded")).scalar()
-        return {"day": day, "position": int(pos or 0), "tables": queries.tables_overview(c, day)}
+        return {"day": day, "position": bo.position(), "tables": queries.tables_overview(c, day)}
 
     @app.get("/v1/tables/{table_id}/report", response_model=TableReport, responses=PROBLEMS,
              tags=["tables"], dependencies=[role("tables")])  # fmt: skip
@@ -707,7 +710,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
             last, waited, quiet = -1, 0.0, 0.0
             step = max(0.1, settings.poll_seconds / 2)
             while waited < max_seconds and not await request.is_disconnected():
-                pos = await run_in_threadpool(bo.projector.position)
+                pos = await run_in_threadpool(bo.position)
                 if pos != last:
                     last, quiet = pos, 0.0
                     yield f"event: position\ndata: {json.dumps({'position': pos})}\n\n"

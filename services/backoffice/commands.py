@@ -114,6 +114,10 @@ class Gateway:
         self._run(shut)
         self._worker.shutdown()
 
+    def position(self) -> int:
+        """The log's offset the read model is projected to."""
+        return self.projector.position()
+
     def catch_up(self) -> int:
         """Project what the log holds beyond the read model."""
 

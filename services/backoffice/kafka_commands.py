@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
+from sqlalchemy import func, select
 
+from services.backoffice import schema as s
 from services.backoffice.commands import PRINCIPAL, BrokerUnavailable, OutcomeTimeout, now_rfc3339
 from services.backoffice.projector import Projector
 from services.core import topics
@@ -96,11 +98,21 @@ class KafkaGateway:
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 self._thread.join(self.timeout_s)
 
+    def position(self) -> int:
+        """How many records ``project --kafka`` applied: the sum of its partitions' positions (each one
+        the next offset to read)."""
+        p = s.positions.c
+        query = select(func.coalesce(func.sum(p.offset), 0)).where(
+            p.consumer == self.projector.name, p.source.like("kafka:%")
+        )
+        with self.projector.engine.connect() as c:
+            return int(c.execute(query).scalar_one())
+
     def catch_up(self) -> int:
         """Readiness: raises when the broker or the read model cannot be reached (the projection itself is
         ``project --kafka --follow``'s). Returns 0: nothing is projected here."""
         probe(self.settings)
-        self.projector.position()
+        self.position()
         return 0
 
     async def _send(self, envelope: Envelope) -> None:

@@ -51,7 +51,7 @@ class _ReadModel:
         position = GaugeMetricFamily("casino_read_model_position", "Last log offset projected into the read "
                                      "model", labels=["service"])  # fmt: skip
         with contextlib.suppress(Exception):  # the database is away: the scrape answers, the gauge is empty
-            position.add_metric([SERVICE], self.bo.projector.position())
+            position.add_metric([SERVICE], self.bo.position())
         yield position
         ready = GaugeMetricFamily("casino_ready", "1 when /readyz answers 200", labels=["service"])
         ready.add_metric([SERVICE], 1 if self.bo.ready else 0)
@@ -64,7 +64,7 @@ class _ReadModel:
 
 def install(app: FastAPI, bo: Any) -> CollectorRegistry:
     """Add the three routes and the request counting to ``app`` (``bo``: its :class:`BackOffice`, with
-    ``ready``, ``projection_failures`` and ``projector``). Returns the registry."""
+    ``ready``, ``projection_failures`` and ``position()``). Returns the registry."""
     from services.runtime.kafka.metrics import LOOP_STALL_S  # noqa: PLC0415
 
     registry = CollectorRegistry(auto_describe=True)
@@ -114,7 +114,7 @@ def install(app: FastAPI, bo: Any) -> CollectorRegistry:
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> JSONResponse:
         try:
-            position: int | None = await run_in_threadpool(bo.projector.position)
+            position: int | None = await run_in_threadpool(bo.position)
         except Exception:
             position = None
         ready = bool(bo.ready) and position is not None

@@ -64,11 +64,13 @@ def follower(env: dict[str, str], bootstrap: str, log: Path) -> subprocess.Popen
     """``casino-ledger project --kafka BOOTSTRAP --follow`` as a process (its stderr into ``log``)."""
     cmd = [sys.executable, "-m", "services.cli", "project", "--kafka", bootstrap, "--follow"]
     with log.open("ab") as out:
-        return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=out)  # noqa: S603
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=out)
 
 
 @contextlib.contextmanager
-def kafka_back_office(broker: str, tmp: Path, *, tables: int = 2, coups: int = 6) -> Iterator[KafkaBackOffice]:
+def kafka_back_office(
+    broker: str, tmp: Path, *, tables: int = 2, coups: int = 6
+) -> Iterator[KafkaBackOffice]:
     """A seeded session (seed 11, as ``fresh_log``) played on fresh topics through the workers, with the
     follower projecting it; yields once the read model holds every record the session wrote."""
     ring = new_keyring()

@@ -23,8 +23,8 @@ from services.backoffice.apikeys import ROLES
 from services.backoffice.projector import dump_rows
 from services.backoffice.schema import default_url, make_engine
 from tests.backoffice.conftest import free_port, make_keyring, pg_schema_url, running_server, wait_until
-from tests.backoffice.kafka_runtime import KafkaBackOffice, kafka_back_office, kafka_server
 from tests.backoffice.folds import fold, records
+from tests.backoffice.kafka_runtime import KafkaBackOffice, kafka_back_office, kafka_server
 
 T = "T01-punto-banco"
 
@@ -68,14 +68,52 @@ def copy_log(src: Path, dst: Path) -> Path:
     return dst
 
 
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A running back office: its base URL, an API key per role, its read model, its log's records."""
+
+    url: str
+    keys: dict[str, str]
+    read_url: str
+    records: Callable[[], list[dict[str, Any]]]
+
+
+RUNTIMES = ["sqlite", "postgresql", pytest.param("kafka", marks=pytest.mark.kafka)]
+"""The embedded log with its read model on SQLite and on PostgreSQL; Kafka with PostgreSQL."""
+
+
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory, demo_log: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    """One server over a copy of the demo log on SQLite, with a key per role: (base URL, keys)."""
+def kafka_bo(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBackOffice]:
+    """The module's back office on Kafka: workers, a seeded session, the follower (one for its tests)."""
+    with kafka_back_office(kafka_broker, tmp_path_factory.mktemp("kafka")) as bo:
+        yield bo
+
+
+@pytest.fixture(scope="module")
+def kafka_url(kafka_bo: KafkaBackOffice) -> Iterator[str]:
+    """``serve --kafka``'s application over the module's back office on Kafka."""
+    with kafka_server(kafka_bo) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def shared_embedded(tmp_path_factory: pytest.TempPathFactory, demo_log: Path) -> Iterator[Served]:
+    """One server over a copy of the demo log on SQLite, with a key per role."""
     tmp = tmp_path_factory.mktemp("shared")
     log = copy_log(demo_log, tmp / "log.db")
     keys = make_keyring(tmp / "keyring.json")
     with running_server(log, f"sqlite:///{tmp / 'read.db'}", tmp / "keyring.json") as url:
-        yield url, keys
+        yield Served(url, keys, f"sqlite:///{tmp / 'read.db'}", lambda: records(log))
+
+
+@pytest.fixture(params=["embedded", pytest.param("kafka", marks=pytest.mark.kafka)])
+def shared(request: pytest.FixtureRequest) -> Served:
+    """The module's server on each runtime (tests that write use Idempotency-Keys of their own)."""
+    if request.param == "kafka":
+        bo: KafkaBackOffice = request.getfixturevalue("kafka_bo")
+        return Served(request.getfixturevalue("kafka_url"), bo.keys, bo.read_url, bo.records)
+    served: Served = request.getfixturevalue("shared_embedded")
+    return served
 
 
 def auth(key: str) -> dict[str, str]:
@@ -93,11 +131,11 @@ ROUTE_IDS = [f"{m} {p}" for m, p, _, _ in ROUTES]
 @pytest.mark.parametrize(("method", "path", "group", "body"), ROUTES, ids=ROUTE_IDS)
 @pytest.mark.parametrize("role", [None, "bogus", *ROLES])
 def test_every_route_needs_a_key_and_a_role_that_may(
-    shared: tuple[str, dict[str, str]], method: str, path: str, group: str, body: Any, role: str | None
+    shared_embedded: Served, method: str, path: str, group: str, body: Any, role: str | None
 ) -> None:
     """No key or an unknown key: 401 (problem+json, WWW-Authenticate); a role that may not: 403;
     a role that may: neither."""
-    url, keys = shared
+    url, keys = shared_embedded.url, shared_embedded.keys
     headers = {"Idempotency-Key": f"auth-{role}-{group}-{path}"}
     if role == "bogus":
         headers.update(auth("clk_admin-00000000_not-a-key"))
@@ -113,6 +151,29 @@ def test_every_route_needs_a_key_and_a_role_that_may(
     else:
         assert r.status_code == 403
         assert r.json()["status"] == 403
+
+
+@pytest.mark.kafka
+def test_every_route_on_kafka_needs_a_key_and_a_role_that_may(
+    kafka_bo: KafkaBackOffice, kafka_url: str
+) -> None:
+    """The same rule on Kafka, each route once without a key (401), with a role that may not (403) and
+    with one that may (neither; a command is carried out)."""
+    for method, path, group, body in ROUTES:
+        allowed = sorted(EXPECTED_ROLES[group])
+        forbidden = sorted(set(ROLES) - EXPECTED_ROLES[group])
+        for role, expected in (
+            (None, {401}),
+            (forbidden[0] if forbidden else None, {403 if forbidden else 401}),
+        ):
+            headers = {"Idempotency-Key": f"kafka-auth-{role}-{group}"}
+            headers.update(auth(kafka_bo.keys[role]) if role else {})
+            r = httpx.request(method, kafka_url + path, headers=headers, json=body, timeout=30)
+            assert r.status_code in expected, (path, role, r.text)
+            assert r.headers["content-type"].startswith("application/problem+json")
+        headers = {"Idempotency-Key": f"kafka-auth-{allowed[0]}-{group}", **auth(kafka_bo.keys[allowed[0]])}
+        r = httpx.request(method, kafka_url + path, headers=headers, json=body, timeout=30)
+        assert r.status_code not in (401, 403), (path, r.text)
 
 
 def serve_process(log: Path, keyring: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
@@ -180,34 +241,6 @@ def test_done_when_api_balances_and_statements_equal_the_fold_of_postings(
     finally:
         if schemas is not None:
             schemas.close()
-
-
-@dataclass(frozen=True, slots=True)
-class Served:
-    """A running back office: its base URL, an API key per role, its read model, its log's records."""
-
-    url: str
-    keys: dict[str, str]
-    read_url: str
-    records: Callable[[], list[dict[str, Any]]]
-
-
-RUNTIMES = ["sqlite", "postgresql", pytest.param("kafka", marks=pytest.mark.kafka)]
-"""The embedded log with its read model on SQLite and on PostgreSQL; Kafka with PostgreSQL."""
-
-
-@pytest.fixture(scope="module")
-def kafka_bo(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBackOffice]:
-    """The module's back office on Kafka: workers, a seeded session, the follower (one for its tests)."""
-    with kafka_back_office(kafka_broker, tmp_path_factory.mktemp("kafka")) as bo:
-        yield bo
-
-
-@pytest.fixture(scope="module")
-def kafka_url(kafka_bo: KafkaBackOffice) -> Iterator[str]:
-    """``serve --kafka``'s application over the module's back office on Kafka."""
-    with kafka_server(kafka_bo) as url:
-        yield url
 
 
 @pytest.fixture(params=RUNTIMES)
@@ -321,9 +354,9 @@ def test_statement_windows_and_csv(own: Served) -> None:
                                 "bank_minor"}  # fmt: skip
 
 
-def test_errors_are_problem_json(shared: tuple[str, dict[str, str]]) -> None:
+def test_errors_are_problem_json(shared: Served) -> None:
     """Unknown things are 404, malformed parameters 400/422, all as problem+json with their status."""
-    url, keys = shared
+    url, keys = shared.url, shared.keys
     h = auth(keys["admin"])
     cases = [
         ("/v1/accounts/nobody/balance", 404), ("/v1/rounds/nothing", 404), ("/v1/tables/none/report", 404),
@@ -342,9 +375,9 @@ def test_errors_are_problem_json(shared: tuple[str, dict[str, str]]) -> None:
     assert r.status_code == 422
 
 
-def test_openapi_document_lists_the_design_endpoints(shared: tuple[str, dict[str, str]]) -> None:
+def test_openapi_document_lists_the_design_endpoints(shared: Served) -> None:
     """/openapi.json is OpenAPI 3.1 and has every endpoint docs/integration.md names."""
-    doc = httpx.get(shared[0] + "/openapi.json").json()
+    doc = httpx.get(shared.url + "/openapi.json").json()
     assert doc["openapi"].startswith("3.1")
     for path in ("/v1/accounts/{account_id}/balance", "/v1/accounts/{account_id}/statement",
                  "/v1/rounds/{coup_id}", "/v1/tables/{table_id}/report", "/v1/alerts", "/v1/findings",
@@ -352,19 +385,19 @@ def test_openapi_document_lists_the_design_endpoints(shared: tuple[str, dict[str
         assert path in doc["paths"], path
 
 
-def test_round_record_over_http(shared: tuple[str, dict[str, str]], demo_log: Path) -> None:
+def test_round_record_over_http(shared: Served) -> None:
     """GET /v1/rounds/{coup_id} answers the coup's cards in deal order as the dealer recorded them."""
-    url, keys = shared
-    dealt = [r["payload"] for r in records(demo_log) if r["type"] == "CardDealt"]
+    url, keys = shared.url, shared.keys
+    dealt = [r["payload"] for r in shared.records() if r["type"] == "CardDealt"]
     coup = dealt[0]["coup_id"]
     got = httpx.get(f"{url}/v1/rounds/{coup}", headers=auth(keys["auditor"])).json()
     assert [c["card"] for c in got["cards"]] == [d["card"] for d in dealt if d["coup_id"] == coup]
     assert got["coup_id"] == coup and got["variant"] and got["bets"]
 
 
-def test_the_stream_announces_the_position(shared: tuple[str, dict[str, str]]) -> None:
+def test_the_stream_announces_the_position(shared: Served) -> None:
     """GET /v1/stream is text/event-stream and starts with the read model's position."""
-    url, keys = shared
+    url, keys = shared.url, shared.keys
     with httpx.stream("GET", f"{url}/v1/stream?max_seconds=1", headers=auth(keys["operator"])) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
         text = "".join(r.iter_text())
