@@ -27,7 +27,7 @@ def backoffice_key(path: str | None) -> tuple[str | None, str | None]:
     if path is None:
         return None, "no --keyring: serve signs commands with the backoffice principal's key"
     try:
-        load_keyring(path).key(Principal.BACKOFFICE)
+        load_keyring(path).signing_key(Principal.BACKOFFICE)  # its own key, not a service's verify-only copy
     except KeyringError as exc:
         return (f"--keyring: {exc}: serve --kafka signs commands as principal backoffice (its key file "
                 "from `keys new --split DIR`, or the whole keyring)"), None  # fmt: skip
