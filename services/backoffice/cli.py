@@ -179,6 +179,13 @@ def _signing_keyring(path: str, db: str) -> tuple[str | None, str | None]:
     except KeyringError as exc:
         why = "serve signs commands as principal backoffice and runs the pipeline with"
         return f"--keyring: {exc}: {why} {ring_hint}", None
+    from services.core.trust import SERVICES  # noqa: PLC0415
+
+    lacking = sorted(p.value for p in SERVICES if p not in keyring.keys or not keyring.keys[p].can_sign)
+    if lacking:
+        return None, (f"--keyring {path} lacks the signing keys of {', '.join(lacking)}: on the embedded log "
+                      f"serve runs the pipeline itself, so commands need {ring_hint} (the back office's key "
+                      "alone serves commands on Kafka: serve --kafka)")  # fmt: skip
     ids = {k.key_id for k in keyring.keys.values()}
     with EmbeddedLog(db, readonly=True) as log:
         first = log.read(["casino.table.events"], 0, 1)
