@@ -46,12 +46,22 @@ WORKER_DEPLOYMENTS = [d for d in DEPLOYMENTS if d["spec"]["template"]["spec"]["c
                       == ["casino-ledger", "worker"]]  # fmt: skip
 CALLER_DEPLOYMENTS = [d for d in DEPLOYMENTS if d["spec"]["template"]["spec"]["containers"][0]["command"]
                       == CALLER_COMMAND]  # fmt: skip
+BACKOFFICE_DEPLOYMENTS = [
+    d
+    for d in DEPLOYMENTS
+    if d["spec"]["template"]["spec"]["containers"][0]["command"][1] in ("serve", "project")
+]
+"""The back office on Kafka: ``serve --kafka`` and ``project --kafka --follow`` (no worker's keyring)."""
+PROCESS_DEPLOYMENTS = WORKER_DEPLOYMENTS + CALLER_DEPLOYMENTS
+"""The pods that run the pipeline (the whole keyring, the workers' web server)."""
 JOBS = [doc for _, doc in K8S if doc["kind"] == "Job"]
 CONFIGMAPS = {doc["metadata"]["name"]: doc for _, doc in K8S if doc["kind"] == "ConfigMap"}
 FIELDS = set(Settings.model_fields)
 PENDING_FIELDS = {"keyring", "public_keyring"}
 """Settings the trust (``CASINO_KEYRING``) and audit (``CASINO_PUBLIC_KEYRING``) branches add; the
 manifests carry them already. Once merged they are fields and this set can go."""
+BACKOFFICE_FIELDS = {"read_db"}
+"""The back office's own variable (``CASINO_READ_DB``), read beside the Settings, not one of them."""
 SECRET_FIELDS = ("sasl_username", "sasl_password", "seamless_secret")
 """Supplied to pods by the Secrets ``casino-ledger-kafka`` and ``casino-ledger-seamless``, never by the
 ConfigMap."""
@@ -162,7 +172,7 @@ def test_compose_environment_is_made_of_settings_fields() -> None:
     """Each CASINO_ variable in compose is a Settings field and the whole set validates."""
     for svc in IMAGE_SERVICES.values():
         env = svc["environment"]
-        assert env_fields(env) <= FIELDS | PENDING_FIELDS
+        assert env_fields(env) <= FIELDS | PENDING_FIELDS | BACKOFFICE_FIELDS
         assert settings_from(env).bootstrap_list == ["kafka:9092"]
 
 
@@ -197,7 +207,7 @@ def test_k8s_has_a_deployment_per_service_with_valid_commands() -> None:
     """deploy/k8s has one Deployment per registered service and a topic Job, each with a valid command."""
     names = {containers(d)[0]["command"][2] for d in WORKER_DEPLOYMENTS}
     assert names == set(PROCESSORS)
-    assert len(DEPLOYMENTS) == len(WORKER_DEPLOYMENTS) + len(CALLER_DEPLOYMENTS)
+    assert len(DEPLOYMENTS) == len(PROCESS_DEPLOYMENTS) + len(BACKOFFICE_DEPLOYMENTS)
     assert JOBS
     for doc in DEPLOYMENTS + JOBS:
         for c in containers(doc):
@@ -235,7 +245,7 @@ def test_k8s_workers_mount_the_keyring_they_are_told_to_read() -> None:
     data = next(iter(CONFIGMAPS.values()))["data"]
     keyring = data["CASINO_KEYRING"]
     assert data.get("CASINO_DEMO_MODE", "false") == "false"
-    for doc in DEPLOYMENTS:
+    for doc in PROCESS_DEPLOYMENTS:
         for c in containers(doc):
             assert any(keyring.startswith(m["mountPath"] + "/") for m in c["volumeMounts"])
 
@@ -317,7 +327,7 @@ def test_compose_and_k8s_pods_run_the_keyring_read_only_from_a_secret() -> None:
     """Every worker pod mounts the Secret casino-ledger-keyring read-only (readable by the pod's group
     only) at the directory of CASINO_KEYRING, and the public keyring where CASINO_PUBLIC_KEYRING says."""
     data = next(iter(CONFIGMAPS.values()))["data"]
-    for doc in DEPLOYMENTS:
+    for doc in PROCESS_DEPLOYMENTS:
         pod = doc["spec"]["template"]["spec"]
         assert pod["securityContext"]["fsGroup"] == 10001
         volumes = {v["name"]: v for v in pod["volumes"]}
@@ -339,7 +349,7 @@ def test_k8s_workers_have_probes_on_healthz_and_readyz_and_resources() -> None:
     """Each worker has liveness (and startup) on /healthz and readiness on /readyz, on the port the web
     server listens on, resource requests and limits, and is scraped by Prometheus at /metrics."""
     port = int(next(iter(CONFIGMAPS.values()))["data"]["CASINO_WEB_PORT"])
-    for doc in DEPLOYMENTS:
+    for doc in PROCESS_DEPLOYMENTS:
         annotations = doc["spec"]["template"]["metadata"]["annotations"]
         assert annotations["prometheus.io/path"] == "/metrics"
         assert int(annotations["prometheus.io/port"]) == port
@@ -406,3 +416,52 @@ def test_kubectl_kustomize_renders_every_manifest_with_the_common_label() -> Non
     assert ("Deployment", "casino-ledger-seamless-caller") in rendered
     for d in docs:
         assert d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "casino-ledger"
+
+
+def _backoffice(command: str) -> list[dict[str, Any]]:
+    return [d for d in BACKOFFICE_DEPLOYMENTS if containers(d)[0]["command"][1] == command]
+
+
+def test_the_back_office_runs_in_compose_and_k8s_on_its_own_key_only() -> None:
+    """Compose and the manifests run ``serve --kafka`` and ``project --kafka --follow`` on the read
+    model CASINO_READ_DB names (compose: a PostgreSQL service they wait for; k8s: a Secret); serve gets
+    the back office's key file alone (never the whole keyring), the projector no key at all; serve is
+    probed on /healthz and, for readiness, /readyz on the port it listens on; one projector."""
+    services = COMPOSE["services"]
+    serve, projector = services["backoffice"], services["backoffice-projector"]
+    assert serve["command"][:4] == ["casino-ledger", "serve", "--kafka", "kafka:9092"]
+    assert projector["command"] == ["casino-ledger", "project", "--kafka", "kafka:9092", "--follow"]
+    for svc in (serve, projector):
+        assert svc["environment"]["CASINO_READ_DB"].startswith("postgresql+psycopg://")
+        assert svc["depends_on"]["postgres"]["condition"] == "service_healthy"
+        assert "healthcheck" in services["postgres"]
+    assert [s["source"] for s in serve["secrets"]] == ["casino-backoffice-key"]
+    assert serve["environment"]["CASINO_KEYRING"] == "/run/secrets/casino-backoffice-key"
+    assert COMPOSE["secrets"]["casino-backoffice-key"]["file"].endswith("/backoffice.json")
+    assert projector["secrets"] == [] and projector["environment"]["CASINO_KEYRING"] == ""
+    port = serve["command"][serve["command"].index("--port") + 1]
+    assert serve["healthcheck"]["test"][-1] == f"http://127.0.0.1:{port}/readyz"
+    check_command(serve["healthcheck"]["test"][1:])
+
+    (k_serve,) = _backoffice("serve")
+    (k_projector,) = _backoffice("project")
+    assert k_projector["spec"]["replicas"] == 1 and k_projector["spec"]["strategy"]["type"] == "Recreate"
+    for doc in (k_serve, k_projector):
+        c = containers(doc)[0]
+        assert {"name": "casino-ledger-read-db"} in [e["secretRef"] for e in c["envFrom"] if "secretRef" in e]
+        secrets = {
+            v["secret"]["secretName"] for v in doc["spec"]["template"]["spec"]["volumes"] if "secret" in v
+        }
+        assert "casino-ledger-keyring" not in secrets
+    c = containers(k_serve)[0]
+    keyring = next(e["value"] for e in c["env"] if e["name"] == "CASINO_KEYRING")
+    mount = next(m for m in c["volumeMounts"] if keyring.startswith(m["mountPath"] + "/"))
+    volumes = {v["name"]: v for v in k_serve["spec"]["template"]["spec"]["volumes"]}
+    assert volumes[mount["name"]]["secret"]["secretName"] == "casino-ledger-backoffice-key"
+    assert mount["readOnly"] is True
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports[c["readinessProbe"]["httpGet"]["port"]] == int(
+        c["command"][c["command"].index("--port") + 1]
+    )
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
