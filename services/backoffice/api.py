@@ -24,7 +24,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -740,9 +740,11 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
             if found is not None:
                 if found[0] != route or found[1] != digest:
                     raise Problem(409, "conflict", "this Idempotency-Key was used with another request")
-                return _answer(int(found[2]), str(found[3]))
+                if int(found[2]) != PENDING:
+                    return _answer(int(found[2]), str(found[3]))
+            retry = found is not None  # on the log already, its outcome came too late last time (Kafka)
             try:
-                status, answer = run()
+                status, answer = run(retry)
             except LogConflict:
                 detail = "the log holds another request under this Idempotency-Key (answers lost?)"
                 raise Problem(409, "conflict", detail) from None
@@ -752,20 +754,15 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
             except BrokerUnavailable as exc:
                 raise Problem(503, "unavailable", f"{exc}; retry with the same Idempotency-Key") from None
             except OutcomeTimeout as exc:
+                if not retry:  # a retry, on any server of this read model, reads the outcome
+                    _remember(engine, (key.key_id, idem, route, digest), PENDING, "", replace=False)
                 raise Problem(504, "outcome not yet projected", str(exc)) from None
             text = json.dumps(answer)
-            try:
-                with engine.begin() as c:
-                    c.execute(insert(s.idempotency).values(
-                        principal=key.key_id, key=idem, route=route, request_hash=digest,
-                        status_code=status, response=text,
-                    ))  # fmt: skip
-            except IntegrityError:  # a second server on the same read model answered first
-                raise Problem(409, "conflict", "this Idempotency-Key is being used concurrently") from None
+            _remember(engine, (key.key_id, idem, route, digest), status, text, replace=retry)
             return _answer(status, text)
 
     def money(route: str, type_: str, body: MoneyCommand, key: ApiKey, idem: str) -> Response:
-        def run() -> tuple[int, dict[str, Any]]:
+        def run(retry: bool) -> tuple[int, dict[str, Any]]:
             transfer_id = own_namespace("backoffice") + name_id("backoffice-transfer", key.key_id, idem)
             payload = {
                 "amount_minor": body.amount_minor, "currency": body.currency, "transfer_id": transfer_id,
@@ -776,7 +773,8 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
                     return queries.transfer_outcome(c, transfer_id, body.account_id)
 
             request_id, found = bo.gateway.command(type_, body.account_id, payload, key_id=key.key_id,
-                                                   idem=idem, outcome=outcome, final=_known)  # fmt: skip
+                                                   idem=idem, outcome=outcome, final=_known,
+                                                   retry=retry)  # fmt: skip
             with engine.connect() as c:
                 out = found or {
                     "status": "pending", "reason": None,
@@ -810,7 +808,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
         coup (``reserved`` while the table has not answered), 422 problem when it was rejected (funds,
         limits) or refused by the dealer (late: the stake is refunded)."""
 
-        def run() -> tuple[int, dict[str, Any]]:
+        def run(retry: bool) -> tuple[int, dict[str, Any]]:
             bet_id = body.bet_id or name_id("backoffice-bet", key.key_id, idem)
             payload = {
                 "bet_id": bet_id, "table_id": body.table_id, "coup_id": body.coup_id, "spot": body.spot,
@@ -822,7 +820,8 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
                     return queries.bet_outcome(c, bet_id, body.account_id)
 
             request_id, out = bo.gateway.command("PlaceBet", body.account_id, payload, key_id=key.key_id,
-                                                 idem=idem, outcome=outcome, final=_answered)  # fmt: skip
+                                                 idem=idem, outcome=outcome, final=_answered,
+                                                 retry=retry)  # fmt: skip
             answer = {"request_id": request_id, "account_id": body.account_id, "bet_id": bet_id, **out}
             ok = out["status"] in ("accepted", "reserved", "settled")
             return (201 if ok else 422), _refused(answer)
@@ -839,6 +838,29 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
+
+
+PENDING = 0
+"""The status of a stored answer not known yet: the command is on the log (Kafka), its outcome was not
+projected in time; a retry with the same key and body reads it instead of writing again."""
+
+
+def _remember(engine: Engine, request: tuple[str, str, str, str], status: int, text: str, *,
+              replace: bool) -> None:  # fmt: skip
+    """Store the answer to ``request`` (API key id, Idempotency-Key, route, request digest); ``replace``:
+    over its :data:`PENDING` row."""
+    key_id, idem, route, digest = request
+    t = s.idempotency
+    try:
+        with engine.begin() as c:
+            if replace:
+                pending = (t.c.principal == key_id, t.c.key == idem, t.c.status_code == PENDING)
+                c.execute(update(t).where(*pending).values(status_code=status, response=text))
+            else:
+                c.execute(insert(t).values(principal=key_id, key=idem, route=route, request_hash=digest,
+                                           status_code=status, response=text))  # fmt: skip
+    except IntegrityError:  # a second server on the same read model answered first
+        raise Problem(409, "conflict", "this Idempotency-Key is being used concurrently") from None
 
 
 def _known(outcome: dict[str, Any] | None) -> bool:

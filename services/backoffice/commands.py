@@ -157,8 +157,10 @@ class Gateway:
         idem: str,
         outcome: Callable[[], T],
         final: Callable[[T], bool],
+        retry: bool = False,
     ) -> tuple[str, T]:
         """:meth:`submit`, then the command's ``outcome`` as the read model holds it (the runtimes'
-        common call: :class:`services.backoffice.kafka_commands.KafkaGateway` waits for ``final``)."""
+        common call: :class:`services.backoffice.kafka_commands.KafkaGateway` waits for ``final``; ``retry``
+        only matters there: the pipeline runs to idle here, so an outcome is never late)."""
         event_id = self.submit(type_, account_id, payload, key_id=key_id, idem=idem)
         return event_id, outcome()

@@ -13,9 +13,9 @@ same Idempotency-Key to read its answer).
 A command whose outcome the read model holds already before it is produced (its ids are derived from the
 Idempotency-Key, so the same key was used before and its stored answer is gone) is a
 :class:`~services.runtime.embedded.log.LogConflict`, as a second request under one id is on the embedded
-log: 409, nothing is produced twice. But for a retry of a command this server produced and whose outcome
-it did not see in time (:class:`OutcomeTimeout`): the same request (same type, account and payload) then
-answers the outcome the read model holds now, without producing it again.
+log: 409, nothing is produced twice; but for a ``retry``: the API stored the command as pending when its
+outcome came too late (:class:`OutcomeTimeout`, on any server of the read model), and the same request
+under the same key then answers the outcome the read model holds now, without producing it again.
 
 The producer lives on an event loop of the gateway's own (a daemon thread); API threads hand it their
 records and wait. :meth:`KafkaGateway.catch_up` is the readiness check: the broker answers a TCP
@@ -38,7 +38,7 @@ from services.backoffice import schema as s
 from services.backoffice.commands import PRINCIPAL, BrokerUnavailable, OutcomeTimeout, now_rfc3339
 from services.backoffice.projector import Projector
 from services.core import topics
-from services.core.envelope import Envelope, canonical, name_id, request
+from services.core.envelope import Envelope, name_id, request
 from services.core.trust import Principal, authenticate
 from services.runtime import intake
 from services.runtime.embedded.log import LogConflict
@@ -50,6 +50,9 @@ T = TypeVar("T")
 
 POLL_S = 0.05
 """How often a command polls the read model for its outcome."""
+
+PRODUCE_TIMEOUT_S = 30.0
+"""How long a command waits for the broker to acknowledge it."""
 
 DEFAULT_TIMEOUT_S = 15.0
 """How long a command waits for its outcome in the read model (``serve --command-timeout``)."""
@@ -77,8 +80,6 @@ class KafkaGateway:
         self._thread = threading.Thread(target=self._loop.run_forever, name="backoffice-kafka", daemon=True)
         self._thread.start()
         self._producer: AIOKafkaProducer | None = None
-        self._timed_out: dict[str, bytes] = {}
-        """The requests produced whose outcome came too late, by event id (what they asked, canonical)."""
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
@@ -132,7 +133,7 @@ class KafkaGateway:
     def _produce(self, envelope: Envelope) -> None:
         try:
             probe(self.settings)  # one line at once, not aiokafka's retries until its request timeout
-            self._run(self._send(envelope), self.timeout_s)
+            self._run(self._send(envelope), PRODUCE_TIMEOUT_S)
         except Exception as exc:
             raise BrokerUnavailable(f"the command was not written: {type(exc).__name__}: "
                                     f"{(str(exc).splitlines() or [''])[0][:200]}") from None  # fmt: skip
@@ -147,15 +148,15 @@ class KafkaGateway:
         idem: str,
         outcome: Callable[[], T],
         final: Callable[[T], bool],
+        retry: bool = False,
     ) -> tuple[str, T]:
         """Produce one wallet request for ``account_id`` (ids derived from ``key_id`` and ``idem``) and
-        wait until ``final(outcome())``; returns the request's event id and that outcome."""
+        wait until ``final(outcome())``; returns the request's event id and that outcome. ``retry``: the
+        request was produced before and its outcome came too late (the outcome, once there, is its)."""
         event_id = name_id(PRINCIPAL, key_id, idem)
-        asked = canonical({"type": type_, "account_id": account_id, "payload": payload})
         before = outcome()
         if final(before):
-            if self._timed_out.get(event_id) == asked:  # a retry after OutcomeTimeout: its answer now
-                del self._timed_out[event_id]
+            if retry:
                 return event_id, before
             raise LogConflict(event_id, topics.WALLET_REQUESTS)
         env = request(
@@ -163,16 +164,15 @@ class KafkaGateway:
             event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL,
         )  # fmt: skip
         self._produce(authenticate(env, self._key) if self._key is not None else env)
-        return event_id, self._await(event_id, asked, outcome, final)
+        return event_id, self._await(event_id, outcome, final)
 
-    def _await(self, event_id: str, asked: bytes, outcome: Callable[[], T], final: Callable[[T], bool]) -> T:
+    def _await(self, event_id: str, outcome: Callable[[], T], final: Callable[[T], bool]) -> T:
         deadline = time.monotonic() + self.timeout_s
         while True:
             found = outcome()
             if final(found):
                 return found
             if time.monotonic() >= deadline:
-                self._timed_out[event_id] = asked
                 raise OutcomeTimeout(
                     f"the command {event_id} is on the log but its outcome is not in the read model after "
                     f"{self.timeout_s:g} s (is `casino-ledger project --kafka --follow` running, and the "

@@ -122,15 +122,20 @@ def _projected(read_url: str) -> int:
 
 
 @contextlib.contextmanager
-def kafka_server(bo: KafkaBackOffice, *, timeout_s: float = 20.0) -> Iterator[str]:
-    """``serve --kafka``'s application (the back office's key file alone) on a real uvicorn server."""
+def kafka_server(
+    bo: KafkaBackOffice, *, timeout_s: float = 20.0, read_url: str | None = None
+) -> Iterator[str]:
+    """``serve --kafka``'s application (the back office's key file alone) on a real uvicorn server, over
+    the deployment's read model or the one at ``read_url``."""
     import uvicorn  # noqa: PLC0415
 
     from services.backoffice.api import ServeSettings, create_app  # noqa: PLC0415
 
-    engine = make_engine(bo.read_url)
+    read_url = read_url or bo.read_url
+    engine = make_engine(read_url)
+    upgrade(engine)
     settings = ServeSettings(
-        log_path=Path(os.devnull), read_url=bo.read_url, keyring_path=bo.key_file, poll_seconds=0.2,
+        log_path=Path(os.devnull), read_url=read_url, keyring_path=bo.key_file, poll_seconds=0.2,
         kafka=bo.settings.model_copy(update={"keyring": None}), command_timeout_s=timeout_s,
     )  # fmt: skip
     app = create_app(settings, engine)

@@ -25,6 +25,7 @@ from services.backoffice.schema import default_url, make_engine
 from tests.backoffice.conftest import free_port, make_keyring, pg_schema_url, running_server, wait_until
 from tests.backoffice.folds import fold, records
 from tests.backoffice.kafka_runtime import KafkaBackOffice, kafka_back_office, kafka_server
+from tests.backoffice.kafka_runtime import follower as kafka_follower
 
 T = "T01-punto-banco"
 
@@ -422,3 +423,40 @@ def test_a_key_whose_answer_was_lost_is_a_conflict_not_a_crash(own: Served) -> N
     assert again.status_code == 409
     assert again.headers["content-type"].startswith("application/problem+json")
     assert balance_of(url, keys["cashier"], "player:001") == after
+
+
+@pytest.mark.kafka
+def test_on_kafka_a_late_outcome_answers_504_and_a_retry_reads_it_on_any_server(
+    kafka_bo: KafkaBackOffice, tmp_path: Path
+) -> None:
+    """On a read model no projector follows, a deposit is written but its outcome never shows: 504
+    problem+json saying to retry with the same key. Once a follower runs, the same request under the
+    same key on another server of that read model answers 201 with the outcome, the same answer again
+    after, and the log holds the deposit once."""
+    schemas = pg_schema_url()
+    read_url = next(schemas)
+    follower = None
+    try:
+        h = {**auth(kafka_bo.keys["cashier"]), "Idempotency-Key": "late-1"}
+        body = {"account_id": "player:005", "amount_minor": 4_321, "currency": "EUR"}
+        with kafka_server(kafka_bo, timeout_s=1.0, read_url=read_url) as url:
+            late = httpx.post(f"{url}/v1/cashier/deposits", headers=h, json=body, timeout=60)
+        assert late.status_code == 504, late.text
+        assert late.headers["content-type"].startswith("application/problem+json")
+        assert "retry with the same Idempotency-Key" in late.json()["detail"]
+        env = {**kafka_bo.env(), "CASINO_READ_DB": read_url}
+        follower = kafka_follower(env, kafka_bo.settings.bootstrap_servers, tmp_path / "follower.log")
+        with kafka_server(kafka_bo, read_url=read_url) as url:
+            first = httpx.post(f"{url}/v1/cashier/deposits", headers=h, json=body, timeout=60)
+            again = httpx.post(f"{url}/v1/cashier/deposits", headers=h, json=body, timeout=60)
+        assert first.status_code == again.status_code == 201, first.text
+        assert first.json() == again.json() and first.json()["status"] == "applied"
+        transfer = first.json()["transfer_id"]
+        applied = [r for r in kafka_bo.records() if r["type"] == "FundsDeposited"
+                   and r["payload"]["transfer_id"] == transfer]  # fmt: skip
+        assert len(applied) == 1
+    finally:
+        if follower is not None:
+            follower.terminate()
+            follower.wait(30)
+        schemas.close()
