@@ -55,7 +55,7 @@ PRODUCE_TIMEOUT_S = 30.0
 """How long a command waits for the broker to acknowledge it."""
 
 DEFAULT_TIMEOUT_S = 15.0
-"""How long a command waits for its outcome in the read model (``serve --command-timeout``)."""
+"""How long a command waits for its outcome in the read model (``serve --wait``)."""
 
 
 class KafkaGateway:

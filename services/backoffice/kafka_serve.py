@@ -46,6 +46,9 @@ def serve_kafka(args: argparse.Namespace) -> int:
     if not url:
         return _fail(f"serve --kafka needs the read model's URL in {READ_DB_ENV} (the one `project --kafka "
                      "--follow` keeps)")  # fmt: skip
+    timeout = float(getattr(args, "wait", 15.0))
+    if not 0 < timeout <= 3600:  # an hour: no client waits longer for an answer
+        return _fail(f"--wait: {timeout:g} seconds is not in (0, 3600]")
     keyring = _keyring(args)
     fatal, refused = backoffice_key(keyring)
     if fatal is not None:
@@ -59,7 +62,7 @@ def serve_kafka(args: argparse.Namespace) -> int:
     settings = ServeSettings(
         log_path=Path(os.devnull), read_url=url, keyring_path=Path(keyring) if keyring else None,
         periods=_periods(args), commands_refused=refused, kafka=Settings(bootstrap_servers=args.kafka),
-        command_timeout_s=float(getattr(args, "command_timeout", 15.0)),
+        command_timeout_s=timeout,
     )  # fmt: skip
     app = create_app(settings, engine)
     where = f"http://{args.host}:{args.port}"

@@ -393,8 +393,8 @@ def _bo(name: str) -> Callable[[argparse.Namespace], int]:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--keyring", default=None, metavar="FILE", help="Keyring with the API keys.  [default: "
               "$CASINO_KEYRING]")  # fmt: skip
-@click.option("--command-timeout", type=click.FloatRange(0.1, 600), default=15.0, show_default=True,
-              metavar="SECONDS", help="With --kafka: longest wait for a command's outcome in the read model.")  # fmt: skip
+@click.option("--wait", type=float, default=15.0, show_default=True, metavar="S",
+              help="With --kafka: longest wait (seconds) for a command's outcome.")  # fmt: skip
 @_periods
 @click.pass_context
 def serve(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:

@@ -44,7 +44,7 @@ def _env(read_db: str | None) -> dict[str, str]:
 def _serve(bootstrap: str, key_file: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "services.cli", "serve", "--kafka", bootstrap, "--port", str(port),
-           "--keyring", str(key_file), "--command-timeout", "2"]  # fmt: skip
+           "--keyring", str(key_file), "--wait", "2"]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
 
