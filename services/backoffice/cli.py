@@ -134,6 +134,28 @@ def serve_lock(db: str | Path, *, what: str) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+def _source(args: argparse.Namespace) -> str | None:
+    """Why ``statement``/``report`` have nothing to read: neither or both of ``--db`` and
+    ``--read-model``, the log missing, or ``--read-model`` without ``CASINO_READ_DB``."""
+    from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
+
+    if not getattr(args, "read_model", False):
+        return _check_db(args.db) if args.db else "one of the arguments --db --read-model is required"
+    if args.db:
+        return "argument --read-model: not allowed with argument --db"
+    return None if os.environ.get(READ_DB_ENV) else f"--read-model reads the read model {READ_DB_ENV} names"
+
+
+def _reading(args: argparse.Namespace) -> Any:
+    """The engine ``statement``/``report`` read: ``CASINO_READ_DB`` as it is with ``--read-model``,
+    else the read model beside ``--db`` caught up with the log."""
+    from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
+
+    if getattr(args, "read_model", False):
+        return open_read_model(os.environ[READ_DB_ENV])
+    return _read_model(args)[0]
+
+
 def _check_db(path: str) -> str | None:
     if not Path(path).is_file():
         return f"--db: no log at {path}"
@@ -345,14 +367,14 @@ def cmd_statement(args: argparse.Namespace) -> int:
     """An account's statement as JSON or CSV."""
     from services.backoffice import exports, queries  # noqa: PLC0415
 
-    if (err := _check_db(args.db) or _unsafe_out(args)) is not None:
+    if (err := _source(args) or _unsafe_out(args)) is not None:
         return _fail(err)
     try:
         since = queries.normalise_time(args.since) if args.since else None
         until = queries.normalise_time(args.until) if args.until else None
     except ValueError:
         return _fail("--since/--until: expected an RFC 3339 time or YYYY-MM-DD")
-    engine, _ = _read_model(args)
+    engine = _reading(args)
     with engine.connect() as c:
         if not queries.account_exists(c, args.account):
             return _fail(f"--account: no posting names {args.account}")
@@ -365,7 +387,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Table results per gaming day (or per shift) as JSON or CSV."""
     from services.backoffice import exports, queries  # noqa: PLC0415
 
-    if (err := _check_db(args.db) or _unsafe_out(args)) is not None:
+    if (err := _source(args) or _unsafe_out(args)) is not None:
         return _fail(err)
     if args.day is not None:
         try:
@@ -374,7 +396,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             queries.normalise_time(args.day)
         except ValueError:
             return _fail("--day: expected YYYY-MM-DD")
-    engine, _ = _read_model(args)
+    engine = _reading(args)
     with engine.connect() as c:
         day = args.day or queries.latest_day(c) or "1970-01-01"
         tables = args.table or [t["table_id"] for t in queries.tables_overview(c, None)]

@@ -444,14 +444,19 @@ def project(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
 
 
 def _tabular(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = click.option("--out", default="-", show_default=True, metavar="FILE", help="File to write ('-': "
-                     "stdout).")(f)  # fmt: skip
+    f = click.option("--out", default="-", show_default=True, metavar="FILE", help="File ('-': stdout).")(f)
     return click.option("--format", cls=ChoiceOption, type=Choice(["json", "csv"]), default="json",
                         show_default=True, metavar="FORMAT", help="Output format.")(f)  # fmt: skip
 
 
+def _read_model_flag(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--read-model", is_flag=True, help="Read CASINO_READ_DB as it is (a Kafka "
+                        "deployment's, kept by `project --kafka --follow`) instead of --db.")(f)  # fmt: skip
+
+
 @cli.command(short_help="An account's statement as JSON or CSV.")
-@click.option("--db", required=True, metavar="PATH", help="The embedded log.")
+@click.option("--db", default=None, metavar="PATH", help="The embedded log (or --read-model).")
+@_read_model_flag
 @click.option("--account", required=True, metavar="ID", help="The account.")
 @click.option(
     "--since", default=None, metavar="ISO", help="From this instant.  [default: the first transfer]"
@@ -465,7 +470,8 @@ def statement(**o: Any) -> argparse.Namespace:
 
 
 @cli.command(short_help="Table results per gaming day (or shift) as JSON or CSV.")
-@click.option("--db", required=True, metavar="PATH", help="The embedded log.")
+@click.option("--db", default=None, metavar="PATH", help="The embedded log (or --read-model).")
+@_read_model_flag
 @click.option("--table", multiple=True, metavar="TABLE", help="A table (repeatable).  [default: all]")
 @click.option(
     "--day", default=None, metavar="YYYY-MM-DD", help="Gaming day.  [default: the latest with play]"

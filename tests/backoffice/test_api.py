@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import sqlite3
 import subprocess
@@ -460,3 +461,35 @@ def test_on_kafka_a_late_outcome_answers_504_and_a_retry_reads_it_on_any_server(
             follower.terminate()
             follower.wait(30)
         schemas.close()
+
+
+@pytest.mark.kafka
+def test_on_kafka_statement_and_report_read_the_projected_read_model(
+    kafka_bo: KafkaBackOffice,
+    kafka_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``statement --read-model`` and ``report --read-model`` read the read model CASINO_READ_DB names
+    (the projector's, on Kafka) and print what the API answers; without CASINO_READ_DB, or with --db
+    too: one line, exit 2."""
+    from services.cli import main  # noqa: PLC0415
+
+    h = auth(kafka_bo.keys["auditor"])
+    coup = httpx.get(f"{kafka_url}/v1/tables/{T}/rounds?limit=1", headers=h).json()["rounds"][0]["coup_id"]
+    day = httpx.get(f"{kafka_url}/v1/rounds/{coup}", headers=h).json()["gaming_day"]
+    monkeypatch.setenv("CASINO_READ_DB", kafka_bo.read_url)
+    assert main(["report", "--read-model", "--table", T, "--day", day]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report == [httpx.get(f"{kafka_url}/v1/tables/{T}/report?day={day}", headers=h).json()]
+    assert report[0]["bets"] > 0
+    assert main(["statement", "--read-model", "--account", "player:004"]) == 0
+    lines = json.loads(capsys.readouterr().out)
+    api = httpx.get(f"{kafka_url}/v1/accounts/player:004/statement?limit=500", headers=h).json()["entries"]
+    assert lines["account_id"] == "player:004"
+    assert [e["transfer_id"] for e in api] == [e["transfer_id"] for e in lines["entries"]] and api
+    assert main(["report", "--read-model", "--db", "x.db"]) == 2
+    monkeypatch.delenv("CASINO_READ_DB")
+    assert main(["report", "--read-model"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("casino-ledger: error:") and "CASINO_READ_DB" in err[-1]
