@@ -48,7 +48,7 @@ from services.runtime.settings import Settings
 
 T = TypeVar("T")
 
-POLL_S = 0.05
+POLL_S = 0.01
 """How often a command polls the read model for its outcome."""
 
 PRODUCE_TIMEOUT_S = 30.0
