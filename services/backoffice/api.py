@@ -4,7 +4,9 @@ FastAPI over the read model; OpenAPI 3.1 at ``/openapi.json`` (Swagger UI at ``/
 keys with roles (:data:`PERMISSIONS`): 401 without a valid key, 403 for a role that may not. Errors
 are ``application/problem+json`` (RFC 9457). Commands carry an ``Idempotency-Key``: the same key with
 the same body gives the same answer, with another body 409. A background thread projects the log
-into the read model every ``poll_seconds``; the page follows it through server-sent events.
+into the read model every ``poll_seconds``; the page follows it through server-sent events. With
+``serve --kafka`` the commands go to the topics and ``project --kafka --follow`` keeps the read model
+(:mod:`services.backoffice.kafka_commands`); that thread then checks the broker for readiness.
 """
 
 import asyncio
@@ -445,15 +447,17 @@ class BackOffice:
         return self.live_keys.current()
 
     def follow(self) -> None:
-        """Project the log every ``poll_seconds`` until stopped (the background thread)."""
+        """Project the log every ``poll_seconds`` until stopped (the background thread); on Kafka, check
+        that the broker and the read model answer (``project --kafka --follow`` projects)."""
         while not self.stop.is_set():
             try:
                 self.gateway.catch_up()
                 self.ready = True
             except Exception as exc:  # keep serving reads; say why in the log (no secrets in it)
+                if self.ready or not self.projection_failures:  # once per outage, not every round
+                    self.logger.warning("projection failed", error=type(exc).__name__, detail=str(exc)[:200])
                 self.ready = False
                 self.projection_failures += 1
-                self.logger.warning("projection failed", error=type(exc).__name__, detail=str(exc)[:200])
             self.stop.wait(self.settings.poll_seconds)
 
 

@@ -3,7 +3,9 @@
 * ``/healthz``: 200 while the process is alive and its event loop comes round in time (503 when it
   stalls), as a worker's;
 * ``/readyz``: 200 once the read model is as current as the log was at start and the last projection
-  round succeeded; 503 before and after a failed round. Body ``{"ready", "position"}``;
+  round succeeded; 503 before and after a failed round. On Kafka (``serve --kafka``): 200 while the
+  broker accepts a connection and the read model answers, 503 otherwise. Body ``{"ready", "position"}``
+  (on Kafka, the records ``project --kafka`` applied);
 * ``/metrics``: the Prometheus text format, label ``service="serve"``: HTTP requests by route template,
   method and status, their latency, the read model's position, projection failures, readiness, and
   the process collectors.
