@@ -152,13 +152,16 @@ class KafkaGateway:
     ) -> tuple[str, T]:
         """Produce one wallet request for ``account_id`` (ids derived from ``key_id`` and ``idem``) and
         wait until ``final(outcome())``; returns the request's event id and that outcome. ``retry``: the
-        request was produced before and its outcome came too late (the outcome, once there, is its)."""
+        request was produced before and its outcome came too late: it is not produced again, its outcome
+        is awaited."""
         event_id = name_id(PRINCIPAL, key_id, idem)
         before = outcome()
         if final(before):
             if retry:
                 return event_id, before
             raise LogConflict(event_id, topics.WALLET_REQUESTS)
+        if retry:  # on the log already: the same id again with another time would be a conflicting copy
+            return event_id, self._await(event_id, outcome, final)
         env = request(
             type_, topics.WALLET_REQUESTS, account_id, {"account_id": account_id, **payload},
             event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL,
