@@ -145,6 +145,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+import click
 import faust
 import yaml  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
@@ -1480,27 +1481,41 @@ def topics_create_main(args: argparse.Namespace) -> int:
         library.setLevel(level)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m services.runtime.kafka.worker NAME [--factory module:attr] | create-topics
-    [--spec PATH]``."""
-    tune_gc()  # as ``casino-ledger worker`` does: the workers of the bus, the tests and the benches
-    p = argparse.ArgumentParser(prog="python -m services.runtime.kafka.worker")
-    p.add_argument("name", help="a service of PROCESSORS, or create-topics")
-    p.add_argument("--broker", default=None, help="host:port[,…] (else CASINO_BOOTSTRAP_SERVERS)")
-    p.add_argument("--factory", default=None, help="module:callable returning the processor(s) to run")
-    p.add_argument("--spec", default=None, help="topic list for create-topics (else CASINO_TOPIC_SPEC)")
-    args = p.parse_args(argv)
+@click.command(name="python -m services.runtime.kafka.worker")
+@click.argument("name")
+@click.option("--broker", default=None, help="host:port[,…]  [default: $CASINO_BOOTSTRAP_SERVERS]")
+@click.option("--factory", default=None, help="module:callable returning the processor(s) to run.")
+@click.option("--spec", default=None, help="Topic list for create-topics.  [default: $CASINO_TOPIC_SPEC]")
+def worker_command(name: str, broker: str | None, factory: str | None, spec: str | None) -> int | None:
+    """Run the processor NAME (a service of PROCESSORS), or create-topics."""
     try:
-        settings = _settings_for(args.broker, None)
-        if args.name == "create-topics":
-            return create_topics_main(settings, Path(args.spec) if args.spec else topic_spec_path(settings))
-        run_worker(args.name, settings, _import_factory(args.factory) if args.factory else None)
+        settings = _settings_for(broker, None)
+        if name == "create-topics":
+            return create_topics_main(settings, Path(spec) if spec else topic_spec_path(settings))
+        run_worker(name, settings, _import_factory(factory) if factory else None)
     except Exception as exc:  # the same one line as `casino-ledger worker` for what an operator can fix
         line = one_line(exc)
         if line is None:
             raise
         print(f"casino-ledger: error: {line}", file=sys.stderr)  # noqa: T201
         return 2
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m services.runtime.kafka.worker NAME [--factory module:attr] | create-topics
+    [--spec PATH]`` (exit 2 for a bad invocation or what an operator can fix)."""
+    tune_gc()  # as ``casino-ledger worker`` does: the workers of the bus, the tests and the benches
+    try:
+        result = worker_command.main(
+            args=list(argv if argv is not None else sys.argv[1:]), standalone_mode=False
+        )
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.Abort:  # click's word for an interrupt
+        return 130
+    return int(result or 0)
 
 
 if __name__ == "__main__":
