@@ -28,9 +28,9 @@ def _fail(message: str) -> int:
 
 
 def _keyring(args: argparse.Namespace) -> str | None:
-    from services.backoffice.apikeys import KEYRING_ENV  # noqa: PLC0415
+    from services.runtime.settings import setting  # noqa: PLC0415
 
-    value = getattr(args, "keyring", None) or os.environ.get(KEYRING_ENV)
+    value = getattr(args, "keyring", None) or setting("keyring")
     return str(value) if value else None
 
 
@@ -301,9 +301,9 @@ def _project_kafka(args: argparse.Namespace) -> int:
     from services.backoffice.kafka_follow import follow_kafka  # noqa: PLC0415
     from services.backoffice.projector import Projector  # noqa: PLC0415
     from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
-    from services.runtime.settings import Settings  # noqa: PLC0415
+    from services.runtime.settings import Settings, setting  # noqa: PLC0415
 
-    url = os.environ.get(READ_DB_ENV)
+    url = setting("read_db").get_secret_value()
     if not url:
         return _fail(f"project --kafka needs the read model's URL in {READ_DB_ENV}")
     engine = open_read_model(url)

@@ -230,7 +230,9 @@ def _explain(exc: Exception, args: argparse.Namespace) -> int:
     line = one_line(exc, getattr(args, "db", None))
     if line is not None:
         return _fail(line)
-    if os.environ.get("CASINO_DEBUG") == "1":
+    from services.runtime.settings import setting  # noqa: PLC0415
+
+    if setting("debug") == "1":
         traceback.print_exc()
     print(
         f"casino-ledger: internal error: {type(exc).__name__} in `{args.command}` (a bug: please report it "

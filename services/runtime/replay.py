@@ -67,7 +67,6 @@ import argparse
 import functools
 import hashlib
 import json
-import os
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -90,7 +89,7 @@ from services.core.errors import DomainError
 from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring
 from services.runtime.failures import BadInput
 from services.runtime.outputs import check_output
-from services.runtime.settings import int_from_env
+from services.runtime.settings import conventions, setting
 from services.runtime.textfit import printable, printable_data, printable_json
 
 ENV_PUBLIC_KEYRING = "CASINO_PUBLIC_KEYRING"
@@ -123,8 +122,7 @@ def keys_supplied(path: str | None, env: Mapping[str, str] | None = None) -> boo
     """Whether the regulator supplied the public keyring (``--keys`` or ``CASINO_PUBLIC_KEYRING``), as
     opposed to one found beside the log or the public demo key, which whoever wrote the log could have
     written too: without it, a replay's ``clean`` is qualified (docs/trust.md)."""
-    env = os.environ if env is None else env
-    return bool(path or env.get(ENV_PUBLIC_KEYRING, "").strip())
+    return bool(path or setting("public_keyring", env).strip())
 
 
 def chosen_public_keyring(
@@ -132,8 +130,7 @@ def chosen_public_keyring(
 ) -> str:
     """The public keyring file a replay checks with: ``--keys PATH``, else ``CASINO_PUBLIC_KEYRING``,
     else the one beside the ``log`` file (``<db>`` :data:`PUBLIC_KEYRING_SUFFIX`); ``""`` when none."""
-    env = os.environ if env is None else env
-    chosen = path or env.get(ENV_PUBLIC_KEYRING, "").strip()
+    chosen = path or setting("public_keyring", env).strip()
     if not chosen and log is not None and Path(f"{log}{PUBLIC_KEYRING_SUFFIX}").is_file():
         chosen = f"{log}{PUBLIC_KEYRING_SUFFIX}"
     return chosen
@@ -206,9 +203,7 @@ def replay(
     read twice: first which of them are facts (:func:`survey`), then the replay; a :class:`Source`, a
     list or a tuple is read again, any other iterable is held in memory first.
     """
-    every = checkpoint_every or int_from_env(
-        ENV_CHECKPOINT_EVERY, os.environ.get(ENV_CHECKPOINT_EVERY, "") or str(CHECKPOINT_EVERY)
-    )
+    every = checkpoint_every or setting("audit_checkpoint_every") or CHECKPOINT_EVERY
     default = public_keys_from(None)[0] if keys is None else keys
     if isinstance(raw_records, Source):
         first: Iterable[bytes | str | Envelope] = raw_records.again()
@@ -335,7 +330,7 @@ def replay_main(args: argparse.Namespace, now: Callable[[], datetime] | None = N
 
 def _clock() -> datetime:
     """Now, or ``SOURCE_DATE_EPOCH`` (seconds) when set: a reproducible report for a reproducible input."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    epoch = conventions().source_date_epoch.strip()
     if epoch.isdigit():
         return datetime.fromtimestamp(int(epoch), UTC)
     return datetime.now(UTC)
@@ -492,7 +487,7 @@ class _progress:
         self.bar: Any = None
 
     def __enter__(self) -> Callable[[int], None] | None:
-        if self.source is None or not sys.stdout.isatty() or os.environ.get("CI"):
+        if self.source is None or not sys.stdout.isatty() or conventions().ci:
             return None
         from rich.progress import Progress  # noqa: PLC0415
 

@@ -79,7 +79,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sqlite3
 import time
 from collections import OrderedDict
@@ -96,8 +95,9 @@ from services.core.trust import Sealed
 from services.runtime import intake
 from services.runtime.embedded import snapshot
 from services.runtime.embedded.attesting import ATTEST_EVERY, Attestor
-from services.runtime.failures import ConfigError, NotALog
+from services.runtime.failures import NotALog
 from services.runtime.logging import get_logger
+from services.runtime.settings import setting
 from services.runtime.tuning import gc_paused
 from services.runtime.waits import Stream
 
@@ -117,14 +117,8 @@ def synchronous_setting() -> Synchronous:
 
     Raises :class:`~services.runtime.failures.ConfigError` naming the variable for another value.
     """
-    text = os.environ.get("CASINO_SQLITE_SYNCHRONOUS", "").strip().upper()
-    if not text:
-        return DEFAULT_SYNCHRONOUS
-    if text == "FULL":
-        return "FULL"
-    if text == "NORMAL":
-        return "NORMAL"
-    raise ConfigError(f"CASINO_SQLITE_SYNCHRONOUS must be NORMAL or FULL, not {text[:20]!r}")
+    chosen: Synchronous = setting("sqlite_synchronous")
+    return chosen
 
 
 Row = tuple[int, str, str, bytes]

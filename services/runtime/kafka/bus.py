@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -77,7 +76,7 @@ from services.runtime import intake
 from services.runtime.compose import OBSERVERS, Composition
 from services.runtime.kafka.topic_io import aconsume_all, new_consumer, partitions_of, read_range, rest
 from services.runtime.kafka.worker import ensure_topics
-from services.runtime.settings import Settings
+from services.runtime.settings import Settings, environment
 from services.runtime.waits import Stream
 
 T = TypeVar("T")
@@ -131,7 +130,7 @@ class WorkerDied(RuntimeError):
 
 def quick_settings(base: Settings | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """``base`` (default: from the environment) with :data:`QUICK_GROUP_TIMEOUTS` where ``env`` sets none."""
-    environ = os.environ if env is None else env
+    environ = environment() if env is None else env
     settings = base if base is not None else Settings()
     update = {k: v for k, v in QUICK_GROUP_TIMEOUTS.items() if f"CASINO_{k.upper()}" not in environ}
     return settings.model_copy(update=update)
@@ -180,7 +179,7 @@ class Workers:
     def start(self, names: Iterable[str] | None = None) -> None:
         """Start the named services (default all) that are not running."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **worker_env(self.settings)}
+        env = {**environment(), **worker_env(self.settings)}
         for name in self.services if names is None else names:
             if name in self.procs and self.procs[name].poll() is None:
                 continue
