@@ -67,8 +67,10 @@ def main() -> None:
     records = envelopes(coups)
     alike = sum(canonical(r) == rfc8785.dumps(r) for r in records)
     size = sum(len(canonical(r)) for r in records) / len(records)
-    print(f"{len(records)} envelopes ({size:.0f} bytes on average); ours and rfc8785 write the same bytes "
-          f"for {alike} of {len(records)}")
+    print(
+        f"{len(records)} envelopes ({size:.0f} bytes on average); ours and rfc8785 write the same bytes "
+        f"for {alike} of {len(records)}"
+    )
     figures = measure(records)
     base, ours = figures["stdlib json (baseline)"], figures["ours (orjson)"]
     print(f"{'encoder':<24}{'us/envelope':>12}{'x baseline':>12}{'x ours':>9}")

@@ -30,7 +30,7 @@ JSON = st.recursive(
 
 
 @given(JSON)
-@example({"b": [1, -1, 0], "a": "\u2028\x7f\x00\"\\\n\t\x1f", "é": None, "A": True})
+@example({"b": [1, -1, 0], "a": '\u2028\x7f\x00"\\\n\t\x1f', "é": None, "A": True})
 @example({"amount_minor": SAFE, "balance_minor": -SAFE, "id": "\U0001f0a1"})
 def test_ours_writes_the_bytes_of_the_rfc8785_package(obj: Any) -> None:
     """For any value of the records' domain, ours and the package write the same bytes."""
