@@ -117,10 +117,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.out == "-":
         if not db.exists():
             return _fail(f"no log at {db}")
+        from services.runtime.progress import progress  # noqa: PLC0415
+
         n = 0
-        for raw in replay.read_db(db):
-            sys.stdout.buffer.write(raw + b"\n")
-            n += 1
+        with progress("export", replay.db_count(db), "records", every=1000) as done:
+            for raw in replay.read_db(db, done):
+                sys.stdout.buffer.write(raw + b"\n")
+                n += 1
         sys.stdout.buffer.flush()
         print(json.dumps({"exported": n, "out": "-"}), file=sys.stderr)
         return 0

@@ -70,6 +70,7 @@ import json
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -89,6 +90,7 @@ from services.core.errors import DomainError
 from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring
 from services.runtime.failures import BadInput
 from services.runtime.outputs import check_output
+from services.runtime.progress import progress as how_far
 from services.runtime.settings import conventions, setting
 from services.runtime.textfit import printable, printable_data, printable_json
 
@@ -287,6 +289,11 @@ def read_db(path: Path, progress: Callable[[int], None] | None = None, page: int
         conn.close()
 
 
+def db_count(path: Path) -> int:
+    """How many records the embedded log at ``path`` holds (read-only)."""
+    return _db_count(path)
+
+
 def _db_count(path: Path) -> int:
     conn = open_readonly(path)
     try:
@@ -302,8 +309,8 @@ def export_main(args: argparse.Namespace) -> int:
         print(f"casino-ledger: error: no log at {db}", file=sys.stderr)
         return 2
     n = 0
-    with Path(args.out).open("wb") as fh:
-        for raw in read_db(db):
+    with Path(args.out).open("wb") as fh, how_far("export", _db_count(db), "records", every=1000) as done:
+        for raw in read_db(db, done):
             fh.write(raw + b"\n")
             n += 1
     print(json.dumps({"exported": n, "out": str(args.out)}))
@@ -479,35 +486,18 @@ def report_meta(
     return {"generated_at": when, "tool_version": tool_version(), "source": src, "keyring": key_source}
 
 
-class _progress:
-    """A rich progress bar on stdout when it is a terminal; a no-op otherwise (pipes, tests, CI)."""
-
-    def __init__(self, args: argparse.Namespace, source: Path | None) -> None:
-        self.args, self.source = args, source
-        self.bar: Any = None
-
-    def __enter__(self) -> Callable[[int], None] | None:
-        if self.source is None or not sys.stdout.isatty() or conventions().ci:
-            return None
-        from rich.progress import Progress  # noqa: PLC0415
-
-        total = self.source.stat().st_size if self.args.jsonl else _db_count(self.source)
-        self.bar = Progress(transient=True)
-        self.bar.start()
-        task = self.bar.add_task("replaying", total=total)
-        pending = [0]
-
-        def advance(n: int) -> None:
-            pending[0] += n
-            if pending[0] >= (1 << 16 if self.args.jsonl else 1000):
-                self.bar.advance(task, pending[0])
-                pending[0] = 0
-
-        return advance
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+@contextmanager
+def _progress(args: argparse.Namespace, source: Path | None) -> Iterator[Callable[[int], None] | None]:
+    """How far the replay's pass over a file is, on stderr (:mod:`services.runtime.progress`)."""
+    if source is None:  # Kafka: no total to count against
+        yield None
+        return
+    if args.jsonl:
+        with how_far("replay", source.stat().st_size, "bytes", every=1 << 16) as advance:
+            yield advance
+    else:
+        with how_far("replay", _db_count(source), "records", every=1000) as advance:
+            yield advance
 
 
 def render_text(report: Report) -> str:

@@ -1086,14 +1086,21 @@ class Runner(Generic[S]):
             self._snapshot()
 
 
-def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None, *, seal: bool = False) -> int:
+def run_until_idle(
+    runners: Sequence[Runner[Any]],
+    limit: int | None = None,
+    *,
+    seal: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> int:
     """Step the runners round-robin, one batch each per round, until a round moves nothing; then each
     runner's signed heads of what it wrote meanwhile and, with ``seal``, its ``idle`` seal (the
     pipeline went idle): :func:`seal_idle`. Attesting here, not per commit, keeps the log the same
     whatever the transactions (a bus's group commits).
 
-    Returns the number of input records applied. The interleaving is a function of the log alone,
-    so the same log and the same runners give the same output log.
+    Returns the number of input records applied (``progress``, when given, is told each round's). The
+    interleaving is a function of the log alone, so the same log and the same runners give the same
+    output log.
 
     A round is one transaction (group commit): every runner's batch in it (outputs, offset, applied
     ids) commits together or not at all; on an error every runner reloads its state from what the log
@@ -1108,6 +1115,8 @@ def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None, *, 
                 runners[0].log.checkpoint_if_due()  # idle: the WAL's checkpoint, out of the burst
             return total
         total += moved
+        if progress is not None:
+            progress(moved)
 
 
 def seal_idle(runners: Sequence[Runner[Any]], *, seal: bool = True) -> None:
