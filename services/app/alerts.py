@@ -120,13 +120,4 @@ def cmd_monitor_eval(args: argparse.Namespace) -> int:
     """Run the monitor's evaluation (``monitor_eval.main``)."""
     from services.app.monitor_eval import main  # noqa: PLC0415
 
-    argv = ["--quick"] if args.quick else []
-    argv += ["--full"] if getattr(args, "full", False) else []
-    argv += ["--no-progress"] if getattr(args, "no_progress", False) else []
-    for part in getattr(args, "only", None) or ():
-        argv += ["--only", part]
-    given = (("--runs", args.runs), ("--rounds", args.rounds), ("--honest-coups", args.honest_coups))
-    for flag, value in given:
-        if value is not None:
-            argv += [flag, str(value)]
-    return main(argv)
+    return main(args)

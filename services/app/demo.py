@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import shlex
 import shutil
 import sqlite3
@@ -38,7 +37,7 @@ from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, NotALog
 from services.runtime.keyring import KeyringError, load_keyring, new_keyring, save_keyring
 from services.runtime.replay import PUBLIC_KEYRING_SUFFIX, Source, read_db, replay
-from services.runtime.settings import Settings
+from services.runtime.settings import Settings, conventions, setting
 from services.runtime.textfit import printable, printable_data
 
 DEFAULT_COUPS = 60
@@ -313,8 +312,8 @@ def main(args: argparse.Namespace) -> int:
         return 2
     tables = demo_tables(options["tables"])
     seed, coups = options["seed"], options["coups"]
-    configure(level=os.environ.get("LOG_LEVEL", "WARNING"))  # one line per batch is for operators
-    wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 132  # a pipe: room for the table
+    configure(level=conventions().log_level or "WARNING")  # one line per batch is for operators
+    wide = None if sys.stdout.isatty() or conventions().columns else 132  # a pipe: room for the table
     console = Console(quiet=bool(getattr(args, "quiet", False)), width=wide)
     if getattr(args, "kafka", None):
         return _main_kafka(args, console, tables, coups, seed)
@@ -375,7 +374,7 @@ def say_written(console: Console, path: Path, more: Iterable[tuple[Path, str]] =
     files = [(path, "the log"), (Path(f"{path}.keyring.json"), "its keyring: secrets, mode 0600"),
              (Path(f"{path}{PUBLIC_KEYRING_SUFFIX}"), "the public keys a replay checks with"),
              *more]  # fmt: skip
-    if os.environ.get("CASINO_KEYRING"):
+    if setting("keyring"):
         files.pop(1)
     console.print("wrote: " + "; ".join(f"{p} ({what})" for p, what in files if p.exists()), soft_wrap=True)
 
@@ -472,7 +471,7 @@ def demo_composition(beside: Path) -> Composition:
     """The demo's processors: on ``CASINO_KEYRING`` when set, else on the keyring file ``beside`` (the
     db's ``<db>.keyring.json``: loaded when it exists, so a rerun replays the same shoes; else made
     fresh, mode 0600). Demo mode: the simulator may choose seeds; the public demo keys are allowed."""
-    if os.environ.get("CASINO_KEYRING"):
+    if setting("keyring"):
         return Composition.from_settings(Settings(demo_mode=True))
     ring = load_keyring(beside) if beside.exists() else new_keyring()
     if not beside.exists():
@@ -514,7 +513,7 @@ def _main_kafka(
     from services.runtime.kafka.bus import quick_settings, running  # noqa: PLC0415
 
     base = Settings(bootstrap_servers=args.kafka)
-    if not os.environ.get("CASINO_TOPIC_PREFIX"):
+    if not setting("topic_prefix"):
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         base = base.model_copy(update={"topic_prefix": f"demo-{seed}-{stamp}."})
     settings = quick_settings(base)

@@ -22,6 +22,7 @@ import hashlib
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +36,7 @@ from services.core.envelope import Envelope, name_id, parse_record, request
 from services.core.trust import PRIMARY_CONSUMER, REFUSALS, Principal, authenticate
 from services.runtime.compose import Composition
 from services.runtime.keyring import Keyring, KeyringError
+from services.runtime.progress import counting, progress
 from services.runtime.settings import Settings
 
 EXIT_BAD_INPUT = 2
@@ -63,13 +65,20 @@ def _now() -> str:
 
 
 def read_lines(
-    text: str, principals: list[Principal], keyring: Keyring | None, now: str
+    text: str,
+    principals: list[Principal],
+    keyring: Keyring | None,
+    now: str,
+    checked: Callable[[int], None] | None = None,
 ) -> tuple[list[Line], list[BadLine]]:
-    """Every line's record (blank lines skipped) and every unreadable line, in input order."""
+    """Every line's record (blank lines skipped) and every unreadable line, in input order
+    (``checked`` is told of each line read)."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     good: list[Line] = []
     bad: list[BadLine] = []
     for lineno, raw in enumerate(text.splitlines(), 1):
+        if checked is not None:
+            checked(1)
         if not raw.strip():
             continue
         try:
@@ -190,7 +199,9 @@ def main(args: argparse.Namespace) -> int:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return fail(f"{source}: cannot be read ({type(exc).__name__})")
-    good, bad = read_lines(text, principals, composition.keyring, _now())
+    total = text.count("\n") + (0 if text.endswith("\n") else 1)
+    with progress("ingest", total, "lines checked", every=100) as checked:
+        good, bad = read_lines(text, principals, composition.keyring, _now(), checked)
     lines = len(good) + len(bad)
     if bad:
         print(json.dumps({"lines": lines, "unreadable": [str(b) for b in bad], "appended": 0}))
@@ -210,7 +221,8 @@ def main(args: argparse.Namespace) -> int:
             where = next((ln.lineno for ln in good if ln.record.event_id == conflict.event_id), 0)
             return fail(f"line {where}: event_id {conflict.event_id} is already in the log with another body")
         runners = [Runner(log, proc, name) for name, proc in composition.pipeline()]
-        run_until_idle(runners, seal=True)
+        with counting("ingest", "records through the pipeline") as applied:
+            run_until_idle(runners, seal=True, progress=applied)
         for runner in runners:  # the next ingest starts from here, not from the last periodic snapshot
             runner.snapshot_if_behind()
         refused, dead, refused_ids = summarise(log, head, {ln.record.event_id for ln in good})

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import TextIO
+from typing import Any, TextIO
 
 from services.app.adversaries import (
     ADVERSARIES,
@@ -391,28 +391,9 @@ def print_tables(honest_rows: list[HonestRow], rows: list[AdversaryRow], out: Te
                   f"| {_num(r.z_median)} ({len(r.z)}/{r.runs}) | {ratio} |\n")  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``monitor-eval [--quick | --full] [--runs N] [--rounds N] [--honest-coups N]``."""
-    import argparse  # noqa: PLC0415
-
-    ap = argparse.ArgumentParser(prog="casino-ledger monitor-eval", description=__doc__.splitlines()[0])
-    size = ap.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="a small run for the tests (a minute)")
-    size.add_argument("--full", action="store_true", help="the whole evaluation (hours on one core)")
-    ap.add_argument(
-        "--runs", type=int, default=None, help="runs per adversary case (default 3; quick 1; full 10)"
-    )
-    ap.add_argument("--rounds", type=int, default=None, help="coups per adversary run (default: per case)")
-    ap.add_argument(
-        "--honest-coups",
-        type=int,
-        default=None,
-        help="coups per light honest population (default 2,000; quick 150; full 10,000)",
-    )
-    ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    ap.add_argument("--only", action="append", default=[],
-                    help="only this part: 'honest' or an adversary ('shoe bias', ...)")  # fmt: skip
-    args = ap.parse_args(argv)
+def main(args: Any) -> int:
+    """``casino-ledger monitor-eval [--quick | --full] [--runs N] [--rounds N] [--honest-coups N]
+    [--no-progress] [--only PART]...``, its options as the command line parsed them (services.cli.app)."""
 
     def pick(given: int | None, quick: int, default: int, full: int) -> int:
         if given is not None:
@@ -426,7 +407,12 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write("casino-ledger: error: monitor-eval counts must be positive\n")
             return 2
     evaluate(
-        bool(args.quick), runs, args.rounds, coups, progress=not args.no_progress, only=frozenset(args.only)
+        bool(args.quick),
+        runs,
+        args.rounds,
+        coups,
+        progress=not args.no_progress,
+        only=frozenset(args.only or ()),
     )
     return 0
 

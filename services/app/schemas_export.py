@@ -13,13 +13,13 @@ byte the same on every run (sorted keys, two-space indent, trailing newline), so
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import click
 import yaml  # type: ignore[import-untyped]
 from pydantic import BaseModel
 
@@ -201,15 +201,17 @@ def export(out: Path = SCHEMAS_DIR) -> list[Path]:
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
+@click.command(
+    name="python -m services.app.schemas_export", help=__doc__.splitlines()[0] if __doc__ else None
+)
+@click.option(
+    "--out", type=click.Path(path_type=Path), default=SCHEMAS_DIR, help="Directory.  [default: schemas/]"
+)
+def main(out: Path) -> None:
     """Command line: ``python -m services.app.schemas_export [--out DIR]``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--out", type=Path, default=SCHEMAS_DIR, help="directory (default: schemas/)")
-    args = parser.parse_args(argv)
-    written = export(args.out)
-    print(f"wrote {len(written)} files to {args.out}")  # noqa: T201 - a command's one line of output
-    return 0
+    written = export(out)
+    print(f"wrote {len(written)} files to {out}")  # noqa: T201 - a command's one line of output
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import shlex
 import sys
@@ -27,7 +26,7 @@ from services.app.simulator import Session, TableSpec
 from services.runtime.compose import seamless_config
 from services.runtime.failures import one_line
 from services.runtime.replay import Source, read_db, replay
-from services.runtime.settings import Settings
+from services.runtime.settings import Settings, setting
 from services.seamless.caller import SeamlessBus
 from services.seamless.client import SeamlessConfig
 from services.seamless.reconcile import ours_from, reconcile
@@ -46,9 +45,8 @@ def main_seamless(
     with ExitStack() as stack:
         wallet = None
         if args.seamless:
-            secret = os.environ.get("CASINO_SEAMLESS_SECRET", "")
             try:
-                given = Settings(seamless_url=args.seamless, seamless_secret=SecretStr(secret))
+                given = Settings(seamless_url=args.seamless, seamless_secret=setting("seamless_secret"))
                 config = seamless_config(given)
             except ValueError as exc:  # a pydantic ValidationError: its sentence, never the secret
                 why = one_line(exc) or "bad seamless settings"

@@ -140,10 +140,8 @@ class Session:
     """Event driven: the records :meth:`_due` found for an owed bet, by (``"answer"`` or
     ``"verdict"``, bet id), until the bet is no longer owed. A wait returns the first record its match
     accepts, and a record found stays the first, so asking again would return the same record: an
-    owed bet is looked at about four times before it closes (5,100 looks at 1,369 bets in ``bench
-    pipeline``'s session), and this spares the waits that would only find again a record already read:
-    ``_due``'s 9,666 waits became 3,124 (the session's 18,560 became 12,018; the waits that run the
-    pipeline are the same 732), 1.3 % of the session's instructions (cachegrind)."""
+    owed bet is looked at about four times before it closes, and this spares the waits that would only
+    find again a record already read (docs/performance.md#simulator-waits)."""
     plays: dict[str, TablePlay] = field(default_factory=dict)
     """The tables in play by id (event driven: :meth:`settle_due` asks where a table's coup stands)."""
     side_bets: list[Envelope] = field(default_factory=list)
@@ -392,8 +390,8 @@ class Match:
     """What a wait accepts (``accepts``, called with each record of the stream in order), with what a
     bus may use to look at fewer records: the same answer, without scanning a stream from its start
     on every wait (a bus that ignores them, or a plain callable given instead, scans it all). Not
-    frozen: a frozen dataclass's ``__init__`` (``object.__setattr__`` per field) made the thousands
-    of matches a session builds cost 0.5% of its CPU."""
+    frozen: a frozen dataclass's ``__init__`` (``object.__setattr__`` per field) is dear for the
+    thousands of matches a session builds (docs/performance.md#simulator-waits)."""
 
     accepts: Callable[[Envelope], bool]
     among: tuple[tuple[str, str], ...] = ()

@@ -13,7 +13,7 @@ import errno
 import os
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,9 @@ def _fail(message: str) -> int:
 
 
 def _keyring(args: argparse.Namespace) -> str | None:
-    from services.backoffice.apikeys import KEYRING_ENV  # noqa: PLC0415
+    from services.runtime.settings import setting  # noqa: PLC0415
 
-    value = getattr(args, "keyring", None) or os.environ.get(KEYRING_ENV)
+    value = getattr(args, "keyring", None) or setting("keyring")
     return str(value) if value else None
 
 
@@ -97,13 +97,44 @@ def _read_model(args: argparse.Namespace) -> Any:
     url = default_url(args.db)
     engine = open_read_model(url)
     projector = Projector(engine, periods=_periods(args))
+    command = str(getattr(args, "command", None) or "project")
     with read_model_errors(url), EmbeddedLog(args.db, readonly=True) as log:
         if getattr(args, "rebuild", False):
             with serve_lock(args.db, what="project --rebuild"):
                 projector.rebuild()
-                projector.catch_up(log)
-        projector.catch_up(log)
+                _catch_up(projector, log, f"{command} --rebuild")
+        _catch_up(projector, log, command)
     return engine, projector
+
+
+def _catch_up(projector: Any, log: Any, command: str) -> None:
+    """``projector.catch_up(log)``, saying how far it is on stderr (:mod:`services.runtime.progress`)."""
+    from services.runtime.progress import progress  # noqa: PLC0415
+
+    at, head = projector.position(), log.head()
+    with progress(command, head - at, "records projected", every=1000) as done:
+        told = _Told(log, done, at)
+        projector.catch_up(told)
+        done(max(head - told.at, 0))  # the records after the last one projected are not the projector's
+
+
+class _Told:
+    """The log as a projector reads it, telling ``done`` how many offsets each read moved past."""
+
+    def __init__(self, log: Any, done: Callable[[int], None], at: int) -> None:
+        self.log, self.done, self.at = log, done, at
+
+    def read(self, topic_names: Sequence[str], after_offset: int, limit: int) -> Any:
+        """The log's ``read``, then the progress."""
+        rows = self.log.read(topic_names, after_offset, limit)
+        if rows:
+            last = int(rows[-1][0])
+            self.done(last - max(self.at, after_offset))
+            self.at = last
+        return rows
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.log, name)  # the rest of the log as it is
 
 
 @contextlib.contextmanager
@@ -143,16 +174,21 @@ def _source(args: argparse.Namespace) -> str | None:
         return _check_db(args.db) if args.db else "one of the arguments --db --read-model is required"
     if args.db:
         return "argument --read-model: not allowed with argument --db"
-    return None if os.environ.get(READ_DB_ENV) else f"--read-model reads the read model {READ_DB_ENV} names"
+    return None if _read_db() else f"--read-model reads the read model {READ_DB_ENV} names"
+
+
+def _read_db() -> str:
+    """``CASINO_READ_DB`` (the empty string when unset)."""
+    from services.runtime.settings import setting  # noqa: PLC0415
+
+    return str(setting("read_db").get_secret_value())
 
 
 def _reading(args: argparse.Namespace) -> Any:
     """The engine ``statement``/``report`` read: ``CASINO_READ_DB`` as it is with ``--read-model``,
     else the read model beside ``--db`` caught up with the log."""
-    from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
-
     if getattr(args, "read_model", False):
-        return open_read_model(os.environ[READ_DB_ENV])
+        return open_read_model(_read_db())
     return _read_model(args)[0]
 
 
@@ -334,9 +370,9 @@ def _project_kafka(args: argparse.Namespace) -> int:
     from services.backoffice.kafka_follow import follow_kafka  # noqa: PLC0415
     from services.backoffice.projector import Projector  # noqa: PLC0415
     from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
-    from services.runtime.settings import Settings  # noqa: PLC0415
+    from services.runtime.settings import Settings, setting  # noqa: PLC0415
 
-    url = os.environ.get(READ_DB_ENV)
+    url = setting("read_db").get_secret_value()
     if not url:
         return _fail(f"project --kafka needs the read model's URL in {READ_DB_ENV}")
     engine = open_read_model(url)

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from services.backoffice.cli import _fail, _keyring, _listen, _periods, _shown, open_read_model
+from services.backoffice.cli import _fail, _keyring, _listen, _periods, _read_db, _shown, open_read_model
 
 
 def backoffice_key(path: str | None) -> tuple[str | None, str | None]:
@@ -42,7 +42,7 @@ def serve_kafka(args: argparse.Namespace) -> int:
     from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
     from services.runtime.settings import Settings  # noqa: PLC0415
 
-    url = os.environ.get(READ_DB_ENV)
+    url = _read_db()
     if not url:
         return _fail(f"serve --kafka needs the read model's URL in {READ_DB_ENV} (the one `project --kafka "
                      "--follow` keeps)")  # fmt: skip

@@ -10,7 +10,6 @@ The schema is created and upgraded by the Alembic migrations in :mod:`services.b
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from sqlalchemy import (
@@ -254,7 +253,9 @@ PROJECTED = (
 
 def default_url(log_path: str | Path) -> str:
     """The read model's URL: ``CASINO_READ_DB`` when set, else SQLite beside the log (``<db>.read.db``)."""
-    url = os.environ.get(READ_DB_ENV)
+    from services.runtime.settings import setting  # noqa: PLC0415 (the read model's schema loads no wiring)
+
+    url: str = setting("read_db").get_secret_value()
     if url:
         return url
     return f"sqlite:///{Path(f'{log_path}.read.db').resolve()}"

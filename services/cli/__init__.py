@@ -117,10 +117,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.out == "-":
         if not db.exists():
             return _fail(f"no log at {db}")
+        from services.runtime.progress import progress  # noqa: PLC0415
+
         n = 0
-        for raw in replay.read_db(db):
-            sys.stdout.buffer.write(raw + b"\n")
-            n += 1
+        with progress("export", replay.db_count(db), "records", every=1000) as done:
+            for raw in replay.read_db(db, done):
+                sys.stdout.buffer.write(raw + b"\n")
+                n += 1
         sys.stdout.buffer.flush()
         print(json.dumps({"exported": n, "out": "-"}), file=sys.stderr)
         return 0
@@ -230,7 +233,9 @@ def _explain(exc: Exception, args: argparse.Namespace) -> int:
     line = one_line(exc, getattr(args, "db", None))
     if line is not None:
         return _fail(line)
-    if os.environ.get("CASINO_DEBUG") == "1":
+    from services.runtime.settings import setting  # noqa: PLC0415
+
+    if setting("debug") == "1":
         traceback.print_exc()
     print(
         f"casino-ledger: internal error: {type(exc).__name__} in `{args.command}` (a bug: please report it "

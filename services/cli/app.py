@@ -266,9 +266,12 @@ def alerts(**o: Any) -> argparse.Namespace:
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option("--only", multiple=True, metavar="PART",
               help="Only this part: 'honest' or an adversary ('shoe bias', 'syndicate', ...); repeatable.")  # fmt: skip
-def monitor_eval(**o: Any) -> argparse.Namespace:
+@click.pass_context
+def monitor_eval(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
     """False alarms per 10,000 coups of each honest population; per adversary over its parameter range,
     coups to detection beside a plain cumulative z >= 5 test on the same log."""
+    if o["quick"] and o["full"]:
+        raise click.UsageError("argument --full: not allowed with argument --quick", ctx)
     return _done("monitor-eval", _handler("services.app.alerts", "cmd_monitor_eval"), **o)
 
 

@@ -213,8 +213,8 @@ def seal_encoded(
 ) -> tuple[Envelope, bytes]:
     """:func:`seal` (which is this without the bytes), and the record's bytes (``Envelope.to_json()``)
     made from the canonical JSON the hash was taken over, with ``hash`` and ``auth`` spliced in
-    (:func:`record_bytes`) instead of serialising the whole envelope a second time (a shell that writes
-    what it seals: ~7 us a record)."""
+    (:func:`record_bytes`) instead of serialising the whole envelope a second time
+    (docs/performance.md#trust-mac-and-sealed-records)."""
     body = _sealed_body(draft, event_id, occurred_at, producer, cause, head)
     content = canonical(body)
     digest = sha256_hex(content)

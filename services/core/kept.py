@@ -1,4 +1,4 @@
-"""Ids a processor keeps forever, behind a port (docs/adr/0001-embedded-bounded-state.md).
+"""Ids a processor keeps forever, behind a port (docs/adr/0002-embedded-bounded-state.md).
 
 Some facts must be remembered for the ledger's whole life: the wallet stage answers a transfer id it has
 applied with "already done" (same content) or a conflict (other content) however long ago it was used.

@@ -138,9 +138,9 @@ class SeamlessState:
     the step is built (the shell's :func:`~services.core.processor.step` owns the state; nothing raises
     after the change), as the internal wallet stage's
     (:class:`~services.settlement.processor.WalletState`) and for its reason: ``seen`` holds every
-    transaction ever taken, so a copy of it per request made a long run quadratic (a bet and its answer
-    cost 43 CPU us over the first 5,000 bets, 153 us over bets 15,001-20,000), and ``wallets`` one
-    entry per player copied per request and per answer."""
+    transaction ever taken, so a copy of it per request made a long run quadratic
+    (docs/performance.md#seamless-state-in-place), and ``wallets`` one entry per player copied per
+    request and per answer."""
 
     wallets: Mapping[str, Wallet] = field(default_factory=dict)
     seen: Kept = field(default_factory=Kept)

@@ -140,8 +140,8 @@ class PrincipalKey:
     _keyed: hmac.HMAC = field(init=False, repr=False, compare=False)
     _signer: Ed25519PrivateKey | None = field(init=False, repr=False, compare=False)
     """HMAC-SHA256 keyed with ``secret``, before any message: :meth:`mac` copies it instead of keying a
-    new one per record (the standard library's HMAC either way; 3 us a MAC instead of 5 here). Hand-made
-    pads would save 0.7 us a MAC (1 % of a record); an auditor reads ``hmac`` at a glance."""
+    new one per record (the standard library's HMAC either way). Hand-made pads would save little more,
+    and an auditor reads ``hmac`` at a glance (docs/performance.md#trust-mac-and-sealed-records)."""
 
     def __post_init__(self) -> None:
         if not self.key_id or len(self.secret) < 16:
@@ -416,8 +416,9 @@ class Guard:
 
         ``sealed``: the records this process sealed (:class:`Sealed`); when ``raw`` (the bytes ``env``
         was decoded from) are exactly the bytes sealed under its id, by a key this guard knows under
-        that key id, the record is authentic without verifying it again (4-5 us a record: the hash
-        over the bytes and the MAC). Authorization is checked either way. Ignored with
+        that key id, the record is authentic without verifying it again (the hash over the bytes and the
+        MAC: docs/performance.md#trust-mac-and-sealed-records). Authorization is checked either way.
+        Ignored with
         ``check_hash=False``: a consumer that judges hashes itself (audit) verifies independently."""
         found: PrincipalKey | Refusal | None = None
         if sealed is not None and raw is not None and check_hash:

@@ -4,9 +4,8 @@ The core's state is immutable (docs/architecture.md: a processor's ``decide``/``
 the state they are given), and each transition builds new values: the dealer builds a coup, a shoe,
 a table and the engine's coup state for every card, twice (its look-ahead, then the fold), a wager
 and an event for every bet. ``@dataclass(frozen=True)`` enforces immutability at run time by writing
-each field in ``__init__`` through ``object.__setattr__``, which makes building one five times dearer
-than an ordinary slotted dataclass (1.0-1.5 us against 0.26 us for six fields): 12 % of the dealer's
-instructions per record.
+each field in ``__init__`` through ``object.__setattr__``, which makes building one several times
+dearer than an ordinary slotted dataclass (docs/performance.md#immutable-values).
 
 :func:`immutable` keeps the guarantee where this code base checks everything else, in the type checker:
 ``mypy --strict`` (``make lint``, CI) sees the class as frozen (``dataclass_transform(frozen_default=
@@ -52,10 +51,8 @@ def fast_replace(obj: T, /, **changes: Any) -> T:
     """``dataclasses.replace(obj, **changes)``: a new instance of ``obj``'s dataclass, its ``__init__``
     fields taken from ``obj`` unless ``changes`` names them (an unknown name: ``TypeError`` from
     ``__init__``, as there; ``tests/unit/test_values.py`` compares the two). The fields are read by one
-    ``attrgetter`` and passed as one dict, where the standard library walks ``fields()`` in Python:
-    1.75 us instead of 3.9 for the monitor's ``TableWatch`` (17 fields), which the monitor copies about
-    1.5 times a record (the dealer and the monitor: 16,200 copies in ``bench pipeline``'s 12,015-record
-    session, 0.4 % of its instructions under cachegrind)."""
+    ``attrgetter`` and passed as one dict, where the standard library walks ``fields()`` in Python
+    (docs/performance.md#immutable-values)."""
     cls = type(obj)
     names, get = _INIT_FIELDS.get(cls) or _init_fields(cls)
     args = dict(zip(names, get(obj), strict=True))

@@ -310,8 +310,7 @@ class Stalest:
     without looking at every account each time.
 
     A speed table's 5,000 players overflow the 4,096 kept, and every new bettor then forgot the least of
-    4,096 accounts, found by a scan (``min`` with a key function, about 0.4 ms a bet): 7 of the 28
-    profiled seconds the observers took over two coups of ``bench speed``. Here a heap of
+    4,096 accounts, found by a scan (docs/performance.md#monitor-stalest-account). Here a heap of
     ``(seen, account id)`` per table answers in O(log n).
 
     A cache beside the state, never part of it (the state stays immutable and snapshots unchanged): per

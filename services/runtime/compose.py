@@ -20,7 +20,6 @@ is the demo and test path.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -29,7 +28,7 @@ from services.core.limits import AMOUNT_MAX_MINOR
 from services.core.signing import SigningKey
 from services.core.trust import Guard, Principal
 from services.runtime.keyring import Keyring, KeyringError, demo_keyring, load_keyring, require_private
-from services.runtime.settings import Settings, int_from_env
+from services.runtime.settings import Settings, setting
 
 if TYPE_CHECKING:
     from services.audit.processor import Audit
@@ -57,8 +56,8 @@ def checkpoint_every(env: Mapping[str, str] | None = None) -> int:
     """The checkpoint cadence: ``CASINO_AUDIT_CHECKPOINT_EVERY``, else audit's default (50)."""
     from services.audit.processor import CHECKPOINT_EVERY  # noqa: PLC0415
 
-    env = os.environ if env is None else env
-    return int_from_env(ENV_CHECKPOINT_EVERY, env.get(ENV_CHECKPOINT_EVERY, "") or str(CHECKPOINT_EVERY))
+    every: int | None = setting("audit_checkpoint_every", env)
+    return every or CHECKPOINT_EVERY
 
 
 @dataclass(frozen=True, slots=True)

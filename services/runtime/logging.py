@@ -17,7 +17,6 @@ The core never imports this module (docs/architecture.md, "Functional core, impe
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,11 +26,13 @@ import structlog
 from structlog.contextvars import bind_contextvars, merge_contextvars, reset_contextvars
 from structlog.typing import Processor
 
+from services.runtime.settings import conventions
+
 __all__ = ["bind_contextvars", "bound", "configure", "get_logger"]
 
 
 def _renderer(fmt: str, stream: TextIO) -> Processor:
-    chosen = fmt or os.environ.get("LOG_FORMAT", "")
+    chosen = fmt or conventions().log_format
     if chosen == "json" or (chosen != "console" and not stream.isatty()):
         return structlog.processors.JSONRenderer(sort_keys=True)
     return structlog.dev.ConsoleRenderer(colors=stream.isatty())
@@ -45,7 +46,7 @@ def configure(level: str | int | None = None, fmt: str = "", stream: TextIO | No
     is a TTY; ``stream``: default stderr.
     """
     out = stream if stream is not None else sys.stderr
-    raw_level = level if level is not None else os.environ.get("LOG_LEVEL", "INFO")
+    raw_level = level if level is not None else conventions().log_level or "INFO"
     number = raw_level if isinstance(raw_level, int) else logging.getLevelNamesMapping()[raw_level.upper()]
     renderer = _renderer(fmt, out)
     shared: list[Processor] = [

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from services.runtime.failures import BadInput
+from services.runtime.settings import setting
 
 COMPANIONS = ("-wal", "-shm", "-journal")
 """The files SQLite keeps beside a database, named after it."""
@@ -56,11 +57,7 @@ def protected(
         paths.append(Path(db))
         paths += [Path(f"{db}{s}") for s in (*COMPANIONS, *KEYRING_SUFFIXES)]
     if environment:
-        paths += [
-            Path(v)
-            for n in ("CASINO_KEYRING", "CASINO_PUBLIC_KEYRING")
-            if (v := os.environ.get(n, "").strip())
-        ]
+        paths += [Path(v) for n in ("keyring", "public_keyring") if (v := str(setting(n) or "").strip())]
     paths += [Path(p) for p in extra if p]
     return paths
 

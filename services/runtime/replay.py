@@ -67,10 +67,10 @@ import argparse
 import functools
 import hashlib
 import json
-import os
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -90,7 +90,8 @@ from services.core.errors import DomainError
 from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring
 from services.runtime.failures import BadInput
 from services.runtime.outputs import check_output
-from services.runtime.settings import int_from_env
+from services.runtime.progress import progress as how_far
+from services.runtime.settings import conventions, setting
 from services.runtime.textfit import printable, printable_data, printable_json
 
 ENV_PUBLIC_KEYRING = "CASINO_PUBLIC_KEYRING"
@@ -123,8 +124,7 @@ def keys_supplied(path: str | None, env: Mapping[str, str] | None = None) -> boo
     """Whether the regulator supplied the public keyring (``--keys`` or ``CASINO_PUBLIC_KEYRING``), as
     opposed to one found beside the log or the public demo key, which whoever wrote the log could have
     written too: without it, a replay's ``clean`` is qualified (docs/trust.md)."""
-    env = os.environ if env is None else env
-    return bool(path or env.get(ENV_PUBLIC_KEYRING, "").strip())
+    return bool(path or setting("public_keyring", env).strip())
 
 
 def chosen_public_keyring(
@@ -132,8 +132,7 @@ def chosen_public_keyring(
 ) -> str:
     """The public keyring file a replay checks with: ``--keys PATH``, else ``CASINO_PUBLIC_KEYRING``,
     else the one beside the ``log`` file (``<db>`` :data:`PUBLIC_KEYRING_SUFFIX`); ``""`` when none."""
-    env = os.environ if env is None else env
-    chosen = path or env.get(ENV_PUBLIC_KEYRING, "").strip()
+    chosen = path or setting("public_keyring", env).strip()
     if not chosen and log is not None and Path(f"{log}{PUBLIC_KEYRING_SUFFIX}").is_file():
         chosen = f"{log}{PUBLIC_KEYRING_SUFFIX}"
     return chosen
@@ -206,9 +205,7 @@ def replay(
     read twice: first which of them are facts (:func:`survey`), then the replay; a :class:`Source`, a
     list or a tuple is read again, any other iterable is held in memory first.
     """
-    every = checkpoint_every or int_from_env(
-        ENV_CHECKPOINT_EVERY, os.environ.get(ENV_CHECKPOINT_EVERY, "") or str(CHECKPOINT_EVERY)
-    )
+    every = checkpoint_every or setting("audit_checkpoint_every") or CHECKPOINT_EVERY
     default = public_keys_from(None)[0] if keys is None else keys
     if isinstance(raw_records, Source):
         first: Iterable[bytes | str | Envelope] = raw_records.again()
@@ -292,6 +289,11 @@ def read_db(path: Path, progress: Callable[[int], None] | None = None, page: int
         conn.close()
 
 
+def db_count(path: Path) -> int:
+    """How many records the embedded log at ``path`` holds (read-only)."""
+    return _db_count(path)
+
+
 def _db_count(path: Path) -> int:
     conn = open_readonly(path)
     try:
@@ -307,8 +309,8 @@ def export_main(args: argparse.Namespace) -> int:
         print(f"casino-ledger: error: no log at {db}", file=sys.stderr)
         return 2
     n = 0
-    with Path(args.out).open("wb") as fh:
-        for raw in read_db(db):
+    with Path(args.out).open("wb") as fh, how_far("export", _db_count(db), "records", every=1000) as done:
+        for raw in read_db(db, done):
             fh.write(raw + b"\n")
             n += 1
     print(json.dumps({"exported": n, "out": str(args.out)}))
@@ -335,7 +337,7 @@ def replay_main(args: argparse.Namespace, now: Callable[[], datetime] | None = N
 
 def _clock() -> datetime:
     """Now, or ``SOURCE_DATE_EPOCH`` (seconds) when set: a reproducible report for a reproducible input."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    epoch = conventions().source_date_epoch.strip()
     if epoch.isdigit():
         return datetime.fromtimestamp(int(epoch), UTC)
     return datetime.now(UTC)
@@ -484,35 +486,18 @@ def report_meta(
     return {"generated_at": when, "tool_version": tool_version(), "source": src, "keyring": key_source}
 
 
-class _progress:
-    """A rich progress bar on stdout when it is a terminal; a no-op otherwise (pipes, tests, CI)."""
-
-    def __init__(self, args: argparse.Namespace, source: Path | None) -> None:
-        self.args, self.source = args, source
-        self.bar: Any = None
-
-    def __enter__(self) -> Callable[[int], None] | None:
-        if self.source is None or not sys.stdout.isatty() or os.environ.get("CI"):
-            return None
-        from rich.progress import Progress  # noqa: PLC0415
-
-        total = self.source.stat().st_size if self.args.jsonl else _db_count(self.source)
-        self.bar = Progress(transient=True)
-        self.bar.start()
-        task = self.bar.add_task("replaying", total=total)
-        pending = [0]
-
-        def advance(n: int) -> None:
-            pending[0] += n
-            if pending[0] >= (1 << 16 if self.args.jsonl else 1000):
-                self.bar.advance(task, pending[0])
-                pending[0] = 0
-
-        return advance
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+@contextmanager
+def _progress(args: argparse.Namespace, source: Path | None) -> Iterator[Callable[[int], None] | None]:
+    """How far the replay's pass over a file is, on stderr (:mod:`services.runtime.progress`)."""
+    if source is None:  # Kafka: no total to count against
+        yield None
+        return
+    if args.jsonl:
+        with how_far("replay", source.stat().st_size, "bytes", every=1 << 16) as advance:
+            yield advance
+    else:
+        with how_far("replay", _db_count(source), "records", every=1000) as advance:
+            yield advance
 
 
 def render_text(report: Report) -> str:

@@ -5,6 +5,11 @@ consumers and producers, topic creation), the embedded log's path and the log fo
 configured by environment only (``docker-compose.yml``, ``deploy/k8s/configmap.yaml``); every
 ``CASINO_<FIELD>`` variable there is a field here, which ``tests/unit/test_deploy_files.py`` checks.
 
+This module is the only one that reads the environment (ruff's banned-api keeps ``os.environ`` out of
+the others): a command that needs one setting reads it with :func:`setting`, validated as here but
+without the fields it does not use; the few variables of wider conventions (``LOG_LEVEL``,
+``SOURCE_DATE_EPOCH``, ``CI``, ``COLUMNS``) through :class:`Conventions`.
+
 Defaults suit a developer's laptop: a plaintext broker on ``localhost:9092``, at-least-once processing
 (correctness rests on idempotence by event id, never on Kafka transactions: docs/architecture.md) and faust's
 own group timeouts. Tests shorten the timeouts (a first group join waits the rebalance timeout).
@@ -12,29 +17,51 @@ own group timeouts. Tests shorten the timeouts (a first group join waits the reb
 
 from __future__ import annotations
 
+import os
 import re
 import ssl
+from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
-from services.runtime.failures import ConfigError
+from services.runtime.failures import ConfigError, settings_error
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+Synchronous = Annotated[
+    Literal["NORMAL", "FULL"], BeforeValidator(lambda v: v.strip().upper() if isinstance(v, str) else v)
+]
+"""``PRAGMA synchronous`` of the embedded log, in any case."""
 
 
-class Settings(BaseSettings):
+# env_ignore_empty: a variable set to "" means the default (manifests list every setting, some empty)
+_CONFIG = SettingsConfigDict(env_prefix="CASINO_", extra="ignore", frozen=True, env_ignore_empty=True)
+
+
+class _Casino(BaseSettings):
+    """``CASINO_*`` settings: the base of :class:`Settings` and of each one-field model of :func:`setting`."""
+
+    model_config = _CONFIG
+
+
+class Settings(_Casino):
     """Everything a shell needs to reach its log; each field is ``CASINO_<NAME>`` in the environment."""
 
-    # env_ignore_empty: a variable set to "" means the default (manifests list every setting, some empty)
-    model_config = SettingsConfigDict(
-        env_prefix="CASINO_", extra="ignore", frozen=True, env_ignore_empty=True
-    )
+    model_config = _CONFIG
 
     bootstrap_servers: str = Field(
         default="localhost:9092", description="comma-separated host:port list; a kafka:// prefix is accepted"
@@ -65,7 +92,7 @@ class Settings(BaseSettings):
         description="a Kafka worker snapshots a partition's state at least this often while records come",
     )
     db_path: Path = Field(default=Path("var/casino.db"), description="the embedded runtime's SQLite log")
-    sqlite_synchronous: Literal["NORMAL", "FULL"] = Field(
+    sqlite_synchronous: Synchronous = Field(
         default="NORMAL",
         description="the embedded log's fsync policy (WAL): NORMAL may lose the last batches on a power "
         "loss, never corrupt or half-apply one; FULL fsyncs every commit",
@@ -117,6 +144,20 @@ class Settings(BaseSettings):
         default=False,
         description="demo/test mode: the public demo keyring and inbox-chosen shoe seeds are allowed",
     )
+    public_keyring: str = Field(
+        default="",
+        description="the public keyring replay and heads verify with (`keys public`); --keys overrides",
+    )
+    audit_checkpoint_every: int | None = Field(
+        default=None, ge=1, le=1 << 31,
+        description="coups of a table between two signed audit checkpoints (live audit and replay must "
+        "agree); unset: audit's default, 50",
+    )  # fmt: skip
+    read_db: SecretStr = Field(
+        default=SecretStr(""),
+        description="the back office's read model (an SQLAlchemy URL); unset: SQLite beside the log",
+    )
+    debug: str = Field(default="", description="1: a bug's traceback on stderr besides its one line")
     topic_spec: Path = Field(
         default=Path("schemas/topics.yaml"), description="topic list for `casino-ledger topics create`"
     )
@@ -235,3 +276,53 @@ def int_from_env(name: str, text: str, *, low: int = 1, high: int = 1 << 31) -> 
     if not low <= value <= high:
         raise ConfigError(f"{name} must be between {low} and {high}, not {value}")
     return value
+
+
+class Conventions(BaseSettings):
+    """Variables of wider conventions some commands honour (no ``CASINO_`` prefix), read here too so that
+    one module reads the environment. Plain text, never refused: each reader keeps its own default."""
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True)
+
+    log_level: str = Field(default="", description="the log level when CASINO_LOG_LEVEL is unset")
+    log_format: str = Field(default="", description="json or console when CASINO_LOG_FORMAT is unset")
+    source_date_epoch: str = Field(default="", description="reproducible builds: the report's time")
+    ci: str = Field(default="", description="set on CI: no progress bar")
+    columns: str = Field(default="", description="the terminal's width a user chose")
+
+
+def conventions() -> Conventions:
+    """The conventional variables, read now."""
+    return Conventions()
+
+
+def environment() -> dict[str, str]:
+    """The whole environment, for a child process to inherit (the bus's worker processes)."""
+    return dict(os.environ)
+
+
+@cache
+def _one(name: str, environ: bool) -> type[BaseModel]:
+    """A model of :class:`Settings`'s field ``name`` alone (its type, bounds and default), read from the
+    environment (``environ``) or validated from a mapping only."""
+    field = Settings.model_fields[name]
+    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        f"{name.title().replace('_', '')}Settings",
+        __base__=_Casino if environ else BaseModel,
+        **{name: (field.annotation, field)},
+    )
+    return model
+
+
+def setting(name: str, env: Mapping[str, str] | None = None) -> Any:
+    """Field ``name`` of :class:`Settings` as the environment (or ``env`` alone) sets ``CASINO_<NAME>``,
+    validated as :class:`Settings` validates it, without reading the other fields: a command is not
+    refused for a malformed setting it never uses. :class:`ConfigError` naming the variable (never its
+    value) when it is malformed."""
+    try:
+        if env is None:
+            return getattr(_one(name, environ=True)(), name)
+        text = env.get(f"CASINO_{name.upper()}", "")
+        return getattr(_one(name, environ=False).model_validate({name: text} if text.strip() else {}), name)
+    except ValidationError as exc:
+        raise ConfigError(settings_error(exc)) from None

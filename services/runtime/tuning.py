@@ -6,14 +6,12 @@ fingerprint) and makes a few container objects per record, almost all freed by r
 With CPython's default thresholds (700, 10, 10) a young collection runs every 700 net allocations and
 every 100th of them walks the middle generation, which on a long run holds most of the state: on the
 speed-baccarat credit path (5,000 payouts, then 5,000 wallet credits) the collector took about a sixth
-of the CPU (hot16's profile: 0.24 s of 1.4 s). :data:`THRESHOLDS` makes young collections rarer; the
+of the CPU (docs/performance.md#garbage-collector). :data:`THRESHOLDS` makes young collections rarer; the
 interpreter's own rule still keeps full collections proportional to the heap (one only when the
 objects promoted since the last reach a quarter of the long-lived ones).
 
-And :class:`gc_paused`, the collector paused around one batch of the embedded runner (measured on
-``bench speed``'s credit path, same run: 0.68-0.76 -> 0.51-0.67 CPU s from the deal to the last
-credit of a 5,000-bet coup; over a whole run of two coups, 68 collections taking 1.0-1.2 s -> 11
-taking 0.7 s; bench pipeline's session +0.2 % instructions, its batches being small).
+And :class:`gc_paused`, the collector paused around one batch of the embedded runner, whose outputs
+are alive together (docs/performance.md#garbage-collector).
 
 Nothing is frozen here (the replay freezes its own heap while it streams:
 :class:`services.audit.replay.replayer.Replayer`).
@@ -37,8 +35,8 @@ def tune_gc() -> None:
 class gc_paused:  # a lower-case name: used as ``with gc_paused():``, as a function would be
     """The cyclic collector paused for the body of a ``with``: one batch of a runner, whose outputs are
     alive together until they are appended (a speed coup's ``CoupResolved``: 5,000 payouts, a dozen
-    containers each). A young collection falling inside such a batch walks all of them: 43-54 ms of
-    the 0.6-0.8 CPU s from the coup's resolution to its last credit (settle18's measure). Paused, the
+    containers each). A young collection falling inside such a batch walks all of them, a visible
+    share of the coup's credit path (docs/performance.md#garbage-collector). Paused, the
     collection comes after the batch, once its temporaries are freed (reference counting still frees
     everything as usual; only the cycle finder waits).
 

@@ -339,8 +339,8 @@ def serve(
     app = make_app(ledger, secret, f, st)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # accepted connections inherit it: without, each answer waited ~40 ms (Nagle and delayed ACK; the
-    # event loop sets no TCP_NODELAY on connections of a socket handed over ready-made)
+    # accepted connections inherit it: without, each answer waits for Nagle and delayed ACK (the event
+    # loop sets no TCP_NODELAY on connections of a socket handed over ready-made)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -80,9 +80,9 @@ may be short): :func:`with_bet` adds one, :func:`bets_of` reads them all."""
 
 BET_RUN = 64
 """The longest run of :data:`Bets`. One tuple of a coup's bets, copied whole to add one (the state is
-immutable), made a coup of n bets cost n²/2 copied references: 12.5 million for a speed coup's 5,000
-bets, 8 of the payout stage's 21 CPU us per ``BetAccepted`` (``bench core``). In runs, adding a bet
-copies the last run and the tuple of runs: at most 64 + n/64 references (5,000 bets: at most 143)."""
+immutable), made a coup of n bets cost n²/2 copied references
+(docs/performance.md#settlement-bet-runs-and-exact-classes). In runs, adding a bet copies the last
+run and the tuple of runs: at most 64 + n/64 references."""
 
 
 def with_bet(bets: Bets, wager: Wager) -> Bets:
@@ -225,8 +225,8 @@ REQUESTS: frozenset[type[Payload]] = frozenset({Deposit, Withdraw, PlaceBet, Pay
 
 The wallet stage tells its requests apart by their exact class (``type(request) in``/``is``), as
 :func:`~services.core.contract.payload_of` builds them, not by ``isinstance``: the contract's models are
-pydantic's, whose metaclass is an ``ABCMeta``, and each ``isinstance`` against a tuple of them cost
-0.6 us, ten of them a request (``bench core``, settlement: ``PayoutIssued`` and ``PlaceBet``)."""
+pydantic's, whose metaclass is an ``ABCMeta``, which makes each ``isinstance`` slow
+(docs/performance.md#settlement-bet-runs-and-exact-classes)."""
 
 CEILED: frozenset[type[Payload]] = frozenset({Deposit, Withdraw, PlaceBet})
 """The requests whose amount the ceiling bounds (payouts and refunds follow from accepted stakes)."""

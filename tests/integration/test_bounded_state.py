@@ -1,4 +1,4 @@
-"""The embedded runtime's state is bounded by live state (issue #31, docs/adr/0001-embedded-bounded-state.md):
+"""The embedded runtime's state is bounded by live state (issue #31, docs/adr/0002-embedded-bounded-state.md):
 ids kept forever live in the ``kept`` table, not in snapshots, and a start reads none of history."""
 
 from __future__ import annotations

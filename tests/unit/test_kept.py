@@ -1,5 +1,5 @@
 """The Kept port (services/core/kept.py): the same answers in memory and through a store, and audit's
-settled window the same wherever its entries live (docs/adr/0001-embedded-bounded-state.md)."""
+settled window the same wherever its entries live (docs/adr/0002-embedded-bounded-state.md)."""
 
 from __future__ import annotations
 

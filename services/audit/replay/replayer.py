@@ -389,8 +389,8 @@ class _frozen_heap:
     """While the replay streams: the objects that existed before it (modules, validators, schemas: most
     of the heap) frozen out of the cyclic garbage collector (:func:`gc.freeze`), unfrozen after, unless
     the caller had frozen some itself (then nothing is done). Each collection then visits the replay's
-    own objects only, not the whole program again and again (about 3 % of the replay's instructions
-    went to the collector; cycles made meanwhile are still collected)."""
+    own objects only, not the whole program again and again (docs/performance.md#garbage-collector;
+    cycles made meanwhile are still collected)."""
 
     def __enter__(self) -> None:
         self.owned = gc.get_freeze_count() == 0

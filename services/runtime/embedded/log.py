@@ -22,8 +22,8 @@ WAL replays whole transactions or none. The WAL is fsynced at each checkpoint in
 Checkpoints run when the pipeline is idle (:meth:`EmbeddedLog.checkpoint_if_due`: at the end of
 :func:`run_until_idle` and of a group commit, once :data:`CHECKPOINT_RECORDS` records were appended
 since the last), not inside a burst: SQLite's own checkpoint, every 1,000 pages by default, copied the
-WAL into the file and fsynced both inside the commits of the 5,000 credits after a coup (0.2-0.4 s of
-its ~1.4 s, measured). SQLite's automatic checkpoint stays as a bound
+WAL into the file and fsynced both inside the commits of the 5,000 credits after a coup
+(docs/performance.md#embedded-log-checkpoints-and-page-cache). SQLite's automatic checkpoint stays as a bound
 (:data:`WAL_AUTOCHECKPOINT_PAGES`), so a power loss forgets at most that much of the WAL.
 What such a loss forgets is a suffix of the log: the processors re-derive it from the inputs still
 there, but an outside writer's record acknowledged in that suffix (a deposit at the cashier) is gone.
@@ -43,15 +43,16 @@ applied ids in memory and write them once, just before the commit (:meth:`Embedd
 a group of hundreds of batches wrote them hundreds of times. A runner that has read every input
 skips its next read while nothing was appended to its topics (:meth:`Runner.idle`, no query: the log
 counts its own appends per topic, and ``PRAGMA data_version`` tells it when another connection
-committed): 60% of the reads of a demo session came back empty (13,900 of 23,300, measured). The
+committed): most reads of a caught-up runner would come back empty
+(docs/performance.md#embedded-log-reads-and-transactions). The
 :class:`~services.core.processor.ProcessorState` lives in memory and is snapshotted once
 ``snapshot_every`` records were applied since the last snapshot, in the same transaction as the offset,
 by the first read after the runner has caught up (a batch came back short: the read that then finds
 nothing takes it, in a transaction of its own where the runner steps alone), and at the latest after
 :data:`SNAPSHOT_DEFER_MAX` times ``snapshot_every`` records: a snapshot costs time that grows with the
-state (a wallet stage's is megabytes, 0.15-0.2 s), and taken while a burst is read (5,000 credits after
-a coup), or inside the transaction of its last batch, it delays the burst's last record (measured:
-the speed bench's last credit came that much later). A restart loads the snapshot and
+state (a wallet stage's is megabytes), and taken while a burst is read (5,000 credits after
+a coup), or inside the transaction of its last batch, it delays the burst's last record (the speed
+bench's last credit came that much later). A restart loads the snapshot and
 re-applies the records after it: the core is deterministic, so it re-derives the very outputs already in
 the log, whose appends are no-ops (and a :class:`LogConflict` there would expose a non-deterministic
 processor instead of hiding it). The ids a consumer has applied are rows of the ``applied`` table
@@ -59,7 +60,7 @@ processor instead of hiding it). The ids a consumer has applied are rows of the 
 whole; the entries a processor keeps forever (its state's :class:`~services.core.kept.Kept` maps:
 transfer ids, audit's settled bets) are rows of the ``kept`` table (:class:`LoggedKept`), likewise.
 Neither is part of a snapshot: a snapshot and a start stay the size of the processor's live state
-however many years the log holds (docs/adr/0001-embedded-bounded-state.md). A process about to end
+however many years the log holds (docs/adr/0002-embedded-bounded-state.md). A process about to end
 (``ingest``, the bus closing) snapshots the runners that applied records since their last snapshot
 (:meth:`Runner.snapshot_if_behind`), so the next start re-applies little.
 
@@ -79,7 +80,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sqlite3
 import time
 from collections import OrderedDict
@@ -96,8 +96,9 @@ from services.core.trust import Sealed
 from services.runtime import intake
 from services.runtime.embedded import snapshot
 from services.runtime.embedded.attesting import ATTEST_EVERY, Attestor
-from services.runtime.failures import ConfigError, NotALog
+from services.runtime.failures import NotALog
 from services.runtime.logging import get_logger
+from services.runtime.settings import setting
 from services.runtime.tuning import gc_paused
 from services.runtime.waits import Stream
 
@@ -117,14 +118,8 @@ def synchronous_setting() -> Synchronous:
 
     Raises :class:`~services.runtime.failures.ConfigError` naming the variable for another value.
     """
-    text = os.environ.get("CASINO_SQLITE_SYNCHRONOUS", "").strip().upper()
-    if not text:
-        return DEFAULT_SYNCHRONOUS
-    if text == "FULL":
-        return "FULL"
-    if text == "NORMAL":
-        return "NORMAL"
-    raise ConfigError(f"CASINO_SQLITE_SYNCHRONOUS must be NORMAL or FULL, not {text[:20]!r}")
+    chosen: Synchronous = setting("sqlite_synchronous")
+    return chosen
 
 
 Row = tuple[int, str, str, bytes]
@@ -137,7 +132,7 @@ SNAPSHOT_FORMAT = 4
 3: JSON (:mod:`services.runtime.embedded.snapshot`) instead of pickles: ``{"format", "processor", "inner",
 ``"heads": [[topic, key, seq, hash], ...]``, ``"records"}``.
 4: the same JSON, with every :class:`~services.core.kept.Kept` map empty: its entries live in the ``kept``
-table (docs/adr/0001-embedded-bounded-state.md). A version that knows only 3 ignores it and rebuilds
+table (docs/adr/0002-embedded-bounded-state.md). A version that knows only 3 ignores it and rebuilds
 from the log, instead of reading an empty map of transfer ids as the whole of them."""
 
 SNAPSHOT_NAME = "casino-ledger/snapshot-4"
@@ -160,7 +155,7 @@ _PAGE = 1000
 def _rows(cur: sqlite3.Cursor) -> list[Row]:
     """The rows of a ``SELECT "offset", topic, key, body`` as SQLite gives them: the columns' types
     already are int, str, str and bytes (a BLOB), so converting each one again per row cost more than
-    the query for the runners' short reads (2-3% of a demo session's CPU, measured)."""
+    the query for the runners' short reads (docs/performance.md#embedded-log-reads-and-transactions)."""
     rows: list[Row] = cur.fetchall()
     return rows
 
@@ -177,16 +172,14 @@ CHECKPOINT_RECORDS = 1000
 
 WAL_AUTOCHECKPOINT_PAGES = 32_000
 """SQLite's automatic checkpoint (``PRAGMA wal_autocheckpoint``, pages of 4 KiB: 125 MiB): the bound
-on the WAL when no idle moment comes. The 10,000 records between a speed-baccarat coup's resolution
-and its last credit write 10,500-17,000 pages, more as the log grows (each batch's commit rewrites
-the index pages its random event ids and account keys touched), so a bound of 16,000 was reached
-inside that window by the third coup (measured)."""
+on the WAL when no idle moment comes, above what the burst of a speed coup's credits writes
+(docs/performance.md#embedded-log-checkpoints-and-page-cache)."""
 
 CACHE_KIB = 65_536
 """SQLite's page cache per connection (``PRAGMA cache_size``, KiB: 64 MiB; SQLite's default is 2 MiB).
 Appends insert into three indexes at random places (event id, topic and key); with the default cache
-those pages were read back from the OS on every batch: the inserts of a coup's credits took 0.14-0.24 s
-of CPU, 0.08-0.10 s with this cache (measured, same run)."""
+those pages were read back from the OS on every batch
+(docs/performance.md#embedded-log-checkpoints-and-page-cache)."""
 
 DECODED_KEPT = 20_000
 """How many decoded records a log keeps for the other runners that read them (each decoded once)."""
@@ -274,8 +267,7 @@ class EmbeddedLog:
         self.readonly = readonly
         self.decoded: OrderedDict[int, Envelope] = OrderedDict()
         """Records decoded by one runner, by offset, for the others reading them (bounded: the oldest go,
-        in O(1): a plain dict's ``next(iter(d))`` walks the holes its deletions left at the front, up to
-        ~14 us a record at 20,000 kept)."""
+        in O(1): a plain dict's ``next(iter(d))`` walks the holes its deletions left at the front)."""
         self.sealed = Sealed()
         """The records the runners of this object sealed, by id, with their exact bytes: a runner
         reading back a stage's output admits it without verifying its hash and MAC again (audit
@@ -355,7 +347,7 @@ class EmbeddedLog:
         """One transaction (``BEGIN IMMEDIATE`` to write, ``BEGIN`` to read); inside one, joins it.
 
         A class, not a generator: a runner's batch and its appends enter it thousands of times a
-        session, nearly always to join (a generator's context manager cost ~2 us a time)."""
+        session, nearly always to join, and a generator's context manager costs more each time."""
         return _JOINED if self._conn.in_transaction else _Transaction(self, write)
 
     def _begin(self, write: bool) -> None:
@@ -1094,14 +1086,21 @@ class Runner(Generic[S]):
             self._snapshot()
 
 
-def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None, *, seal: bool = False) -> int:
+def run_until_idle(
+    runners: Sequence[Runner[Any]],
+    limit: int | None = None,
+    *,
+    seal: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> int:
     """Step the runners round-robin, one batch each per round, until a round moves nothing; then each
     runner's signed heads of what it wrote meanwhile and, with ``seal``, its ``idle`` seal (the
     pipeline went idle): :func:`seal_idle`. Attesting here, not per commit, keeps the log the same
     whatever the transactions (a bus's group commits).
 
-    Returns the number of input records applied. The interleaving is a function of the log alone,
-    so the same log and the same runners give the same output log.
+    Returns the number of input records applied (``progress``, when given, is told each round's). The
+    interleaving is a function of the log alone, so the same log and the same runners give the same
+    output log.
 
     A round is one transaction (group commit): every runner's batch in it (outputs, offset, applied
     ids) commits together or not at all; on an error every runner reloads its state from what the log
@@ -1116,6 +1115,8 @@ def run_until_idle(runners: Sequence[Runner[Any]], limit: int | None = None, *, 
                 runners[0].log.checkpoint_if_due()  # idle: the WAL's checkpoint, out of the burst
             return total
         total += moved
+        if progress is not None:
+            progress(moved)
 
 
 def seal_idle(runners: Sequence[Runner[Any]], *, seal: bool = True) -> None:
@@ -1159,9 +1160,9 @@ LAGGING = frozenset({"audit"})
 
 GROUP_RECORDS = 1000
 """How many records :meth:`EmbeddedBus.advance` lets pile up in one transaction before it commits. The
-time the commits take falls with their number (measured over a 7-table x 40-coup session, 12,015
-records: 0.5 s in groups of 200, 0.3 s of 500, 0.2 s of 1,000 or 2,000, against 4 s for the session)
-while what a crash loses grows (it is re-derived, so only time): 1,000 is where the curve flattens.
+time the commits take falls with their number while what a crash loses grows (it is re-derived, so
+only time): 1,000 is where the curve flattens (docs/performance.md#embedded-group-commit,
+docs/adr/0004-group-commit.md).
 The crash tests' sessions (about 1,450 records) still commit once before their final drain."""
 
 
@@ -1183,7 +1184,7 @@ class EmbeddedBus:
     it runs join one transaction the bus holds open, committed once ``group_records`` records have
     been added since it began (and by :meth:`publish`, :meth:`drain`, :meth:`commit` and
     :meth:`close`). The records and their order are those of a commit per step; only the commits are
-    fewer (the demo's ~7,800 became ~20). A crash loses the steps since the last commit, never part of
+    far fewer. A crash loses the steps since the last commit, never part of
     one: every commit ends a whole ``advance`` (a point where the log was committed before too), so
     what is left is a log the resumed session (which re-publishes from scratch; identical records are
     no-ops) carries on from, as after a kill between two steps. An error inside a step rolls the
@@ -1193,8 +1194,8 @@ class EmbeddedBus:
     (:meth:`wait`) instead of advancing the bus after every table's turn. :meth:`publish` appends into
     the held group without running anything, and a :meth:`wait` returns a record already on the log at
     once, else runs the stages as :meth:`advance` does and looks again. So every table's turn goes out
-    before the pipeline runs, and the runners read several records a batch (a 7-table demo: 4,700
-    batches instead of 9,400 for the same 25,800 records applied, measured). The session's waits keep
+    before the pipeline runs, and the runners read several records a batch, half as many batches
+    (docs/performance.md#embedded-group-commit). The session's waits keep
     every stream's order as in lockstep (:class:`services.app.simulator.Session`), so every stream, the
     digest included, is the same; only the interleaving of the streams in the log differs (another
     export), the same for the same seed, run after run. Commits come at the end of a wait (once

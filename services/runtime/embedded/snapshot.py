@@ -264,9 +264,8 @@ def _tuple_encoder(args: tuple[Any, ...]) -> Encoder:
     """A tuple's encoder. A homogeneous one of exact ``int`` or ``str`` items (and, in
     :func:`_mapping_encoder`, a map of exact ``str`` keys) is checked in one pass over the item types
     and copied as it is, and a map of such tuples by exact ``str`` keys in one pass over all of them
-    (:func:`_mapping_encoder`), the same data and refusals as the walk item by item: the monitor's state
-    on a speed table (200,000 pairs of accounts, 4,096 punters) encodes in 0.12-0.13 CPU s instead of
-    0.19 (its snapshots on ``bench speed``: a pair of accounts per matched couple of bettors)."""
+    (:func:`_mapping_encoder`), the same data and refusals as the walk item by item, and faster on the
+    monitor's large state (docs/performance.md#snapshot-encoder)."""
     if not args or (len(args) == 2 and args[1] is Ellipsis):
         item_tp = args[0] if args else Any
         item = _child(item_tp)

@@ -7,8 +7,9 @@ The very processors of the embedded demo run as separate faust workers, one proc
 * ``publish`` hands the envelopes to the bus's event loop and returns at once: a task there produces
   them, keyed by ``Envelope.key``, once the previous publish's are acknowledged, so a publish still
   reaches the log before anything published after it (across partitions too: on a cluster they may
-  have different leaders), and the caller does not wait for acknowledgements at all (it used to wait
-  for the previous publish's: 1.6 ms a publish, 0.36 s of a 2.1 s session). A failed send fails the
+  have different leaders), and the caller does not wait for acknowledgements at all (waiting for the
+  previous publish's was a sizeable share of a session: docs/performance.md#kafka-bus-publish). A
+  failed send fails the
   publishes after it unsent, and the bus's next call raises it (every later one too): ``publish``,
   ``drain``, ``read``, and a ``wait`` still waiting. ``drain`` and ``read`` await every publish first.
 * ``drain`` returns once every service has processed everything reachable. It polls, in this order,
@@ -39,23 +40,14 @@ of the bus (started with it, stopped by :meth:`KafkaBus.close`). Only that threa
 clients and the bus's state, but for one read: :meth:`KafkaBus.wait` first looks through the records
 read already without the loop (a list only ever appended to).
 
-Latency on Tansu (``python -m bench kafka`` with ``BENCH_KAFKA_PARTS=hop``: a deposit published, settlement,
-the waiter sees ``FundsDeposited``; raw aiokafka doing the same hop with an echo and no work beside it).
-Tansu 0.6 holds a fetch that finds records for its whole wait (``real_ends`` on partitions with
-records: 102 ms with a 100 ms wait, 12 with 10) and answers an empty one about a third of the wait
-after a record arrives (raw produce -> consume, p50: 1.7 ms with a 1 ms wait, 1.9 with 10, 14.8 with
-50, 34.7 with 100; with a record every 1-6 ms: 13.6 ms with 50, 3.2 with 10, 1.3 with 2). With the
-workers' fetch wait of 50 ms and a 5 ms batch top-up a hop took p50 19.0 ms (raw echo 15.4); with 10 ms
-and 1 ms, 10.3 ms (raw echo 5.5); with this thread, 9.0 ms (raw echo 5.2). Waits of 2 or 5 ms gave
-nothing measurable on a whole session (``bench session``, three runs each way, load 4) and cost CPU
-(an idle consumer polling every 1-2 ms burns 12-15 % of a core).
+The fetch waits are short because Tansu holds a fetch for its whole wait; the latency measured per hop
+for each choice is in docs/performance.md#kafka-bus-latency-on-tansu.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -77,7 +69,7 @@ from services.runtime import intake
 from services.runtime.compose import OBSERVERS, Composition
 from services.runtime.kafka.topic_io import aconsume_all, new_consumer, partitions_of, read_range, rest
 from services.runtime.kafka.worker import ensure_topics
-from services.runtime.settings import Settings
+from services.runtime.settings import Settings, environment
 from services.runtime.waits import Stream
 
 T = TypeVar("T")
@@ -95,16 +87,12 @@ QUICK_GROUP_TIMEOUTS: dict[str, Any] = {
     "batch_wait_ms": 1,
 }
 """Group timeouts for a demo or test on one machine: a first join waits the rebalance timeout. The
-short fetch wait is for Tansu, which does not answer a pending fetch when records arrive (each hop of
-the pipeline then waited out a 1.5 s fetch wait: 0.75 s on average); the 1 ms batch top-up (default
-5 ms) because every hop of a chain paid it (see the module's latency figures).
+short fetch wait is for Tansu, which does not answer a pending fetch when records arrive; the short
+batch top-up because every hop of a chain paid it.
 
-The observers (audit, monitor) fetch every 100 ms instead: nothing a table or a wallet waits for comes
-from them, and on Tansu every fetch costs the broker CPU whether it brings records or not (audit's and
-monitor's consumers read every topic). Measured with ``bench session`` (3 tables x 10 coups, same run,
-2026-11-24): observers at 10 ms, the Kafka session 1.6 s, Tansu 1.19 CPU s, idle before it 0.35 cores; at
-100 ms, 1.3 s, Tansu 0.66 CPU s, idle 0.23 cores. Shorter waits for the chain's own consumers (3 ms) did not
-help (1.5-1.6 s): each saves a millisecond of fetch and costs the broker the CPU the hop needed."""
+The observers (audit, monitor) fetch less often: nothing a table or a wallet waits for comes from them,
+and on Tansu every fetch costs the broker CPU whether it brings records or not (audit's and monitor's
+consumers read every topic). Figures: docs/performance.md#kafka-bus-latency-on-tansu."""
 
 
 DRAIN_TIMEOUT_S = 120.0
@@ -131,7 +119,7 @@ class WorkerDied(RuntimeError):
 
 def quick_settings(base: Settings | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """``base`` (default: from the environment) with :data:`QUICK_GROUP_TIMEOUTS` where ``env`` sets none."""
-    environ = os.environ if env is None else env
+    environ = environment() if env is None else env
     settings = base if base is not None else Settings()
     update = {k: v for k, v in QUICK_GROUP_TIMEOUTS.items() if f"CASINO_{k.upper()}" not in environ}
     return settings.model_copy(update=update)
@@ -180,7 +168,7 @@ class Workers:
     def start(self, names: Iterable[str] | None = None) -> None:
         """Start the named services (default all) that are not running."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **worker_env(self.settings)}
+        env = {**environment(), **worker_env(self.settings)}
         for name in self.services if names is None else names:
             if name in self.procs and self.procs[name].poll() is None:
                 continue

@@ -31,7 +31,6 @@ record cannot create label values.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import time
@@ -42,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import click
 from prometheus_client import (
     CollectorRegistry,
     GCCollector,
@@ -489,23 +489,35 @@ def probe(url: str, timeout_s: float = 3.0) -> tuple[int, str]:
         return 0, str(exc)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m services.runtime.kafka.metrics healthz|readyz``: a container's probe (exit 0 when 200).
-
-    Asks ``http://127.0.0.1:$CASINO_WEB_PORT/<path>`` (the image has no curl); ``--url`` overrides.
-    """
+@click.command(name="python -m services.runtime.kafka.metrics")
+@click.argument("path", type=click.Choice(["healthz", "readyz", "metrics"]))
+@click.option("--url", default=None, help="Full URL instead of the local CASINO_WEB_PORT.")
+def probe_command(path: str, url: str | None) -> int:
+    """A container's probe: ask the worker's PATH endpoint; exit 0 when it answers 200."""
     from services.runtime.settings import Settings  # noqa: PLC0415
 
-    p = argparse.ArgumentParser(prog="python -m services.runtime.kafka.metrics")
-    p.add_argument("path", choices=["healthz", "readyz", "metrics"], help="the endpoint to ask")
-    p.add_argument("--url", default=None, help="full URL instead of the local CASINO_WEB_PORT")
-    args = p.parse_args(argv)
-    url = args.url or f"http://127.0.0.1:{Settings().web_port}/{args.path}"
+    url = url or f"http://127.0.0.1:{Settings().web_port}/{path}"
     code, body = probe(url)
     if code != 200:
         print(f"casino-ledger: {url}: {code or 'no answer'} {body.strip()[:200]}", file=sys.stderr)  # noqa: T201
         return 1
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m services.runtime.kafka.metrics healthz|readyz|metrics [--url URL]``: a container's probe
+    (exit 0 when 200, 1 otherwise, 2 for a bad invocation). Asks
+    ``http://127.0.0.1:$CASINO_WEB_PORT/<path>`` (the image has no curl); ``--url`` overrides."""
+    try:
+        result = probe_command.main(
+            args=list(argv if argv is not None else sys.argv[1:]), standalone_mode=False
+        )
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.Abort:  # click's word for an interrupt
+        return 130
+    return int(result or 0)
 
 
 def family_names(exposition: str) -> set[str]:

@@ -25,9 +25,8 @@ from services.runtime.settings import Settings
 
 READ_FETCH_MS = 10
 """The fetch wait of the plain readers (:func:`new_consumer`). Tansu holds every fetch for its whole
-wait, records or not (measured: ``real_ends`` on partitions with records took 102 ms with 100, 12 ms
-with 10), so each round of a read costs this much there; a broker that answers at once with records
-(Kafka) is not slowed by it."""
+wait, records or not (docs/performance.md#kafka-bus-latency-on-tansu), so each round of a read costs
+this much there; a broker that answers at once with records (Kafka) is not slowed by it."""
 
 
 BATCH_BYTES = 512 * 1024
@@ -94,15 +93,11 @@ class Outbox:
     partition): murmur2 of the key over the topic's partitions sorted by id, the partitions read from
     the producer's metadata once per flush (a topic that gains partitions is seen at the next batch,
     as ``send`` would). The hashes of up to :data:`HASHES_MAX` keys are kept (murmur2 is pure
-    Python in aiokafka: about 10 us a key). Order is kept per partition: batches of one partition
-    go out in the order they were filled, as ``send``'s do.
+    Python in aiokafka). Order is kept per partition: batches of one partition go out in the order
+    they were filled, as ``send``'s do.
 
-    Measured (``.venv/bin/python -m bench worker``, part (f): one Tansu broker, 10,000 records of 1.5 kB,
-    keys over 5,000 accounts, 3 partitions, acks awaited per 500 records as a worker awaits them per
-    batch; CPU of the producing process per record, two runs each, alternating, twice): ``send`` per
-    record 28.2 / 28.7 and 28.7 / 28.9 us with aiokafka's 16 KiB batches, 13.8 / 14.5 and 15.1 / 14.7 us
-    with 512 KiB; this outbox 19.4 / 19.9 and 19.1 / 26.2 us with 16 KiB, 6.5 / 6.6 and 7.2 / 8.5 us with
-    512 KiB. Hence batches, of :data:`BATCH_BYTES`.
+    Batches of :data:`BATCH_BYTES` cost the producer far less CPU a record than ``send`` per record
+    (docs/performance.md#kafka-outbox).
     """
 
     def __init__(self, producer: AIOKafkaProducer) -> None:
@@ -236,10 +231,8 @@ def rest(consumer: AIOKafkaConsumer) -> None:
     """Stop a plain reader's background fetches until its next ``assign``: aiokafka keeps fetching the
     assigned partitions after the read, a fetch every :data:`READ_FETCH_MS` on an idle topic, for
     nothing (the next read assigns and seeks again). Pausing its partitions stops that (an ``assign``
-    starts them unpaused).
-
-    Measured (``bench session``, idle second before the session): the readers of the four workers and
-    of the bus fetching in the background cost the broker 0.41 of a core and each worker 0.07."""
+    starts them unpaused). Background fetches cost the broker and the workers CPU for nothing
+    (docs/performance.md#kafka-readers-paused)."""
     consumer.pause(*consumer.assignment())
 
 

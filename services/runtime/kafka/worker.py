@@ -4,14 +4,14 @@ One service per process (``casino-ledger worker NAME`` or ``python -m services.r
 the service's processors come from :data:`PROCESSORS`. The faust app gives the process its lifecycle,
 signals and web server (``/metrics``, ``/healthz``, ``/readyz``); one app task, :meth:`Shell.run`, owns an
 ``AIOKafkaConsumer`` in the service's consumer group (``{prefix}casino-{service}``) on every input
-topic and an ``AIOKafkaProducer`` (faust's own consumer and producer are not started: measured below).
+topic and an ``AIOKafkaProducer`` (faust's own consumer and producer are not started: see below).
 For each record the worker decodes the bytes (:mod:`services.runtime.intake`; undecodable bytes become a
 ``casino.deadletter`` record with the reason and the original; a record the worker wrote itself to a topic
 it reads, settlement's payouts, is the envelope it sealed: :class:`OwnOutputs`), runs the pure
 :func:`services.core.processor.step` of the processor of that topic and produces the outputs keyed by
 ``Envelope.key``. Records come in batches (``getmany``: at most ``CASINO_BATCH_MAX``); a batch's outputs
 go out in aiokafka record batches, one per output partition (:class:`~services.runtime.kafka.topic_io.Outbox`:
-``create_batch``/``send_batch``, measured there), their acknowledgements are awaited once for the whole
+``create_batch``/``send_batch``), their acknowledgements are awaited once for the whole
 batch, and only then are the batch's offsets committed, so an offset is never committed ahead of its
 outputs. The acknowledgements and the commit of one batch happen while the worker handles the next
 (:meth:`Shell._pipelined`: at most two batches in flight, commits in batch order), and a short batch is
@@ -19,7 +19,7 @@ topped up only while the previous one is in flight (:meth:`Shell._batch`). Each 
 ``batch`` line per input partition (first and last offset, records, outputs sent, dead letters,
 refusals, records by type); each dead letter and business refusal written gets a WARNING line naming
 the input's offset; the line per record (``record``: topic, partition, offset, type, key, table, coup)
-is DEBUG (docs/operations.md, "Logs"; measured below).
+is DEBUG (docs/operations.md, "Logs").
 
 **State and restarts, without transactions.** Kafka delivers at least once and the test broker has no
 transactions, so correctness rests on determinism, event ids and a state store per input partition
@@ -58,67 +58,12 @@ restart; a zombie worker (alive but out of the group) can still write a duplicat
 drops by ``event_id`` or ``seq``. Topics keep their records forever (``retention.ms=-1``:
 docs/event-contract.md, "Retention"); only the changelogs are compacted.
 
-**Faust agent or a plain aiokafka loop (measured, issue #16).** Until issue #16 each processor was a
-faust agent (``stream.take_events``, sends through faust's producer, faust acking and committing).
-``.venv/bin/python -m bench worker`` handles the same 2,903 ``casino.table.inbox`` records (a seeded
-session, 120 coups x 3 tables) with the dealer on one Tansu broker, each way in its own worker process,
-and takes the process's CPU time less its idle rate. Two runs on 2 cores shared with other sessions
-(load 8.7-10.1; CPU per record is the figure to read, records/s moves with the load)::
-
-    way (dealer, 2,903 records)                     records/s    CPU us/record   raw/way by CPU
-    (a) faust agent, take_events (before)             289 / 226     929 / 1,305    0.035 / 0.030
-    (b) this worker: aiokafka loop in a faust app     690 / 894     488 /   500    0.067 / 0.079
-    (a) faust agent, LOG_LEVEL=WARNING                260 / 283   1,141 / 1,119    0.029 / 0.035
-    (b) this worker, LOG_LEVEL=WARNING                752 / 914     424 /   430    0.077 / 0.091
-    (c) raw aiokafka produce -> consume, no work   10,749 / 10,659    33 /    39    1
-    (d) decode + step alone, no Kafka               2,069 / 3,443   182 /   164    0.179 / 0.239
-    (e) (d) + the per-record JSON log line          1,356 / 2,028   296 /   249    0.110 / 0.158
-
-Both ways run the same :meth:`Shell.on_batch` (output index, decode, ``step``, the record's log line,
-metrics, acks awaited once per batch; these figures are from before the second round, below); (b)
-swaps faust's stream, events, acking and producer for an ``AIOKafkaConsumer`` (``getmany``, offsets
-committed after the batch's acks) and an ``AIOKafkaProducer``.
-Faust's per-event machinery cost 440-800 us of CPU per record, about 2.5 times the dealer's own work
-(a profile shows three times the event-loop iterations, tasks and futures per record, and twice the
-produce requests), hence (b). On a whole session the switch shows too: ``BENCH_SESSION_LOCKSTEP=0
-.venv/bin/python -m bench session`` (3 tables x 10 coups, event driven, four workers, load 10-11) took
-21.6 and 20.1 s with the agents, 13.4 and 14.6 s with this loop (embedded 0.8-1.0 s; the same
-digest); ``BENCH_KAFKA_COUPS=60 .venv/bin/python -m bench kafka`` (load 8-11) moved its 3,756 records in
-55.9 s with the agents, 22.9 s with this loop (67 and 164 events/s against raw aiokafka's 8,412 and
-13,894), and its interactive latencies fell from p50 97 / 178 / 178 ms (bet held / payout issued /
-payout applied) to 44 / 51 / 79 ms. The per-record JSON log line costs 85-115 us ((e) - (d)). The
-issue's goal of 0.3 of raw aiokafka per record is out of reach for any worker loop here: the dealer's
-decode + ``step`` alone, with no Kafka at all, is 0.18-0.24 of raw. With the switch two settings went:
-``CASINO_PROCESSING_GUARANTEE`` (faust's transactions needed its producer; correctness never depended on
-them, see above) and ``CASINO_COMMIT_INTERVAL_S`` (offsets are committed after every batch).
-
-**The worker's own cost per record (issue #16, second round).** Three things cost per record in the
-shell: the INFO ``record`` line (structlog rendering a JSON line per record), ``AIOKafkaProducer.send``
-per output (a coroutine, the pure-Python murmur2 of the key, and aiokafka's 16 KiB batches, which hold
-about ten of our records: a ``send`` that finds its partition's batch full waits for the broker's round
-trip), and one wait for acknowledgements per input partition of a batch. Now the line per record is
-DEBUG (one INFO ``batch`` line per input partition instead, and a WARNING per dead letter or refusal:
-docs/operations.md, "Logs"), the outputs go out through an :class:`Outbox` (``create_batch`` and
-``send_batch`` of 512 KiB, murmur2 per key remembered; 6.5-8.5 us of CPU per output against 28-29 us
-for ``send``: (f) below) and the acknowledgements of a whole ``getmany`` batch are awaited once. The
-same ``bench worker`` as above, the tree before (21771d7) and this one alternating, two runs each (load
-1-2; CPU per record of the worker process, raw aiokafka 31-40 us)::
-
-    (dealer, 2,799 records)                  before: CPU us/rec  raw/way      after: CPU us/rec  raw/way
-    (b) this worker, default level (INFO)       318 / 313   0.102 / 0.126      168 / 247   0.187 / 0.136
-    (b) this worker, LOG_LEVEL=WARNING          256 / 264   0.126 / 0.150      172 / 169   0.183 / 0.198
-    (d) decode + step alone, no Kafka           119 / 121                      124 / 180
-    (f) producer alone: send, 16 KiB batches                                  28.2 / 28.7
-        send, 512 KiB batches                                                 13.8 / 15.1
-        Outbox, 512 KiB batches (this worker)                                  6.5 / 7.2
-
-What the shell adds to decode + ``step`` fell from 190-200 us to 45-65 us a record; the rest is the
-processor's own work (the 0.3 of raw aiokafka that issue #16 asks for needs decode + ``step`` itself
-near 100 us: the core's). On the speed-baccarat table (``BENCH_SPEED_RUNTIMES=kafka
-BENCH_SPEED_COUPS=2 .venv/bin/python -m bench speed``, same alternation, load 1-5) the time from the
-coup's resolution to the last wallet credit went from 11.8 / 10.3 and 12.9 / 5.5 s to 3.9 / 4.7 and
-2.2 / 2.0 s, and the bets' window (first to last accepted) from 5.9 / 8.6 and 9.1 / 4.4 s to 3.7 / 3.7
-and 2.9 / 2.1 s.
+**Why a plain aiokafka loop and not faust's agents** (docs/adr/0003-kafka-worker-loop.md): faust's
+per-event machinery cost more than the processor's own work per record, and the per-record costs of the
+shell (an INFO line per record, ``send`` per output, an acknowledgement wait per partition) were cut to
+a line per batch, an :class:`Outbox` and one wait per batch. The measurements:
+docs/performance.md#kafka-worker-faust-agent-or-aiokafka-loop and
+docs/performance.md#kafka-worker-own-cost-per-record.
 
 Plain aiokafka helpers (:func:`produce`, :func:`consume_all`, :func:`iter_raw` and their async forms)
 serve the CLI, the replay and the tests; they live in :mod:`services.runtime.kafka.topic_io` (a reader of
@@ -145,6 +90,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+import click
 import faust
 import yaml  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
@@ -1480,27 +1426,41 @@ def topics_create_main(args: argparse.Namespace) -> int:
         library.setLevel(level)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m services.runtime.kafka.worker NAME [--factory module:attr] | create-topics
-    [--spec PATH]``."""
-    tune_gc()  # as ``casino-ledger worker`` does: the workers of the bus, the tests and the benches
-    p = argparse.ArgumentParser(prog="python -m services.runtime.kafka.worker")
-    p.add_argument("name", help="a service of PROCESSORS, or create-topics")
-    p.add_argument("--broker", default=None, help="host:port[,…] (else CASINO_BOOTSTRAP_SERVERS)")
-    p.add_argument("--factory", default=None, help="module:callable returning the processor(s) to run")
-    p.add_argument("--spec", default=None, help="topic list for create-topics (else CASINO_TOPIC_SPEC)")
-    args = p.parse_args(argv)
+@click.command(name="python -m services.runtime.kafka.worker")
+@click.argument("name")
+@click.option("--broker", default=None, help="host:port[,…]  [default: $CASINO_BOOTSTRAP_SERVERS]")
+@click.option("--factory", default=None, help="module:callable returning the processor(s) to run.")
+@click.option("--spec", default=None, help="Topic list for create-topics.  [default: $CASINO_TOPIC_SPEC]")
+def worker_command(name: str, broker: str | None, factory: str | None, spec: str | None) -> int | None:
+    """Run the processor NAME (a service of PROCESSORS), or create-topics."""
     try:
-        settings = _settings_for(args.broker, None)
-        if args.name == "create-topics":
-            return create_topics_main(settings, Path(args.spec) if args.spec else topic_spec_path(settings))
-        run_worker(args.name, settings, _import_factory(args.factory) if args.factory else None)
+        settings = _settings_for(broker, None)
+        if name == "create-topics":
+            return create_topics_main(settings, Path(spec) if spec else topic_spec_path(settings))
+        run_worker(name, settings, _import_factory(factory) if factory else None)
     except Exception as exc:  # the same one line as `casino-ledger worker` for what an operator can fix
         line = one_line(exc)
         if line is None:
             raise
         print(f"casino-ledger: error: {line}", file=sys.stderr)  # noqa: T201
         return 2
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m services.runtime.kafka.worker NAME [--factory module:attr] | create-topics
+    [--spec PATH]`` (exit 2 for a bad invocation or what an operator can fix)."""
+    tune_gc()  # as ``casino-ledger worker`` does: the workers of the bus, the tests and the benches
+    try:
+        result = worker_command.main(
+            args=list(argv if argv is not None else sys.argv[1:]), standalone_mode=False
+        )
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.Abort:  # click's word for an interrupt
+        return 130
+    return int(result or 0)
 
 
 if __name__ == "__main__":
