@@ -133,9 +133,12 @@ class KafkaGateway:
     def _produce(self, envelope: Envelope) -> None:
         try:
             probe(self.settings)  # one line at once, not aiokafka's retries until its request timeout
-            self._run(self._send(envelope), PRODUCE_TIMEOUT_S)
         except Exception as exc:
-            raise BrokerUnavailable(f"the command was not written: {type(exc).__name__}: "
+            raise BrokerUnavailable(f"the command was not written: {exc}") from None
+        try:
+            self._run(self._send(envelope), PRODUCE_TIMEOUT_S)
+        except Exception as exc:  # sent, maybe: a retry writes the same ids, which the wallet applies once
+            raise BrokerUnavailable(f"the broker did not acknowledge the command: {type(exc).__name__}: "
                                     f"{(str(exc).splitlines() or [''])[0][:200]}") from None  # fmt: skip
 
     def command(
