@@ -1,8 +1,9 @@
-"""Suite-wide settings: quiet logs (tests that check logs configure and capture them explicitly), and
-hypothesis without a per-example deadline."""
+"""Suite-wide settings: quiet logs (tests that check logs configure and capture them explicitly),
+hypothesis without a per-example deadline, and the one Tansu broker of a test session."""
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -14,6 +15,7 @@ os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
 
 from services.runtime.logging import configure
+from tests.helpers.broker import tansu
 
 configure()
 pytest.register_assert_rewrite("tests.helpers.bus_contract")  # its asserts explain their failures
@@ -30,3 +32,11 @@ def _quiet_logs() -> Iterator[None]:
     configure()
     yield
     configure()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``127.0.0.1:PORT`` of a Tansu broker started for the test session (stopped at its end): one for
+    the Kafka tests and the back office's API tests on Kafka alike."""
+    with tansu(Path(tmp_path_factory.mktemp("tansu")) / "tansu.log") as bootstrap:
+        yield bootstrap

@@ -22,7 +22,6 @@ from services.backoffice.schema import make_engine
 from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.keyring import demo_keyring, load_keyring, new_keyring, save_keyring
-from tests.kafka.conftest import kafka_broker  # noqa: F401 (the Tansu broker for the API tests on Kafka)
 
 PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 BACKENDS = ("sqlite", "postgresql")
