@@ -143,8 +143,8 @@ class Survey:
     signed: set[str] = field(default_factory=set)
     """The hashes of the attestations whose signature verifies."""
     writers: dict[str, _Writer] = field(default_factory=dict)
-    requests: list[tuple[str, str | None, str | None]] = field(default_factory=list)
-    """Every unchained record but dead letters: ``(hash, causation_hash, event_id)``."""
+    requests: list[tuple[str, str | None, str | None, int, str]] = field(default_factory=list)
+    """Every unchained record but dead letters: ``(hash, causation_hash, event_id, position, topic)``."""
     refused: set[str] = field(default_factory=set)
     """The event ids dead letters name (records a processor refused)."""
     bad: list[str] = field(default_factory=list)
@@ -165,9 +165,10 @@ class Survey:
             if i > 0:
                 found = raw[i + 9 : i + 73].decode("ascii", "replace")
                 self.hashes.add(found)
-                self.requests.append(
-                    (found, _string_after(raw, b'"causation_hash":"'), _string_after(raw, b',"event_id":"'))
-                )
+                self.requests.append((
+                    found, _string_after(raw, b'"causation_hash":"'), _string_after(raw, b',"event_id":"'),
+                    self.at, _topic_of(raw),
+                ))  # fmt: skip
                 return
         if isinstance(raw, bytes | str):
             try:
@@ -191,7 +192,15 @@ class Survey:
                     self.refused.add(refused)
             else:
                 cause = rec.get("causation_hash")
-                self.requests.append((h, cause if isinstance(cause, str) else None, str(rec.get("event_id"))))
+                self.requests.append(
+                    (
+                        h,
+                        cause if isinstance(cause, str) else None,
+                        str(rec.get("event_id")),
+                        self.at,
+                        str(topic),
+                    )
+                )
         if h is not None and topic == topics.ATTEST and isinstance(key, str) and type(seq) is int:
             self._attestation(rec, h, key, seq)
 
@@ -250,6 +259,15 @@ class Survey:
             if type(hseq) is int and isinstance(hhash, str) and hseq > self.heads.get(chain, (-1, "", ""))[0]:
                 self.heads[chain] = (hseq, hhash, str(rec.get("event_id")))
 
+    def _read_by_consumer(self, topic: str, at: int) -> bool:
+        """Whether a writer of the principal that consumes ``topic`` sealed after position ``at``: it
+        read the request then, and refused it had it not been its own derivation. An outsider's request
+        naming a real fact as its cause, appended after the pipeline last ran, is read by no one."""
+        consumer = CONSUMER_OF_TOPIC.get(topic)
+        return consumer is not None and any(
+            seal > at for w, seal in self.sealed_at.items() if writer_principal(w) is consumer
+        )
+
     def finish(self) -> Attested:
         """Which records are facts, and what the signed heads say about the log (module docstring)."""
         facts: set[str] = set(self.signed)
@@ -268,9 +286,12 @@ class Survey:
                 if cause not in self.hashes:
                     findings.append(_missing_cause(topic, key, seq, cause))
                     changed_causes.add(cause_id)
-        for h, cause, event_id in self.requests:  # what a processor derived from a fact and queued (a
-            if h not in consumed and cause in facts and event_id not in self.refused:  # seamless call
-                consumed.add(h)  # behind another): no chained record names it, its cause is a fact
+        for h, cause, event_id, at, topic in self.requests:  # what a processor derived from a fact and
+            if (  # queued (a seamless call behind another): no chained record names it, its cause is a
+                h not in consumed and cause in facts and event_id not in self.refused  # fact, and its
+                and self._read_by_consumer(topic, at)  # consumer sealed after it (it read it)
+            ):  # fmt: skip
+                consumed.add(h)
         sealed = {
             p for p in Principal
             if (mine := [w for name, w in self.writers.items() if writer_principal(name) is p])
@@ -299,6 +320,13 @@ _UNCHAINED: Final = tuple(
     f',"topic":"{t}","type":'.encode()
     for t in (topics.WALLET_REQUESTS, topics.TABLE_INBOX, topics.DEADLETTER)
 )
+
+
+def _topic_of(raw: bytes) -> str:
+    """The topic of a record in the log's canonical JSON (``topic`` its last field but ``type``)."""
+    i = raw.rfind(b',"topic":"')
+    end = raw.find(b'"', i + 10)
+    return raw[i + 10 : end].decode("utf-8", "replace") if i > 0 and end > 0 else ""
 
 
 def _unchained(raw: bytes) -> bool:
