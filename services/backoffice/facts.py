@@ -95,7 +95,7 @@ class Facts:
     def follow(self, log: Any) -> None:
         """Survey every record the log holds after the last one surveyed."""
         add = self.survey.add
-        while rows := log.read(topics.ALL_TOPICS, self.read, PAGE):
+        while rows := log.read_page(self.read, PAGE):
             for offset, _topic, _key, raw in rows:
                 add(raw, offset)
             self.read = rows[-1][0]
