@@ -302,3 +302,33 @@ def test_api_balance_ignores_forgeries_and_shows_a_deposit_made_after_them(
         assert r.status_code == 201, r.text
         got = httpx.get(f"{url}/v1/accounts/player:001/balance", headers=h, timeout=30).json()
         assert got["balance_minor"] == genuine + 4_200
+
+
+def test_the_projector_waits_at_a_forgery_after_the_last_seal_then_leaves_it_out(
+    forged_log: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """A chained forgery after every writer's last seal could still be followed by a signed head that
+    covers it, as far as the log shows: the projector stops before it (pending). Once the wallet's writer
+    writes and seals again, the forgery is left out for good (never), counted with its id, and the new
+    deposit is applied."""
+    tampered, ring_path, _ = forged_log
+    ring = load_keyring(ring_path)
+    engine = make_engine(f"sqlite:///{tmp_path / 'read.db'}")
+    upgrade(engine)
+    projector = Projector(engine, writers=writer_keys(ring.public_document()))
+    with EmbeddedLog(tampered, readonly=True) as log:
+        projector.catch_up(log)
+        (first_forged,) = [o for o, _t, _k, raw in log.read_page(0, 100_000) if b"forged-0" in raw]
+    assert projector.facts.pending_at == first_forged
+    assert projector.position() < first_forged
+    with engine.connect() as c:
+        before = queries.balance(c, "player:002")["balance_minor"]
+    deposit(tampered, ring, "player:002", 100)
+    with EmbeddedLog(tampered, readonly=True) as log:
+        projector.catch_up(log)
+    assert projector.facts.pending_at is None
+    assert projector.facts.unattested == 2
+    assert projector.facts.first_ids[0] == "00000000-0000-4000-8000-000000000000"
+    with engine.connect() as c:
+        assert queries.balance(c, "player:002")["balance_minor"] == before + 100
+    engine.dispose()
