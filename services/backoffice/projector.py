@@ -211,8 +211,10 @@ class Projector:
         """Apply every fact of the embedded ``log`` after the stored position, up to the first record
         still waiting for a signed head (:mod:`services.backoffice.facts`); returns how many."""
         gate = self.facts
-        gate.follow(log)
         gate.pending_at = None
+        if not log.read(INPUTS, self.position(), 1):
+            return 0  # up to date: no need to survey what the log gained (signed heads, noise)
+        gate.follow(log)
         total = 0
         while True:
             rows = log.read(INPUTS, self.position(), batch)
