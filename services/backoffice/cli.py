@@ -337,6 +337,9 @@ def cmd_project(args: argparse.Namespace) -> int:
               f"them), first: {first}", file=sys.stderr)  # fmt: skip
     if facts.pending_at is not None:
         print(f"waiting at offset {facts.pending_at} for a signed head to cover it", file=sys.stderr)
+        if not facts.survey.signed and facts.survey.bad_count:
+            print("no signed head of this log verifies under the public keys found: set "
+                  "CASINO_PUBLIC_KEYRING (keys public) or CASINO_KEYRING", file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from services.audit.replay.attested import FIRST_IDS, Attested, Standing, Survey, WriterKey, writer_keys
 from services.core import topics
 from services.core.envelope import Envelope
-from services.runtime.replay import ENV_PUBLIC_KEYRING, writer_keys_from
+from services.runtime.replay import ENV_PUBLIC_KEYRING, chosen_public_keyring, writer_keys_from
 
 PAGE = 5000
 """Records surveyed per read of the log."""
@@ -40,8 +40,9 @@ def writer_keys_for(log: str | Path | None, keyring: str | Path | None = None) -
     """The principals' public keys the read model checks signed heads with: ``CASINO_PUBLIC_KEYRING``;
     else the public half of the secret keyring the back office runs on (``serve --keyring``, else
     ``CASINO_KEYRING``) when it is the one the log is written with; else the public keyring beside the
-    ``log`` (which ``demo`` writes), else (demo and tests) the public demo keyring (with a secret
-    keyring that did not write the log, whose commands ``serve`` refuses, its public half too)."""
+    ``log`` (which ``demo`` writes), else the public demo keyring for a log it wrote (:func:`_found`);
+    with a secret keyring that did not write the log (whose commands ``serve`` refuses), its public
+    half too."""
     if os.environ.get(ENV_PUBLIC_KEYRING, "").strip():
         return writer_keys_from(None)
     secret = keyring or os.environ.get("CASINO_KEYRING", "").strip()
@@ -56,21 +57,37 @@ def writer_keys_for(log: str | Path | None, keyring: str | Path | None = None) -
             return mine
         # a keyring the log was not written with (serve answers its commands 503): the log's own keys,
         # and this keyring's for what it wrote meanwhile
-        return {**writer_keys_from(None, log=Path(log) if log is not None else None), **mine}
-    return writer_keys_from(None, log=Path(log) if log is not None else None)
+        return {**_found(log), **mine}
+    return _found(log)
 
 
-def _signed_with(log: str | Path | None, keys: Mapping[str, WriterKey]) -> bool:
-    """Whether the first signed head in the log at ``log`` names one of ``keys`` (or it has none yet)."""
+def _found(log: str | Path | None) -> dict[str, WriterKey]:
+    """The public keyring beside the log; else the public demo keyring, but only for a log the demo
+    keys wrote (or in demo mode): anyone can sign with the demo key, so a production log never trusts
+    it (nothing verifies there without its keys: the read model waits, it never applies a forgery)."""
+    path = Path(log) if log is not None else None
+    keys = writer_keys_from(None, log=path)
+    if chosen_public_keyring(None, log=path) or _demo_mode():
+        return keys
+    return keys if log is None or _signed_with(log, keys, empty=False) else {}
+
+
+def _demo_mode() -> bool:
+    return os.environ.get("CASINO_DEMO_MODE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _signed_with(log: str | Path | None, keys: Mapping[str, WriterKey], *, empty: bool = True) -> bool:
+    """Whether the first signed head in the log at ``log`` names one of ``keys`` (``empty`` when it has
+    none yet)."""
     if log is None or not Path(log).is_file():
-        return True
+        return empty
     from services.core.envelope import parse_record  # noqa: PLC0415
     from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
 
     with EmbeddedLog(log, readonly=True) as opened:
         first = opened.read([topics.ATTEST], 0, 1)
     if not first:
-        return True
+        return empty
     try:
         auth = parse_record(first[0][-1]).auth or {}
     except ValueError:

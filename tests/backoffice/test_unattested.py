@@ -332,3 +332,35 @@ def test_the_projector_waits_at_a_forgery_after_the_last_seal_then_leaves_it_out
     with engine.connect() as c:
         assert queries.balance(c, "player:002")["balance_minor"] == before + 100
     engine.dispose()
+
+
+def test_a_production_log_never_trusts_the_public_demo_key(
+    authentic: Authentic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Anyone can sign with the public demo key (its seed is in the source). A forged deposit covered by
+    a signed head made with it, appended to a log the demo keys did not write: with no keys supplied the
+    read model applies nothing and says which keys to supply; with the log's public keyring, the genuine
+    ledger and not the forgery."""
+    from services.core.attest import AttestChain, attestation  # noqa: PLC0415 (the attacker's: public)
+    from services.core.envelope import ChainHead  # noqa: PLC0415
+    from services.runtime.keyring import demo_keyring  # noqa: PLC0415
+
+    for name in ("CASINO_KEYRING", "CASINO_PUBLIC_KEYRING", "CASINO_DEMO_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    log, ring_path, _ = authentic
+    tampered = copy_log(log, tmp_path / "log.db")
+    forged = forge(records(tampered), "deposit", "player:999", MILLION, 0, "template")
+    chain = AttestChain("settlement.wallet")
+    heads = {(topics.WALLET_EVENTS, "player:999"): ChainHead(0, forged["hash"])}
+    guard = demo_keyring().guard(Principal.SETTLEMENT)
+    ((_, signed),) = attestation(chain, heads, guard, occurred_at=forged["occurred_at"], seal="idle")
+    append(tampered, [forged, json.loads(signed)], internal=False)
+    assert main(["project", "--db", str(tampered)]) == 0
+    assert "CASINO_PUBLIC_KEYRING" in capsys.readouterr().err
+    assert main(["statement", "--db", str(tampered), "--account", "player:999"]) == 2
+    public = tmp_path / "public.json"
+    public.write_text(json.dumps(load_keyring(ring_path).public_document()))
+    monkeypatch.setenv("CASINO_PUBLIC_KEYRING", str(public))
+    assert main(["statement", "--db", str(tampered), "--account", "player:001", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+    assert main(["statement", "--db", str(tampered), "--account", "player:999"]) == 2
