@@ -153,6 +153,10 @@ class Survey:
     """The position of the record being noted (its log offset, or how many were noted before it)."""
     sealed_at: dict[str, int] = field(default_factory=dict)
     """Writer → the position of its latest valid seal."""
+    idle_at: dict[str, int] = field(default_factory=dict)
+    """Writer → the position of its latest valid ``idle`` seal (the pipeline went idle: every writer
+    attested all it wrote, in the same transaction, so this one speaks for its principal's other
+    writers too; a ``day_closed`` or ``shoe_closed`` seal speaks for its writer only)."""
     chain_writer: dict[tuple[str, str], str] = field(default_factory=dict)
     """Chain → the writer whose signed head last named it."""
 
@@ -243,6 +247,8 @@ class Survey:
         w = self.writers.setdefault(writer, _Writer())
         if payload.get("seal") is not None:
             self.sealed_at[writer] = max(self.at, self.sealed_at.get(writer, -1))
+            if payload.get("seal") == "idle":
+                self.idle_at[writer] = max(self.at, self.idle_at.get(writer, -1))
         if seq > w.seq:
             w.seq, w.sealed, w.key_id, w.event_id = (
                 seq,
@@ -265,7 +271,7 @@ class Survey:
         naming a real fact as its cause, appended after the pipeline last ran, is read by no one."""
         consumer = CONSUMER_OF_TOPIC.get(topic)
         return consumer is not None and any(
-            seal > at for w, seal in self.sealed_at.items() if writer_principal(w) is consumer
+            seal > at for w, seal in self.idle_at.items() if writer_principal(w) is consumer
         )
 
     def finish(self) -> Attested:
@@ -422,9 +428,10 @@ class Attested:
             if principal is None or event_id in s.refused:
                 return Standing.NEVER
             writer = None
-        mine = [writer] if writer else [w for w in s.writers if writer_principal(w) is principal]
-        if any(s.sealed_at.get(w, -1) > at for w in mine):
-            return Standing.NEVER  # its writer (consumer) declared all it wrote (read) before covered
+        if writer is not None and s.sealed_at.get(writer, -1) > at:
+            return Standing.NEVER  # its writer declared all it wrote before covered
+        if any(seal > at for w, seal in s.idle_at.items() if writer_principal(w) is principal):
+            return Standing.NEVER  # the pipeline went idle after it: every writer (reader) covered all
         return Standing.PENDING
 
     def admit(self, topic: str, record_hash: str, event_id: str) -> bool:
