@@ -9,8 +9,8 @@ pure decision:
 
 * a **fact** is applied;
 * a record that can **never** be one (outsider noise: its chain moved past it under signature, its
-  writer or consumer sealed after it, a processor refused it) is passed over and counted as
-  unattested, with its first ids;
+  writer sealed after it, the pipeline went idle after it, a processor refused it) is passed over and
+  counted as unattested, with its first ids;
 * a **pending** one (after its writer's last signed head, its writer not sealed since) stops the
   projector before it until a later head covers it or a seal leaves it out. The embedded pipeline seals
   every writer when it goes idle (a command of the API, ``ingest``, ``demo``), so the read model after

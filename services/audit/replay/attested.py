@@ -68,8 +68,9 @@ class Standing(StrEnum):
     PENDING = "pending"
     """Not yet covered, and it may still be: its writer (or consumer) has not sealed since it."""
     NEVER = "never"
-    """Not covered, and it never will be: its chain moved past it under signature, its writer (or its
-    consumer) sealed after it, or a processor refused it. Unattested noise."""
+    """Not covered, and it never will be: its chain moved past it under signature, its writer sealed
+    after it, the pipeline went idle after it (an ``idle`` seal of its principal, or of its consumer's),
+    or a processor refused it. Unattested noise."""
 
 
 FIRST_IDS: Final = 20
@@ -266,8 +267,9 @@ class Survey:
                 self.heads[chain] = (hseq, hhash, str(rec.get("event_id")))
 
     def _read_by_consumer(self, topic: str, at: int) -> bool:
-        """Whether a writer of the principal that consumes ``topic`` sealed after position ``at``: it
-        read the request then, and refused it had it not been its own derivation. An outsider's request
+        """Whether a writer of the principal that consumes ``topic`` wrote an ``idle`` seal after position
+        ``at``: the pipeline went idle after it, so it read the request, and would have refused it had
+        it not been its own derivation. An outsider's request
         naming a real fact as its cause, appended after the pipeline last ran, is read by no one."""
         consumer = CONSUMER_OF_TOPIC.get(topic)
         return consumer is not None and any(
@@ -295,7 +297,7 @@ class Survey:
         for h, cause, event_id, at, topic in self.requests:  # what a processor derived from a fact and
             if (  # queued (a seamless call behind another): no chained record names it, its cause is a
                 h not in consumed and cause in facts and event_id not in self.refused  # fact, and its
-                and self._read_by_consumer(topic, at)  # consumer sealed after it (it read it)
+                and self._read_by_consumer(topic, at)  # consumer went idle after it (it read it)
             ):  # fmt: skip
                 consumed.add(h)
         sealed = {
