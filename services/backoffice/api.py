@@ -35,6 +35,7 @@ from services.backoffice import exports, probes, queries, roads
 from services.backoffice import schema as s
 from services.backoffice.apikeys import ApiKey, LiveKeys, verify
 from services.backoffice.commands import BrokerUnavailable, Gateway, OutcomeTimeout
+from services.backoffice.facts import writer_keys_for
 from services.backoffice.projector import Periods, Projector
 from services.core.boundary import is_player_account, own_namespace
 from services.core.envelope import canonical, name_id
@@ -427,7 +428,8 @@ class BackOffice:
     def __init__(self, settings: ServeSettings, engine: Engine) -> None:
         self.settings = settings
         self.engine = engine
-        self.projector = Projector(engine, periods=settings.periods)
+        writers = writer_keys_for(settings.log_path, settings.keyring_path) if settings.kafka is None else {}
+        self.projector = Projector(engine, periods=settings.periods, writers=writers)
         self.gateway = _gateway(settings, self.projector)
         self.live_keys = LiveKeys(settings.keyring_path)  # re-read when the keyring changes: a revoked key
         self.commands = threading.Lock()

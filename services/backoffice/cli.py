@@ -90,13 +90,14 @@ class read_model_errors:
 
 def _read_model(args: argparse.Namespace) -> Any:
     """(engine, projector) of the read model beside ``--db``, migrated and caught up with the log."""
+    from services.backoffice.facts import writer_keys_for  # noqa: PLC0415
     from services.backoffice.projector import Projector  # noqa: PLC0415
     from services.backoffice.schema import default_url  # noqa: PLC0415
     from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
 
     url = default_url(args.db)
     engine = open_read_model(url)
-    projector = Projector(engine, periods=_periods(args))
+    projector = Projector(engine, periods=_periods(args), writers=writer_keys_for(args.db))
     command = str(getattr(args, "command", None) or "project")
     with read_model_errors(url), EmbeddedLog(args.db, readonly=True) as log:
         if getattr(args, "rebuild", False):
@@ -396,6 +397,18 @@ def cmd_project(args: argparse.Namespace) -> int:
 
     _engine, projector = _read_model(args)
     print(f"read model {_shown(default_url(args.db))} at offset {projector.position()}", file=sys.stderr)
+    facts = projector.facts
+    if facts.unattested:
+        from services.runtime.textfit import printable  # noqa: PLC0415
+
+        first = ", ".join(printable(i) for i in facts.first_ids[:5])
+        print(f"left out {facts.unattested} unattested record(s) (no signed head of their writer covers "
+              f"them), first: {first}", file=sys.stderr)  # fmt: skip
+    if facts.pending_at is not None:
+        print(f"waiting at offset {facts.pending_at} for a signed head to cover it", file=sys.stderr)
+        if not facts.survey.signed and facts.survey.bad_count:
+            print("no signed head of this log verifies under the public keys found: set "
+                  "CASINO_PUBLIC_KEYRING (keys public) or CASINO_KEYRING", file=sys.stderr)  # fmt: skip
     return 0
 
 

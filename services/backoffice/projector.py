@@ -21,6 +21,11 @@ the replay use too): the win is what the house kept, commission included.
 
 Records that are not valid contract events (forgeries and garbage that processors dead-letter) are
 skipped and counted in :attr:`Projector.skipped`.
+
+**Facts only.** From the embedded log (:meth:`Projector.catch_up`) only ledger facts are applied: records
+a signed head of their expected writer covers, checked with public keys, the replay's own decision
+(:mod:`services.backoffice.facts`). Outsider noise is passed over and counted (:attr:`Projector.facts`);
+the projector stops before a record still waiting for a signed head, and goes on once one covers it.
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import Connection, Engine, bindparam, delete, func, select, update
 
+from services.audit.replay.attested import Standing, WriterKey
 from services.backoffice import schema as s
+from services.backoffice.facts import Facts, writer_keys_for
 from services.core import figures, topics
 from services.core.contract import payload_of
 from services.core.envelope import Envelope, canonical, parse_record
@@ -148,11 +155,20 @@ def _account_of(subject: Mapping[str, Any]) -> str | None:
 class Projector:
     """Keeps the read model at ``engine`` from records given in log order (see the module docstring)."""
 
-    def __init__(self, engine: Engine, *, name: str = "backoffice", periods: Periods | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        name: str = "backoffice",
+        periods: Periods | None = None,
+        writers: Mapping[str, WriterKey] | None = None,
+    ) -> None:
         self.engine = engine
         self.name = name
         self.periods = periods or Periods()
         self.skipped = 0
+        self.facts = Facts(writers if writers is not None else writer_keys_for(None))
+        """Which records of the embedded log are facts (``writers``: the principals' public keys)."""
 
     # -- positions ------------------------------------------------------------------------------------
 
@@ -167,9 +183,10 @@ class Projector:
 
     # -- applying -------------------------------------------------------------------------------------
 
-    def apply(self, rows: Sequence[Row], source: str = EMBEDDED) -> int:
+    def apply(self, rows: Sequence[Row], source: str = EMBEDDED, *, gate: Facts | None = None) -> int:
         """Apply ``rows`` (ascending offsets of ``source``) in one transaction with the new position;
-        rows at or before the stored position are skipped. Returns how many were applied."""
+        rows at or before the stored position are skipped; with a ``gate``, facts only, up to the first
+        record still pending. Returns how many were applied (or passed over)."""
         if not rows:
             return 0
         with self.engine.begin() as conn:
@@ -178,7 +195,8 @@ class Projector:
             for offset, topic, _key, raw in rows:
                 if offset <= at:
                     continue
-                self._apply_one(conn, offset, topic, raw)
+                if not self._apply_one(conn, offset, topic, raw, gate):
+                    break
                 at, applied = offset, applied + 1
             if applied:
                 self._set_position(conn, source, at)
@@ -190,13 +208,21 @@ class Projector:
             conn.execute(_INSERT["bo_positions"], {"consumer": self.name, "source": source, "offset": offset})
 
     def catch_up(self, log: Any, batch: int = 1000) -> int:
-        """Apply every record of the embedded ``log`` after the stored position; returns how many."""
+        """Apply every fact of the embedded ``log`` after the stored position, up to the first record
+        still waiting for a signed head (:mod:`services.backoffice.facts`); returns how many."""
+        gate = self.facts
+        gate.pending_at = None
+        if not log.read(INPUTS, self.position(), 1):
+            return 0  # up to date: no need to survey what the log gained (signed heads, noise)
+        gate.follow(log)
         total = 0
         while True:
             rows = log.read(INPUTS, self.position(), batch)
             if not rows:
                 return total
-            total += self.apply(rows)
+            total += self.apply(rows, gate=gate)
+            if gate.pending_at is not None:
+                return total
 
     def rebuild(self, log: Any | None = None) -> int:
         """Empty every projected table (and the position) in one transaction; then, given a ``log``,
@@ -204,21 +230,31 @@ class Projector:
         with self.engine.begin() as conn:
             for table in reversed(s.PROJECTED):
                 conn.execute(delete(table))
+        self.facts.unattested, self.facts.first_ids = 0, []
         return self.catch_up(log) if log is not None else 0
 
-    def _apply_one(self, conn: Connection, offset: int, topic: str, raw: bytes) -> None:
+    def _apply_one(self, conn: Connection, offset: int, topic: str, raw: bytes, gate: Facts | None) -> bool:
+        """Apply one record (a fact, with a ``gate``); ``False``: it is pending, stop before it."""
         try:
             env = parse_record(raw)
             if env.topic != topic:
                 raise ValueError("topic mismatch")
             handler = _HANDLERS.get(env.type)
             if handler is None:
-                return
+                return True
             payload = payload_of(env, tolerant=True).model_dump(mode="json")
         except (ValueError, RecursionError, DomainError, ValidationError):
             self.skipped += 1
-            return
+            return True
+        if gate is not None:
+            standing = gate.standing(env, offset) if offset <= gate.read else Standing.PENDING
+            if standing is Standing.PENDING:
+                gate.pending_at = offset
+                return False
+            if standing is Standing.NEVER:
+                return True
         handler(self, conn, offset, env, payload)
+        return True
 
     # -- wallet ---------------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Final
 
 import orjson
@@ -51,6 +52,26 @@ WRITER_OF_TOPIC: Final[Mapping[str, Principal]] = {
     topics.MONITOR_ALERTS: Principal.MONITOR,
 }
 """The one principal whose signed heads may cover each chained stream."""
+
+CONSUMER_OF_TOPIC: Final[Mapping[str, Principal]] = {
+    topics.WALLET_REQUESTS: Principal.SETTLEMENT,
+    topics.TABLE_INBOX: Principal.DEALER,
+}
+"""The principal whose chained output makes a request of each request topic a fact."""
+
+
+class Standing(StrEnum):
+    """Where a record stands while the log is still being written (:meth:`Attested.standing`)."""
+
+    FACT = "fact"
+    """A signed head of its expected writer covers it (or a fact names it as its cause)."""
+    PENDING = "pending"
+    """Not yet covered, and it may still be: its writer (or consumer) has not sealed since it."""
+    NEVER = "never"
+    """Not covered, and it never will be: its chain moved past it under signature, its writer sealed
+    after it, the pipeline went idle after it (an ``idle`` seal of its principal, or of its consumer's),
+    or a processor refused it. Unattested noise."""
+
 
 FIRST_IDS: Final = 20
 """Ids listed per kind of unattested record (more are counted)."""
@@ -123,23 +144,36 @@ class Survey:
     signed: set[str] = field(default_factory=set)
     """The hashes of the attestations whose signature verifies."""
     writers: dict[str, _Writer] = field(default_factory=dict)
-    requests: list[tuple[str, str | None, str | None]] = field(default_factory=list)
-    """Every unchained record but dead letters: ``(hash, causation_hash, event_id)``."""
+    requests: list[tuple[str, str | None, str | None, int, str]] = field(default_factory=list)
+    """Every unchained record but dead letters: ``(hash, causation_hash, event_id, position, topic)``."""
     refused: set[str] = field(default_factory=set)
     """The event ids dead letters name (records a processor refused)."""
     bad: list[str] = field(default_factory=list)
     bad_count: int = 0
+    at: int = 0
+    """The position of the record being noted (its log offset, or how many were noted before it)."""
+    sealed_at: dict[str, int] = field(default_factory=dict)
+    """Writer → the position of its latest valid seal."""
+    idle_at: dict[str, int] = field(default_factory=dict)
+    """Writer → the position of its latest valid ``idle`` seal (the pipeline went idle: every writer
+    attested all it wrote, in the same transaction, so this one speaks for its principal's other
+    writers too; a ``day_closed`` or ``shoe_closed`` seal speaks for its writer only)."""
+    chain_writer: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Chain → the writer whose signed head last named it."""
 
-    def add(self, raw: bytes | str | Any) -> None:
-        """Note one record (bytes or an envelope); anything that is not a JSON object is skipped."""
+    def add(self, raw: bytes | str | Any, at: int | None = None) -> None:
+        """Note one record (bytes or an envelope) at position ``at`` (default: the next one); anything
+        that is not a JSON object is skipped."""
+        self.at = self.at + 1 if at is None else at
         if type(raw) is bytes and _unchained(raw) and not raw.endswith(_DEAD):  # a request: three fields
             i = raw.find(b',"hash":"')
             if i > 0:
                 found = raw[i + 9 : i + 73].decode("ascii", "replace")
                 self.hashes.add(found)
-                self.requests.append(
-                    (found, _string_after(raw, b'"causation_hash":"'), _string_after(raw, b',"event_id":"'))
-                )
+                self.requests.append((
+                    found, _string_after(raw, b'"causation_hash":"'), _string_after(raw, b',"event_id":"'),
+                    self.at, _topic_of(raw),
+                ))  # fmt: skip
                 return
         if isinstance(raw, bytes | str):
             try:
@@ -163,7 +197,15 @@ class Survey:
                     self.refused.add(refused)
             else:
                 cause = rec.get("causation_hash")
-                self.requests.append((h, cause if isinstance(cause, str) else None, str(rec.get("event_id"))))
+                self.requests.append(
+                    (
+                        h,
+                        cause if isinstance(cause, str) else None,
+                        str(rec.get("event_id")),
+                        self.at,
+                        str(topic),
+                    )
+                )
         if h is not None and topic == topics.ATTEST and isinstance(key, str) and type(seq) is int:
             self._attestation(rec, h, key, seq)
 
@@ -204,6 +246,10 @@ class Survey:
         self.signed.add(h)
         assert isinstance(payload, Mapping) and isinstance(auth, Mapping)
         w = self.writers.setdefault(writer, _Writer())
+        if payload.get("seal") is not None:
+            self.sealed_at[writer] = max(self.at, self.sealed_at.get(writer, -1))
+            if payload.get("seal") == "idle":
+                self.idle_at[writer] = max(self.at, self.idle_at.get(writer, -1))
         if seq > w.seq:
             w.seq, w.sealed, w.key_id, w.event_id = (
                 seq,
@@ -215,16 +261,29 @@ class Survey:
             if not isinstance(head, Mapping) or WRITER_OF_TOPIC.get(str(head.get("topic"))) is not principal:
                 continue
             chain = (str(head.get("topic")), str(head.get("key")))
+            self.chain_writer[chain] = writer
             hseq, hhash = head.get("seq"), head.get("hash")
             if type(hseq) is int and isinstance(hhash, str) and hseq > self.heads.get(chain, (-1, "", ""))[0]:
                 self.heads[chain] = (hseq, hhash, str(rec.get("event_id")))
 
+    def _read_by_consumer(self, topic: str, at: int) -> bool:
+        """Whether a writer of the principal that consumes ``topic`` wrote an ``idle`` seal after position
+        ``at``: the pipeline went idle after it, so it read the request, and would have refused it had
+        it not been its own derivation. An outsider's request
+        naming a real fact as its cause, appended after the pipeline last ran, is read by no one."""
+        consumer = CONSUMER_OF_TOPIC.get(topic)
+        return consumer is not None and any(
+            seal > at for w, seal in self.idle_at.items() if writer_principal(w) is consumer
+        )
+
     def finish(self) -> Attested:
         """Which records are facts, and what the signed heads say about the log (module docstring)."""
         facts: set[str] = set(self.signed)
+        unverified: set[str] = set()
         findings: list[dict[str, Any]] = []
         for chain, (seq, head_hash, attestation) in sorted(self.heads.items()):
-            findings += _walk(chain, seq, head_hash, attestation, self.links.get(chain, {}), facts)
+            links = self.links.get(chain, {})
+            findings += _walk(chain, seq, head_hash, attestation, links, facts, unverified)
         consumed: set[str] = set()
         changed_causes: set[str] = set()
         for (topic, key), chain_links in sorted(self.links.items()):
@@ -235,15 +294,20 @@ class Survey:
                 if cause not in self.hashes:
                     findings.append(_missing_cause(topic, key, seq, cause))
                     changed_causes.add(cause_id)
-        for h, cause, event_id in self.requests:  # what a processor derived from a fact and queued (a
-            if h not in consumed and cause in facts and event_id not in self.refused:  # seamless call
-                consumed.add(h)  # behind another): no chained record names it, its cause is a fact
+        for h, cause, event_id, at, topic in self.requests:  # what a processor derived from a fact and
+            if (  # queued (a seamless call behind another): no chained record names it, its cause is a
+                h not in consumed and cause in facts and event_id not in self.refused  # fact, and its
+                and self._read_by_consumer(topic, at)  # consumer went idle after it (it read it)
+            ):  # fmt: skip
+                consumed.add(h)
         sealed = {
             p for p in Principal
             if (mine := [w for name, w in self.writers.items() if writer_principal(name) is p])
             and all(w.sealed for w in mine)
         }  # fmt: skip
-        return Attested(facts, consumed, findings, self, frozenset(sealed), changed_causes)
+        return Attested(
+            facts, consumed, findings, self, frozenset(sealed), changed_causes, unverified=unverified
+        )
 
 
 _DEAD: Final = b',"topic":"casino.deadletter","type":"DeadLetter"}'
@@ -266,6 +330,13 @@ _UNCHAINED: Final = tuple(
 )
 
 
+def _topic_of(raw: bytes) -> str:
+    """The topic of a record in the log's canonical JSON (``topic`` its last field but ``type``)."""
+    i = raw.rfind(b',"topic":"')
+    end = raw.find(b'"', i + 10)
+    return raw[i + 10 : end].decode("utf-8", "replace") if i > 0 and end > 0 else ""
+
+
 def _unchained(raw: bytes) -> bool:
     """Whether ``raw``, in the log's canonical JSON (``topic`` and ``type`` its last two fields), is a
     record of a request topic or a dead letter. Read wrong for a crafted record, it costs nothing: the
@@ -281,16 +352,20 @@ def _walk(  # noqa: PLR0917 (a signed head's fields, once)
     attestation: str,
     links: Mapping[str, tuple[int, str | None, str | None, str]],
     facts: set[str],
+    unverified: set[str],
 ) -> list[dict[str, Any]]:
     """Mark the records reached back from a signed head; where the walk breaks, a finding, and every
     record of the chain up to the signed ``seq`` is judged as a fact all the same, so that the replay
-    names what was changed in them (an authentic log never breaks here: noise cannot reach this)."""
+    names what was changed in them (an authentic log never breaks here: noise cannot reach this); those
+    the walk did not reach go in ``unverified`` too (what moves money elsewhere leaves them out)."""
     cur, want = short(head_hash), seq
     while cur is not None and want >= 0:
         link = links.get(cur)
         if link is None or link[0] != want:
             topic, key = chain
-            facts.update(h for h, other in links.items() if other[0] <= seq)
+            judged = [h for h, other in links.items() if other[0] <= seq]
+            unverified.update(h for h in judged if h not in facts)
+            facts.update(judged)
             what = "the signed head" if want == seq else f"the record at seq {want} below the signed head"
             return [{
                 "reason": ReplayReason.ATTESTED_HEAD_MISSING.value, "severity": "critical", "table_id": key,
@@ -330,6 +405,36 @@ class Attested:
     first_ids: list[str] = field(default_factory=list)
     tail_ids: list[str] = field(default_factory=list)
     by_topic: dict[str, int] = field(default_factory=dict)
+    unverified: set[str] = field(default_factory=set)
+    """Records judged as facts below a broken walk (:func:`_walk`) but reached from no signed head."""
+
+    def standing(  # noqa: PLR0917 (a record's identity, once)
+        self, topic: str, key: str, seq: int | None, record_hash: str, event_id: str, at: int
+    ) -> Standing:
+        """Where the record at position ``at`` stands, for a reader that applies facts as the log grows
+        (the back office's read model): :class:`Standing`. Stricter than :meth:`admit`, which judges
+        everything a signed head claims so that the replay can name what was changed: a record below a
+        broken walk is no fact here. Pure: the same survey and record give the same answer."""
+        h = short(record_hash)
+        if h is not None and (h in self.consumed or (h in self.facts and h not in self.unverified)):
+            return Standing.FACT
+        s = self.survey
+        principal = WRITER_OF_TOPIC.get(topic)
+        if principal is not None and type(seq) is int:
+            head = s.heads.get((topic, key))
+            if head is not None and seq <= head[0]:
+                return Standing.NEVER  # its chain moved past it under signature, without it
+            writer = s.chain_writer.get((topic, key))
+        else:
+            principal = CONSUMER_OF_TOPIC.get(topic)
+            if principal is None or event_id in s.refused:
+                return Standing.NEVER
+            writer = None
+        if writer is not None and s.sealed_at.get(writer, -1) > at:
+            return Standing.NEVER  # its writer declared all it wrote before covered
+        if any(seal > at for w, seal in s.idle_at.items() if writer_principal(w) is principal):
+            return Standing.NEVER  # the pipeline went idle after it: every writer (reader) covered all
+        return Standing.PENDING
 
     def admit(self, topic: str, record_hash: str, event_id: str) -> bool:
         """Whether the record is a fact; if not, count it (unattested, and tail where its writer is not

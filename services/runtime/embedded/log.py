@@ -504,6 +504,15 @@ class EmbeddedLog:
         )
         return _rows(cur)
 
+    def read_page(self, after_offset: int, limit: int) -> list[Row]:
+        """Up to ``limit`` records of every topic with offset > ``after_offset``, in log order (by the
+        primary key: no topic index to merge)."""
+        cur = self._conn.execute(
+            'SELECT "offset", topic, key, body FROM records WHERE "offset" > ? ORDER BY "offset" LIMIT ?',
+            (after_offset, limit),
+        )
+        return _rows(cur)
+
     def read_key(self, topic: str, key: str, after_offset: int, limit: int = _PAGE) -> list[Row]:
         """Up to ``limit`` records of one topic and key with offset > ``after_offset``, in log order."""
         cur = self._conn.execute(
