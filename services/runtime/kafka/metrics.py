@@ -353,6 +353,8 @@ def shell_status(shell: Any) -> Status:
     holds: no broker call, safe to run on every scrape.
     """
     consumer = shell.consumer
+    if getattr(shell, "standby", False):
+        return Status(True, {})  # waiting for the lease: holds nothing, as a spare member of a group
     if not shell.assigned or consumer is None:
         return Status(False, {})
     try:

@@ -167,6 +167,7 @@ from services.runtime.embedded import snapshot as snapshot_codec
 from services.runtime.failures import BadInput, one_line
 from services.runtime.kafka import attesting, metrics
 from services.runtime.kafka import state as state_store
+from services.runtime.kafka.lease import EXIT_LEASE, Lease, LeaseLost
 from services.runtime.kafka.topic_io import (
     BATCH_BYTES,
     Outbox,
@@ -669,6 +670,18 @@ class Shell:
         self.tally = metrics.Tally()  # what the current batch did, flushed into the metrics once per batch
         self._log: Any = None
         self._debug = False  # whether the per-record DEBUG line is on (looked up once per batch)
+        self.lease: Lease | None = None
+        """Held by a service whose state spans its input partitions (:attr:`single`) before it joins
+        its group (:mod:`services.runtime.kafka.lease`)."""
+        self.standby = False
+        """Waiting for the lease: ready (nothing assigned, as any member of a group that holds none)."""
+
+    @property
+    def single(self) -> bool:
+        """Whether the service runs as one member at a time: a pipe keeps one state over every input
+        partition (audit, monitor), so a second member holding some of them would write checkpoints
+        and verdicts over half the log. Its other replicas wait for the lease (docs/adr/0002)."""
+        return any(pipe.whole for pipe in self.pipes)
 
     async def reader(self) -> AIOKafkaConsumer:
         """The plain consumer (no group) used for catch-up and the output index."""
@@ -781,6 +794,10 @@ class Shell:
         a live process that consumes nothing."""
         try:
             await self.consume()
+        except LeaseLost as exc:  # another member took over: stop writing at once (the log line is said)
+            _log().critical("worker_fenced", service=self.service, error=str(exc))
+            sys.stderr.flush()
+            os._exit(EXIT_LEASE)
         except Exception as exc:
             _log().critical("worker_failed", error=repr(exc), exc_info=True)
             sys.stderr.flush()
@@ -797,8 +814,13 @@ class Shell:
 
     async def consume(self) -> None:
         """The service's consumer group, a batch at a time (``getmany``), each batch's outputs
-        acknowledged before its offsets are committed."""
+        acknowledged before its offsets are committed; a :attr:`single` service's member first takes
+        the lease and holds it between batches."""
         settings, auth = self.settings, self.settings.aiokafka_auth()
+        if self.single:
+            self.lease, self.standby = Lease(settings, self.service), True
+            await self.lease.acquire()
+            self.standby = False
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.bootstrap_list,
             group_id=self.app.conf.id,
@@ -819,6 +841,8 @@ class Shell:
         await self.consumer.start()
         try:
             while True:
+                if self.lease is not None:
+                    await self.lease.hold()
                 try:
                     batch = await self._batch()
                 except OffsetOutOfRangeError as exc:
@@ -839,6 +863,8 @@ class Shell:
             await self.consumer.stop()
             await self.producer.stop()
             await self.close()
+            if self.lease is not None:  # last: a standby takes over after this member's last commit
+                await self.lease.release()
 
     async def _batch(self) -> dict[TopicPartition, list[Any]]:
         """The records of the next fetch, at most ``batch_max``; when it brings fewer while the last
