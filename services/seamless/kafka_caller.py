@@ -2,10 +2,15 @@
 
 Runs beside the settlement worker (whose wallet stage is the adapter when ``CASINO_SEAMLESS_URL`` is
 set). It reads ``casino.wallet.events`` from its committed offsets (consumer group
-``<prefix>casino-seamless``, partitions assigned to it whole: run **one** replica, so that a request
-is never called by two processes at once), makes the ``SeamlessCallRequested`` calls of each batch
-concurrently, produces their answers (``SeamlessCallAnswered``, signed as settlement) to
+``<prefix>casino-seamless``, partitions assigned to it whole), makes the ``SeamlessCallRequested``
+calls of each batch concurrently, produces their answers (``SeamlessCallAnswered``, signed as settlement) to
 ``casino.wallet.requests``, waits for every acknowledgement and only then commits the batch.
+
+Any number of replicas may run: each first takes the caller's lease
+(:mod:`services.runtime.kafka.lease`, docs/adr/0002-kafka-lease.md), so that a request is never called
+by two processes at once. A second member says so in one ``lease_wait`` line and waits (ready, holding
+nothing); when the holder stops or dies it takes over from the last commit. A member that loses the
+lease stops at once (one ``caller_fenced`` line, exit 75).
 
 With ``CASINO_WEB_ENABLED`` it serves ``/healthz``, ``/readyz`` (its partitions assigned and at most
 ``CASINO_READY_MAX_LAG`` requests behind) and ``/metrics`` (service ``seamless``) on
@@ -26,7 +31,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
 
@@ -37,6 +42,7 @@ from services.runtime import intake
 from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, ConfigError
 from services.runtime.kafka import metrics
+from services.runtime.kafka.lease import EXIT_LEASE, Lease, LeaseLost
 from services.runtime.kafka.topic_io import partitions_of, probe
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
@@ -98,11 +104,49 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     guard = composition.settlement_guard()
     client = OperatorClient(composition.seamless)
     gate = asyncio.Semaphore(composition.seamless.concurrency)
-    logger = get_logger("casino_ledger.seamless")
     watch = metrics.WorkerMetrics(SERVICE)
     web = None
     if settings.web_enabled:
         web = await metrics.serve_standalone(watch, settings.web_bind, settings.web_port)
+    lease = Lease(settings, SERVICE)
+    watch.status_source = lambda: metrics.Status(True, {})  # a standby: ready, holding nothing
+    try:
+        if await _acquired(lease, stop):
+            await _serve(settings, stop, lease, watch, _Calls(client, guard, gate))
+    finally:
+        await lease.release()  # last: a standby takes over after this member's last commit
+        await client.aclose()
+        if web is not None:
+            await web.cleanup()
+
+
+async def _acquired(lease: Lease, stop: asyncio.Event | None) -> bool:
+    """Whether this member took the lease before ``stop`` was set (a standby stopped while waiting)."""
+    taking = asyncio.ensure_future(lease.acquire())
+    stopping = asyncio.ensure_future(stop.wait() if stop is not None else asyncio.Event().wait())
+    await asyncio.wait({taking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if taking.done():
+        taking.result()
+        return True
+    taking.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await taking
+    return False
+
+
+class _Calls(NamedTuple):
+    client: OperatorClient
+    guard: Guard
+    gate: asyncio.Semaphore
+
+
+async def _serve(
+    settings: Settings, stop: asyncio.Event | None, lease: Lease, watch: metrics.WorkerMetrics, calls: _Calls
+) -> None:
+    """The caller's loop, while this member holds the lease."""
+    client, guard, gate = calls
+    logger = get_logger("casino_ledger.seamless")
     consumer, tps = await _start_consumer(settings)
     next_offset = {tp: await consumer.position(tp) for tp in tps}
     watch.status_source = lambda: _status(consumer, next_offset)
@@ -114,6 +158,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     await producer.start()
     try:
         while stop is None or not stop.is_set():
+            await lease.hold()
             batch = await consumer.getmany(timeout_ms=200, max_records=settings.batch_max)
             started = time.perf_counter()
             requests: list[Envelope] = []
@@ -147,9 +192,6 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     finally:
         await producer.stop()
         await consumer.stop()
-        await client.aclose()
-        if web is not None:
-            await web.cleanup()
 
 
 async def _until_signalled(settings: Settings) -> None:
@@ -175,6 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"casino-ledger: error: {one_line(exc, None) or exc}", file=sys.stderr)  # noqa: T201
         return 2
+    except LeaseLost as exc:  # another member took over: this one stops (its supervisor restarts it)
+        get_logger("casino_ledger.seamless").critical("caller_fenced", error=str(exc))
+        return EXIT_LEASE
     except KeyboardInterrupt:
         return 0
     return 0

@@ -819,7 +819,11 @@ class Shell:
         settings, auth = self.settings, self.settings.aiokafka_auth()
         if self.single:
             self.lease, self.standby = Lease(settings, self.service), True
-            await self.lease.acquire()
+            try:
+                await self.lease.acquire()
+            except BaseException:  # a stop while waiting: leave the lease group at once
+                await self.lease.release()
+                raise
             self.standby = False
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.bootstrap_list,
