@@ -109,7 +109,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     if settings.web_enabled:
         web = await metrics.serve_standalone(watch, settings.web_bind, settings.web_port)
     lease = Lease(settings, SERVICE)
-    watch.status_source = lambda: metrics.Status(True, {})  # a standby: ready, holding nothing
+    watch.status_source = lambda: metrics.Status(lease.standby, {})  # a standby: ready, holding nothing
     try:
         if await _acquired(lease, stop):
             await _serve(settings, stop, lease, watch, _Calls(client, guard, gate))

@@ -117,6 +117,11 @@ class Lease:
         """Whether this member holds the lease now (not during a rebalance)."""
         return self._held.is_set() and not self.lost
 
+    @property
+    def standby(self) -> bool:
+        """Whether this member waits while another holds the lease (told so by an assignment)."""
+        return self._waited and not self.claims and not self.lost
+
     async def acquire(self) -> None:
         """Join the lease group and return once this member holds the lease (one ``lease_wait`` line
         while another holds it)."""

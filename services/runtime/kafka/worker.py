@@ -673,8 +673,12 @@ class Shell:
         self.lease: Lease | None = None
         """Held by a service whose state spans its input partitions (:attr:`single`) before it joins
         its group (:mod:`services.runtime.kafka.lease`)."""
-        self.standby = False
-        """Waiting for the lease: ready (nothing assigned, as any member of a group that holds none)."""
+
+    @property
+    def standby(self) -> bool:
+        """Waiting while another member holds the lease: ready, holding nothing (as a spare member of a
+        group with fewer partitions than members)."""
+        return self.lease is not None and self.lease.standby
 
     @property
     def single(self) -> bool:
@@ -818,13 +822,12 @@ class Shell:
         the lease and holds it between batches."""
         settings, auth = self.settings, self.settings.aiokafka_auth()
         if self.single:
-            self.lease, self.standby = Lease(settings, self.service), True
+            self.lease = Lease(settings, self.service)
             try:
                 await self.lease.acquire()
             except BaseException:  # a stop while waiting: leave the lease group at once
                 await self.lease.release()
                 raise
-            self.standby = False
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.bootstrap_list,
             group_id=self.app.conf.id,
