@@ -52,8 +52,9 @@ transactions, so correctness rests on determinism, event ids and a state store p
 
 Limits: the state a record reads must belong to its partition's keys (true of the reference
 processors, which key by table or account); a multi-input processor (audit, monitor) is snapshotted
-only while one worker holds all its input partitions (one replica) and re-applies its inputs partition
-by partition, so only its verdicts, not the interleaving of its outputs, are guaranteed equal after a
+only while one worker holds all its input partitions, so such a service runs one member at a time:
+each replica first takes the service's lease (:mod:`services.runtime.kafka.lease`, docs/adr/0002), the
+others say so in one ``lease_wait`` line and wait; it re-applies its inputs partition by partition, so only its verdicts, not the interleaving of its outputs, are guaranteed equal after a
 restart; a zombie worker (alive but out of the group) can still write a duplicate, which every consumer
 drops by ``event_id`` or ``seq``. Topics keep their records forever (``retention.ms=-1``:
 docs/event-contract.md, "Retention"); only the changelogs are compacted.
