@@ -41,6 +41,7 @@ from services.core.trust import Guard
 from services.runtime import intake
 from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, ConfigError
+from services.runtime.kafka import loop as consume_loop
 from services.runtime.kafka import metrics
 from services.runtime.kafka.lease import EXIT_LEASE, Lease, LeaseLost
 from services.runtime.kafka.topic_io import partitions_of, probe
@@ -62,13 +63,7 @@ async def _start_consumer(settings: Settings) -> tuple[AIOKafkaConsumer, list[To
     )  # fmt: skip
     await consumer.start()
     tps = await partitions_of(consumer, [settings.topic(topics.WALLET_EVENTS)])
-    consumer.assign(tps)
-    for tp in tps:
-        committed = await consumer.committed(tp)
-        if committed is None:
-            await consumer.seek_to_beginning(tp)
-        else:
-            consumer.seek(tp, committed)
+    await consume_loop.assign_at(consumer, tps, {tp: await consumer.committed(tp) for tp in tps})
     return consumer, tps
 
 
@@ -156,39 +151,38 @@ async def _serve(
         bootstrap_servers=settings.bootstrap_list, acks="all", **settings.aiokafka_auth()
     )
     await producer.start()
+
+    async def handle(batch: consume_loop.Batch) -> None:
+        started = time.perf_counter()
+        requests: list[Envelope] = []
+        for msgs in batch.values():
+            for m in msgs:
+                env = None
+                with contextlib.suppress(intake.DecodeError):
+                    env = intake.decode(m.value)
+                    if env.type == "SeamlessCallRequested":
+                        requests.append(env)
+                tally.input(SERVICE, topics.WALLET_EVENTS, env.type if env is not None else None)
+        answers = await asyncio.gather(*(_answer(client, guard, r, gate) for r in requests))
+        sends = [
+            await producer.send(settings.topic(a.topic), intake.encode(a), key=intake.encode_key(a))
+            for a in answers
+        ]
+        for sent in sends:
+            await sent
+        for a in answers:
+            tally.output(a)
+        done = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs}
+        await consumer.commit(done)
+        next_offset.update(done)
+        handled = sum(len(msgs) for msgs in batch.values())
+        watch.flush(tally, SERVICE, handled, time.perf_counter() - started)
+        if requests:
+            logger.info("calls", calls=len(requests), statuses=sorted({a.payload["status"] for a in answers}))
+
     try:
-        while stop is None or not stop.is_set():
-            await lease.hold()
-            batch = await consumer.getmany(timeout_ms=200, max_records=settings.batch_max)
-            started = time.perf_counter()
-            requests: list[Envelope] = []
-            for msgs in batch.values():
-                for m in msgs:
-                    env = None
-                    with contextlib.suppress(intake.DecodeError):
-                        env = intake.decode(m.value)
-                        if env.type == "SeamlessCallRequested":
-                            requests.append(env)
-                    tally.input(SERVICE, topics.WALLET_EVENTS, env.type if env is not None else None)
-            answers = await asyncio.gather(*(_answer(client, guard, r, gate) for r in requests))
-            sends = [
-                await producer.send(settings.topic(a.topic), intake.encode(a), key=intake.encode_key(a))
-                for a in answers
-            ]
-            for sent in sends:
-                await sent
-            for a in answers:
-                tally.output(a)
-            if batch:
-                done = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items()}
-                await consumer.commit(done)
-                next_offset.update(done)
-                handled = sum(len(msgs) for msgs in batch.values())
-                watch.flush(tally, SERVICE, handled, time.perf_counter() - started)
-            if requests:
-                logger.info(
-                    "calls", calls=len(requests), statuses=sorted({a.payload["status"] for a in answers})
-                )
+        fetch = consume_loop.fetcher(consumer, max_records=settings.batch_max, timeout_ms=200)
+        await consume_loop.consume(fetch, handle, stop=stop, lease=lease)
     finally:
         await producer.stop()
         await consumer.stop()

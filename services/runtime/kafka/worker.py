@@ -50,14 +50,15 @@ transactions, so correctness rests on determinism, event ids and a state store p
   A commit refused because a rebalance took the partitions is not an error: their next owner restores
   them and finds the outputs in its index.
 
-Limits: the state a record reads must belong to its partition's keys (true of the reference
-processors, which key by table or account); a multi-input processor (audit, monitor) is snapshotted
-only while one worker holds all its input partitions, so such a service runs one member at a time:
-each replica first takes the service's lease (:mod:`services.runtime.kafka.lease`, docs/adr/0002), the
-others say so in one ``lease_wait`` line and wait; it re-applies its inputs partition by partition, so only its verdicts, not the interleaving of its outputs, are guaranteed equal after a
-restart; a zombie worker (alive but out of the group) can still write a duplicate, which every consumer
-drops by ``event_id`` or ``seq``. Topics keep their records forever (``retention.ms=-1``:
-docs/event-contract.md, "Retention"); only the changelogs are compacted.
+Limits: the state a record reads must belong to its partition's keys (true of the reference processors,
+which key by table or account); a multi-input processor (audit, monitor) is snapshotted only while one
+worker holds all its input partitions, so such a service runs one member at a time: each replica first
+takes the service's lease (:mod:`services.runtime.kafka.lease`, docs/adr/0002), the others say so in one
+``lease_wait`` line and wait; it re-applies its inputs partition by partition, so only its verdicts, not
+the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker (alive but out of
+the group) can still write a duplicate, which every consumer drops by ``event_id`` or ``seq``. Topics
+keep their records forever (``retention.ms=-1``: docs/event-contract.md, "Retention"); only the
+changelogs are compacted.
 
 **Faust agent or a plain aiokafka loop (measured, issue #16).** Until issue #16 each processor was a
 faust agent (``stream.take_events``, sends through faust's producer, faust acking and committing).
@@ -167,6 +168,7 @@ from services.runtime.compose import OBSERVERS, SERVICES, Composition
 from services.runtime.embedded import snapshot as snapshot_codec
 from services.runtime.failures import BadInput, one_line
 from services.runtime.kafka import attesting, metrics
+from services.runtime.kafka import loop as consume_loop
 from services.runtime.kafka import state as state_store
 from services.runtime.kafka.lease import EXIT_LEASE, Lease, LeaseLost
 from services.runtime.kafka.topic_io import (
@@ -848,20 +850,7 @@ class Shell:
         await self.producer.start()
         await self.consumer.start()
         try:
-            while True:
-                if self.lease is not None:
-                    await self.lease.hold()
-                try:
-                    batch = await self._batch()
-                except OffsetOutOfRangeError as exc:
-                    self.lost(state_store.StateLost(f"an offset the worker reads is out of range: {exc}"))
-                self.check_highwaters()
-                if batch:
-                    await self._pipelined(batch)
-                elif self._landing is None or self._landing.done():
-                    async with self._one_at_a_time:  # input drained: each writer seals its signed heads
-                        await attesting.seal_idle(self)
-                    await self._snapshot_idle()
+            await consume_loop.consume(self._fetch, self._pipelined, idle=self._idle, lease=self.lease)
         finally:
             if self._landing is not None:  # a stop: let the last batch land (its commit may fail)
                 with contextlib.suppress(Exception):
@@ -873,6 +862,23 @@ class Shell:
             await self.close()
             if self.lease is not None:  # last: a standby takes over after this member's last commit
                 await self.lease.release()
+
+    async def _fetch(self) -> dict[TopicPartition, list[Any]]:
+        """The next batch (:meth:`_batch`), its partitions checked against the log (:meth:`lost`: an
+        offset out of range, a high watermark below the state)."""
+        try:
+            batch = await self._batch()
+        except OffsetOutOfRangeError as exc:
+            self.lost(state_store.StateLost(f"an offset the worker reads is out of range: {exc}"))
+        self.check_highwaters()
+        return batch
+
+    async def _idle(self) -> None:
+        """Input drained, nothing in flight: each writer seals its signed heads, then the snapshots due."""
+        if self._landing is None or self._landing.done():
+            async with self._one_at_a_time:
+                await attesting.seal_idle(self)
+            await self._snapshot_idle()
 
     async def _batch(self) -> dict[TopicPartition, list[Any]]:
         """The records of the next fetch, at most ``batch_max``; when it brings fewer while the last
