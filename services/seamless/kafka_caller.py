@@ -59,7 +59,7 @@ async def _start_consumer(settings: Settings) -> tuple[AIOKafkaConsumer, list[To
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_list, group_id=group_of(settings), enable_auto_commit=False,
         auto_offset_reset="earliest", fetch_max_wait_ms=settings.fetch_max_wait_ms or 500,
-        **settings.aiokafka_auth(),
+        isolation_level=settings.isolation_level, **settings.aiokafka_auth(),
     )  # fmt: skip
     await consumer.start()
     tps = await partitions_of(consumer, [settings.topic(topics.WALLET_EVENTS)])

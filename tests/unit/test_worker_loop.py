@@ -429,3 +429,28 @@ def test_the_quick_settings_let_observers_fetch_less_often_than_the_chain() -> N
         Settings(observer_fetch_max_wait_ms=20), env={"CASINO_OBSERVER_FETCH_MAX_WAIT_MS": "20"}
     )
     assert mine.observer_fetch_max_wait_ms == 20  # an operator's own setting wins
+
+
+class _TwoInputs(Toy):
+    inputs = (topics.WALLET_REQUESTS, topics.TABLE_EVENTS)
+
+
+def _txn_shell(settings: Settings, service: str, processors: list[Any]) -> Shell:
+    return Shell(SimpleNamespace(conf=SimpleNamespace(id="g")), settings, processors, service=service)  # type: ignore[arg-type]
+
+
+def test_exactly_once_gives_a_transactional_id_stable_per_member_and_fencing_for_a_single_service(
+    tmp_path: Any,
+) -> None:
+    """``CASINO_EXACTLY_ONCE=true``: a transactional producer whose id is the same for a member started
+    again on its data directory, differs between two members' directories, and is the service's own
+    group for a service run one member at a time (the next lease holder fences the last); off: none."""
+    on = {"exactly_once": True}
+    a, b = Settings(data_dir=tmp_path / "a", **on), Settings(data_dir=tmp_path / "b", **on)
+    ids = [_txn_shell(s, "toy", [Toy()]).transactional()["transactional_id"] for s in (a, a, b)]
+    assert ids[0] == ids[1] != ids[2] and ids[0].startswith("g.")
+    assert _txn_shell(a, "toy", [Toy()]).transactional()["enable_idempotence"] is True
+    single = _txn_shell(a, "audit", [_TwoInputs()])
+    assert single.single and single.transactional()["transactional_id"] == "g"
+    assert _txn_shell(Settings(data_dir=tmp_path / "a"), "toy", [Toy()]).transactional() == {}
+    assert (a.isolation_level, Settings().isolation_level) == ("read_committed", "read_uncommitted")
