@@ -454,3 +454,38 @@ def test_exactly_once_gives_a_transactional_id_stable_per_member_and_fencing_for
     assert single.single and single.transactional()["transactional_id"] == "g"
     assert _txn_shell(Settings(data_dir=tmp_path / "a"), "toy", [Toy()]).transactional() == {}
     assert (a.isolation_level, Settings().isolation_level) == ("read_committed", "read_uncommitted")
+
+
+class FakeTxnProducer(FakeProducer):
+    """A :class:`FakeProducer` that records the transaction calls among its sends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[Any] = []
+
+    async def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> asyncio.Future[None]:
+        self.calls.append("send")
+        return await super().send_batch(batch, topic, partition=partition)
+
+    async def send_offsets_to_transaction(self, offsets: dict[TopicPartition, int], group_id: str) -> None:
+        self.calls.append(("offsets", dict(offsets), group_id))
+
+    async def commit_transaction(self) -> None:
+        self.calls.append("commit")
+
+
+async def test_with_exactly_once_a_batch_outputs_and_offsets_commit_in_one_transaction() -> None:
+    """``CASINO_EXACTLY_ONCE``: begin, the batch's outputs, its next offsets sent to the transaction
+    under the worker's group, commit; the consumer commits nothing itself."""
+    consumer = FakeConsumer([])
+    settings = Settings(batch_max=4, batch_wait_ms=7, exactly_once=True)
+    shell = _txn_shell(settings, "toy", [Toy()])
+    shell.consumer, shell.producer = consumer, FakeTxnProducer()  # type: ignore[assignment]
+    await shell._transact({TP0: [_msg(TP0, 0, n=4), _msg(TP0, 1, n=7)]})
+    calls = shell.producer.calls
+    assert calls[0] == "begin" and calls[-2:] == [("offsets", {TP0: 2}, "g"), "commit"]
+    assert set(calls[1:-2]) == {"send"}
+    assert consumer.commits == [] and shell.committed == {TP0: 2}
