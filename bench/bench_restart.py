@@ -192,7 +192,9 @@ def main() -> None:
             row = rows[-1]
             print(
                 f"history {int(row['records']):>8} records (played {row['play_s']:.0f} s, first start applied "
-                f"it in {row['first_start_s']:.0f} s)",
+                f"it in {row['first_start_s']:.0f} s): next record {row['local_s']:.1f} s local, "
+                f"{row['changelog_s']:.1f} s changelog; RSS {row['local_rss_mb']:.1f} / "
+                f"{row['changelog_rss_mb']:.1f} MB",
                 flush=True,
             )
     base = rows[0]
