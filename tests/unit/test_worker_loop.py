@@ -19,6 +19,7 @@ from structlog.testing import capture_logs
 
 from services.core import topics
 from services.runtime import intake
+from services.runtime.compose import Composition
 from services.runtime.kafka.bus import quick_settings
 from services.runtime.kafka.metrics import shell_status
 from services.runtime.kafka.topic_io import Outbox
@@ -489,3 +490,13 @@ async def test_with_exactly_once_a_batch_outputs_and_offsets_commit_in_one_trans
     assert calls[0] == "begin" and calls[-2:] == [("offsets", {TP0: 2}, "g"), "commit"]
     assert set(calls[1:-2]) == {"send"}
     assert consumer.commits == [] and shell.committed == {TP0: 2}
+
+
+@pytest.mark.parametrize(
+    ("service", "single"), [("dealer", False), ("settlement", False), ("audit", True), ("monitor", True)]
+)
+def test_only_the_services_whose_state_spans_partitions_take_a_lease(service: str, single: bool) -> None:
+    """Audit and monitor (a pipe over several input topics) run one member at a time; the dealer and
+    settlement (state per input partition) scale out without a lease."""
+    processors = list(Composition.demo().service(service))
+    assert _txn_shell(SETTINGS, service, processors).single is single
