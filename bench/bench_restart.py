@@ -38,6 +38,7 @@ from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
 
 from services.app.simulator import Session, demo_tables
 from services.core import topics
+from services.core.boundary import own_namespace
 from services.core.envelope import Envelope, request
 from services.core.trust import Principal, authenticate
 from services.runtime.compose import Composition
@@ -68,7 +69,7 @@ def deposit(account: str, n: int) -> Envelope:
     """A new cashier deposit into ``account`` (the record whose handling the restart is timed to)."""
     env = request(
         "Deposit", topics.WALLET_REQUESTS, account,
-        {"account_id": account, "amount_minor": 100, "currency": "EUR", "transfer_id": f"bench-restart-{n}"},
+        {"account_id": account, "amount_minor": 100, "currency": "EUR", "transfer_id": f"{own_namespace(Principal.CASHIER.value)}bench-restart-{n}"},
         event_id=f"bench-restart-{uuid.uuid4()}", occurred_at="2030-01-01T00:00:00.000Z",
         producer=Principal.CASHIER.value,
     )  # fmt: skip
@@ -192,7 +193,9 @@ def main() -> None:
             row = rows[-1]
             print(
                 f"history {int(row['records']):>8} records (played {row['play_s']:.0f} s, first start applied "
-                f"it in {row['first_start_s']:.0f} s)",
+                f"it in {row['first_start_s']:.0f} s): next record {row['local_s']:.1f} s local, "
+                f"{row['changelog_s']:.1f} s changelog; RSS {row['local_rss_mb']:.1f} / "
+                f"{row['changelog_rss_mb']:.1f} MB",
                 flush=True,
             )
     base = rows[0]

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from aiokafka import TopicPartition  # type: ignore[import-untyped]
 
 from services.backoffice.projector import INPUTS, Projector, Row
+from services.runtime.kafka import loop as consume_loop
 from services.runtime.kafka.bus import real_ends
 from services.runtime.kafka.topic_io import new_consumer, partitions_of
 from services.runtime.settings import Settings
@@ -47,16 +48,11 @@ async def follow_kafka(
         logical = {settings.topic(t): t for t in topics}
         tps = await partitions_of(consumer, list(logical))
         ends = await real_ends(consumer, tps) if until_idle else {}
-        consumer.assign(tps)
         at = {tp: projector.position(source_of(tp)) for tp in tps}
-        for tp in tps:
-            consumer.seek(tp, at[tp])
-        while True:
-            if until_idle and all(at[tp] >= ends[tp] for tp in tps):
-                return applied
-            if stop is not None and stop.is_set():
-                return applied
-            batch = await consumer.getmany(timeout_ms=200, max_records=1000)
+        await consume_loop.assign_at(consumer, tps, at)
+
+        async def handle(batch: consume_loop.Batch) -> None:
+            nonlocal applied
             for tp, messages in batch.items():
                 topic = logical[tp.topic]
                 rows: list[Row] = [
@@ -66,5 +62,12 @@ async def follow_kafka(
                 applied += await asyncio.to_thread(projector.apply, rows, source_of(tp))
                 if rows:
                     at[tp] = max(at[tp], rows[-1][0])
+
+        def caught_up() -> bool:
+            return until_idle and all(at[tp] >= ends[tp] for tp in tps)
+
+        fetch = consume_loop.fetcher(consumer, max_records=1000, timeout_ms=200)
+        await consume_loop.consume(fetch, handle, stop=stop, done=caught_up)
+        return applied
     finally:
         await consumer.stop()

@@ -120,6 +120,11 @@ class Settings(_Casino):
     connect_timeout_s: float = Field(
         default=5.0, gt=0, le=300, description="how long a command waits for a broker to accept a connection"
     )
+    exactly_once: bool = Field(
+        default=False,
+        description="Kafka transactions: a batch's outputs and offsets committed together, read_committed "
+        "readers (the broker must have them: a worker that is refused stops); off: idempotence alone",
+    )
     batch_max: int = Field(default=500, ge=1, description="records a worker handles before awaiting acks")
     batch_wait_ms: int = Field(default=5, ge=1, description="longest wait to fill a batch")
     web_enabled: bool = Field(
@@ -221,6 +226,12 @@ class Settings(_Casino):
         """The seamless currencies (``None``: every currency)."""
         names = [c.strip() for c in self.seamless_currencies.split(",") if c.strip()]
         return frozenset(names) if names else None
+
+    @property
+    def isolation_level(self) -> str:
+        """What the Kafka readers see: committed records only with :attr:`exactly_once` (an aborted
+        transaction's outputs must never count as written), else every record."""
+        return "read_committed" if self.exactly_once else "read_uncommitted"
 
     @property
     def bootstrap_list(self) -> list[str]:

@@ -2,10 +2,15 @@
 
 Runs beside the settlement worker (whose wallet stage is the adapter when ``CASINO_SEAMLESS_URL`` is
 set). It reads ``casino.wallet.events`` from its committed offsets (consumer group
-``<prefix>casino-seamless``, partitions assigned to it whole: run **one** replica, so that a request
-is never called by two processes at once), makes the ``SeamlessCallRequested`` calls of each batch
-concurrently, produces their answers (``SeamlessCallAnswered``, signed as settlement) to
+``<prefix>casino-seamless``, partitions assigned to it whole), makes the ``SeamlessCallRequested``
+calls of each batch concurrently, produces their answers (``SeamlessCallAnswered``, signed as settlement) to
 ``casino.wallet.requests``, waits for every acknowledgement and only then commits the batch.
+
+Any number of replicas may run: each first takes the caller's lease
+(:mod:`services.runtime.kafka.lease`, docs/adr/0002-kafka-lease.md), so that a request is never called
+by two processes at once. A second member says so in one ``lease_wait`` line and waits (ready, holding
+nothing); when the holder stops or dies it takes over from the last commit. A member that loses the
+lease stops at once (one ``caller_fenced`` line, exit 75).
 
 With ``CASINO_WEB_ENABLED`` it serves ``/healthz``, ``/readyz`` (its partitions assigned and at most
 ``CASINO_READY_MAX_LAG`` requests behind) and ``/metrics`` (service ``seamless``) on
@@ -26,9 +31,10 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
+from aiokafka.errors import KafkaError  # type: ignore[import-untyped]
 
 from services.core import topics
 from services.core.envelope import Envelope
@@ -36,7 +42,9 @@ from services.core.trust import Guard
 from services.runtime import intake
 from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, ConfigError
+from services.runtime.kafka import loop as consume_loop
 from services.runtime.kafka import metrics
+from services.runtime.kafka.lease import EXIT_LEASE, Lease, LeaseLost
 from services.runtime.kafka.topic_io import partitions_of, probe
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
@@ -52,17 +60,11 @@ async def _start_consumer(settings: Settings) -> tuple[AIOKafkaConsumer, list[To
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_list, group_id=group_of(settings), enable_auto_commit=False,
         auto_offset_reset="earliest", fetch_max_wait_ms=settings.fetch_max_wait_ms or 500,
-        **settings.aiokafka_auth(),
+        isolation_level=settings.isolation_level, **settings.aiokafka_auth(),
     )  # fmt: skip
     await consumer.start()
     tps = await partitions_of(consumer, [settings.topic(topics.WALLET_EVENTS)])
-    consumer.assign(tps)
-    for tp in tps:
-        committed = await consumer.committed(tp)
-        if committed is None:
-            await consumer.seek_to_beginning(tp)
-        else:
-            consumer.seek(tp, committed)
+    await consume_loop.assign_at(consumer, tps, {tp: await consumer.committed(tp) for tp in tps})
     return consumer, tps
 
 
@@ -98,58 +100,117 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     guard = composition.settlement_guard()
     client = OperatorClient(composition.seamless)
     gate = asyncio.Semaphore(composition.seamless.concurrency)
-    logger = get_logger("casino_ledger.seamless")
     watch = metrics.WorkerMetrics(SERVICE)
     web = None
     if settings.web_enabled:
         web = await metrics.serve_standalone(watch, settings.web_bind, settings.web_port)
+    lease = Lease(settings, SERVICE)
+    watch.status_source = lambda: metrics.Status(lease.standby, {})  # a standby: ready, holding nothing
+    try:
+        if await _acquired(lease, stop):
+            await _serve(settings, stop, lease, watch, _Calls(client, guard, gate))
+    finally:
+        await lease.release()  # last: a standby takes over after this member's last commit
+        await client.aclose()
+        if web is not None:
+            await web.cleanup()
+
+
+async def _acquired(lease: Lease, stop: asyncio.Event | None) -> bool:
+    """Whether this member took the lease before ``stop`` was set (a standby stopped while waiting)."""
+    taking = asyncio.ensure_future(lease.acquire())
+    stopping = asyncio.ensure_future(stop.wait() if stop is not None else asyncio.Event().wait())
+    await asyncio.wait({taking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if taking.done():
+        taking.result()
+        return True
+    taking.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await taking
+    return False
+
+
+class _Calls(NamedTuple):
+    client: OperatorClient
+    guard: Guard
+    gate: asyncio.Semaphore
+
+
+async def _serve(
+    settings: Settings, stop: asyncio.Event | None, lease: Lease, watch: metrics.WorkerMetrics, calls: _Calls
+) -> None:
+    """The caller's loop, while this member holds the lease."""
+    client, guard, gate = calls
+    logger = get_logger("casino_ledger.seamless")
     consumer, tps = await _start_consumer(settings)
     next_offset = {tp: await consumer.position(tp) for tp in tps}
     watch.status_source = lambda: _status(consumer, next_offset)
     watch.max_lag = settings.ready_max_lag
     tally = metrics.Tally()
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap_list, acks="all", **settings.aiokafka_auth()
-    )
-    await producer.start()
+    producer = await _start_producer(settings)
+    eos = settings.exactly_once
+
+    async def handle(batch: consume_loop.Batch) -> None:
+        started = time.perf_counter()
+        requests: list[Envelope] = []
+        for msgs in batch.values():
+            for m in msgs:
+                env = None
+                with contextlib.suppress(intake.DecodeError):
+                    env = intake.decode(m.value)
+                    if env.type == "SeamlessCallRequested":
+                        requests.append(env)
+                tally.input(SERVICE, topics.WALLET_EVENTS, env.type if env is not None else None)
+        answers = await asyncio.gather(*(_answer(client, guard, r, gate) for r in requests))
+        if eos:
+            await producer.begin_transaction()
+        sends = [
+            await producer.send(settings.topic(a.topic), intake.encode(a), key=intake.encode_key(a))
+            for a in answers
+        ]
+        for sent in sends:
+            await sent
+        for a in answers:
+            tally.output(a)
+        done = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs}
+        if eos:  # the answers and the offsets together (the transaction began before the first send)
+            await producer.send_offsets_to_transaction(done, group_of(settings))
+            await producer.commit_transaction()
+        else:
+            await consumer.commit(done)
+        next_offset.update(done)
+        handled = sum(len(msgs) for msgs in batch.values())
+        watch.flush(tally, SERVICE, handled, time.perf_counter() - started)
+        if requests:
+            logger.info("calls", calls=len(requests), statuses=sorted({a.payload["status"] for a in answers}))
+
     try:
-        while stop is None or not stop.is_set():
-            batch = await consumer.getmany(timeout_ms=200, max_records=settings.batch_max)
-            started = time.perf_counter()
-            requests: list[Envelope] = []
-            for msgs in batch.values():
-                for m in msgs:
-                    env = None
-                    with contextlib.suppress(intake.DecodeError):
-                        env = intake.decode(m.value)
-                        if env.type == "SeamlessCallRequested":
-                            requests.append(env)
-                    tally.input(SERVICE, topics.WALLET_EVENTS, env.type if env is not None else None)
-            answers = await asyncio.gather(*(_answer(client, guard, r, gate) for r in requests))
-            sends = [
-                await producer.send(settings.topic(a.topic), intake.encode(a), key=intake.encode_key(a))
-                for a in answers
-            ]
-            for sent in sends:
-                await sent
-            for a in answers:
-                tally.output(a)
-            if batch:
-                done = {tp: msgs[-1].offset + 1 for tp, msgs in batch.items()}
-                await consumer.commit(done)
-                next_offset.update(done)
-                handled = sum(len(msgs) for msgs in batch.values())
-                watch.flush(tally, SERVICE, handled, time.perf_counter() - started)
-            if requests:
-                logger.info(
-                    "calls", calls=len(requests), statuses=sorted({a.payload["status"] for a in answers})
-                )
+        fetch = consume_loop.fetcher(consumer, max_records=settings.batch_max, timeout_ms=200)
+        await consume_loop.consume(fetch, handle, stop=stop, lease=lease)
     finally:
         await producer.stop()
         await consumer.stop()
-        await client.aclose()
-        if web is not None:
-            await web.cleanup()
+
+
+async def _start_producer(settings: Settings) -> AIOKafkaProducer:
+    """The answers' producer; with ``CASINO_EXACTLY_ONCE`` transactional under the caller's group as its
+    id (the next lease holder's start fences a zombie holder's producer). A broker that refuses it:
+    :class:`ConfigError` (one line, exit 2), never the idempotent path unasked."""
+    eos = settings.exactly_once
+    txn = {"transactional_id": group_of(settings), "enable_idempotence": True} if eos else {}
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_list, acks="all", **txn, **settings.aiokafka_auth()
+    )
+    try:
+        await producer.start()
+    except KafkaError as exc:
+        if not eos:
+            raise
+        raise ConfigError(
+            f"CASINO_EXACTLY_ONCE=true but the broker refused a transactional producer ({exc!r})"
+        ) from None
+    return producer
 
 
 async def _until_signalled(settings: Settings) -> None:
@@ -175,6 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"casino-ledger: error: {one_line(exc, None) or exc}", file=sys.stderr)  # noqa: T201
         return 2
+    except LeaseLost as exc:  # another member took over: this one stops (its supervisor restarts it)
+        get_logger("casino_ledger.seamless").critical("caller_fenced", error=str(exc))
+        return EXIT_LEASE
     except KeyboardInterrupt:
         return 0
     return 0

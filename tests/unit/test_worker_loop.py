@@ -19,6 +19,7 @@ from structlog.testing import capture_logs
 
 from services.core import topics
 from services.runtime import intake
+from services.runtime.compose import Composition
 from services.runtime.kafka.bus import quick_settings
 from services.runtime.kafka.metrics import shell_status
 from services.runtime.kafka.topic_io import Outbox
@@ -429,3 +430,73 @@ def test_the_quick_settings_let_observers_fetch_less_often_than_the_chain() -> N
         Settings(observer_fetch_max_wait_ms=20), env={"CASINO_OBSERVER_FETCH_MAX_WAIT_MS": "20"}
     )
     assert mine.observer_fetch_max_wait_ms == 20  # an operator's own setting wins
+
+
+class _TwoInputs(Toy):
+    inputs = (topics.WALLET_REQUESTS, topics.TABLE_EVENTS)
+
+
+def _txn_shell(settings: Settings, service: str, processors: list[Any]) -> Shell:
+    return Shell(SimpleNamespace(conf=SimpleNamespace(id="g")), settings, processors, service=service)  # type: ignore[arg-type]
+
+
+def test_exactly_once_gives_a_transactional_id_stable_per_member_and_fencing_for_a_single_service(
+    tmp_path: Any,
+) -> None:
+    """``CASINO_EXACTLY_ONCE=true``: a transactional producer whose id is the same for a member started
+    again on its data directory, differs between two members' directories, and is the service's own
+    group for a service run one member at a time (the next lease holder fences the last); off: none."""
+    on = {"exactly_once": True}
+    a, b = Settings(data_dir=tmp_path / "a", **on), Settings(data_dir=tmp_path / "b", **on)
+    ids = [_txn_shell(s, "toy", [Toy()]).transactional()["transactional_id"] for s in (a, a, b)]
+    assert ids[0] == ids[1] != ids[2] and ids[0].startswith("g.")
+    assert _txn_shell(a, "toy", [Toy()]).transactional()["enable_idempotence"] is True
+    single = _txn_shell(a, "audit", [_TwoInputs()])
+    assert single.single and single.transactional()["transactional_id"] == "g"
+    assert _txn_shell(Settings(data_dir=tmp_path / "a"), "toy", [Toy()]).transactional() == {}
+    assert (a.isolation_level, Settings().isolation_level) == ("read_committed", "read_uncommitted")
+
+
+class FakeTxnProducer(FakeProducer):
+    """A :class:`FakeProducer` that records the transaction calls among its sends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[Any] = []
+
+    async def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> asyncio.Future[None]:
+        self.calls.append("send")
+        return await super().send_batch(batch, topic, partition=partition)
+
+    async def send_offsets_to_transaction(self, offsets: dict[TopicPartition, int], group_id: str) -> None:
+        self.calls.append(("offsets", dict(offsets), group_id))
+
+    async def commit_transaction(self) -> None:
+        self.calls.append("commit")
+
+
+async def test_with_exactly_once_a_batch_outputs_and_offsets_commit_in_one_transaction() -> None:
+    """``CASINO_EXACTLY_ONCE``: begin, the batch's outputs, its next offsets sent to the transaction
+    under the worker's group, commit; the consumer commits nothing itself."""
+    consumer = FakeConsumer([])
+    settings = Settings(batch_max=4, batch_wait_ms=7, exactly_once=True)
+    shell = _txn_shell(settings, "toy", [Toy()])
+    shell.consumer, shell.producer = consumer, FakeTxnProducer()  # type: ignore[assignment]
+    await shell._transact({TP0: [_msg(TP0, 0, n=4), _msg(TP0, 1, n=7)]})
+    calls = shell.producer.calls
+    assert calls[0] == "begin" and calls[-2:] == [("offsets", {TP0: 2}, "g"), "commit"]
+    assert set(calls[1:-2]) == {"send"}
+    assert consumer.commits == [] and shell.committed == {TP0: 2}
+
+
+@pytest.mark.parametrize(
+    ("service", "single"), [("dealer", False), ("settlement", False), ("audit", True), ("monitor", True)]
+)
+def test_only_the_services_whose_state_spans_partitions_take_a_lease(service: str, single: bool) -> None:
+    """Audit and monitor (a pipe over several input topics) run one member at a time; the dealer and
+    settlement (state per input partition) scale out without a lease."""
+    processors = list(Composition.demo().service(service))
+    assert _txn_shell(SETTINGS, service, processors).single is single

@@ -10,7 +10,8 @@ unless asked, the container manifests ask for ``0.0.0.0``) and ``CASINO_WEB_PORT
 * ``GET /readyz``: 200 once the consumer group has assigned the worker its partitions and every
   assigned input partition is caught up (at most ``CASINO_READY_MAX_LAG`` records behind its high
   watermark), else 503; JSON ``{"ready", "assigned", "lag": {"topic[p]": n}}``. A worker of a group
-  with more members than partitions may hold none: it is ready (a standby).
+  with more members than partitions may hold none: it is ready (a standby); so is a member of audit
+  or monitor waiting for its service's lease (:mod:`services.runtime.kafka.lease`).
 
 **Why faust's own web server.** The worker already runs faust's aiohttp server (``web_enabled``,
 ``web_port``, ``web_bind``); faust 0.15.3 adds views with ``app.page`` and lets each built-in
@@ -353,6 +354,8 @@ def shell_status(shell: Any) -> Status:
     holds: no broker call, safe to run on every scrape.
     """
     consumer = shell.consumer
+    if getattr(shell, "standby", False):
+        return Status(True, {})  # waiting for the lease: holds nothing, as a spare member of a group
     if not shell.assigned or consumer is None:
         return Status(False, {})
     try:

@@ -80,6 +80,7 @@ def new_consumer(settings: Settings) -> AIOKafkaConsumer:
         enable_auto_commit=False,
         fetch_max_wait_ms=READ_FETCH_MS,
         auto_offset_reset="earliest",
+        isolation_level=settings.isolation_level,
         **settings.aiokafka_auth(),
     )
 

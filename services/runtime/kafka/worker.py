@@ -50,13 +50,26 @@ transactions, so correctness rests on determinism, event ids and a state store p
   A commit refused because a rebalance took the partitions is not an error: their next owner restores
   them and finds the outputs in its index.
 
-Limits: the state a record reads must belong to its partition's keys (true of the reference
-processors, which key by table or account); a multi-input processor (audit, monitor) is snapshotted
-only while one worker holds all its input partitions (one replica) and re-applies its inputs partition
-by partition, so only its verdicts, not the interleaving of its outputs, are guaranteed equal after a
-restart; a zombie worker (alive but out of the group) can still write a duplicate, which every consumer
-drops by ``event_id`` or ``seq``. Topics keep their records forever (``retention.ms=-1``:
-docs/event-contract.md, "Retention"); only the changelogs are compacted.
+**Transactions, as an option.** With ``CASINO_EXACTLY_ONCE=true`` (a broker with transactions: Apache
+Kafka, the docker-compose and Kubernetes deployments) each batch is one transaction
+(:meth:`Shell._transact`): its outputs and its input offsets (``send_offsets_to_transaction``) commit
+together or not at all, every reader of the runtime reads ``read_committed`` (an aborted batch's
+outputs never enter the output index), batches are not pipelined, the idle signed heads go in a
+transaction of their own and the snapshots through a plain producer after the commit (a changelog
+holds no transaction markers). The transactional id is stable per member (:meth:`Shell.transactional`).
+Everything above still holds: the transactions only narrow what a crash leaves to the idempotent
+path. A broker that refuses a transactional producer (Tansu 0.6: ``InitProducerId`` answers
+``UNKNOWN_SERVER_ERROR``) stops the worker: one ``exactly_once_refused`` line, exit :data:`EXIT_CONFIG`.
+
+Limits: the state a record reads must belong to its partition's keys (true of the reference processors,
+which key by table or account); a multi-input processor (audit, monitor) is snapshotted only while one
+worker holds all its input partitions, so such a service runs one member at a time: each replica first
+takes the service's lease (:mod:`services.runtime.kafka.lease`, docs/adr/0002), the others say so in one
+``lease_wait`` line and wait; it re-applies its inputs partition by partition, so only its verdicts, not
+the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker (alive but out of
+the group) can still write a duplicate, which every consumer drops by ``event_id`` or ``seq``. Topics
+keep their records forever (``retention.ms=-1``: docs/event-contract.md, "Retention"); only the
+changelogs are compacted.
 
 **Why a plain aiokafka loop and not faust's agents** (docs/adr/0003-kafka-worker-loop.md): faust's
 per-event machinery cost more than the processor's own work per record, and the per-record costs of the
@@ -78,14 +91,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import importlib
 import logging
 import os
 import re
+import socket
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -112,7 +127,9 @@ from services.runtime.compose import OBSERVERS, SERVICES, Composition
 from services.runtime.embedded import snapshot as snapshot_codec
 from services.runtime.failures import BadInput, one_line
 from services.runtime.kafka import attesting, metrics
+from services.runtime.kafka import loop as consume_loop
 from services.runtime.kafka import state as state_store
+from services.runtime.kafka.lease import EXIT_LEASE, Lease, LeaseLost
 from services.runtime.kafka.topic_io import (
     BATCH_BYTES,
     Outbox,
@@ -140,6 +157,15 @@ EXIT_CRASH = 70
 EXIT_LOST = 74
 """Exit status of a worker whose log lost what its state says was applied (EX_IOERR): a broker that
 came back empty, a topic recreated, a log start past the state (:class:`state_store.StateLost`)."""
+
+EXIT_CONFIG = 78
+"""Exit status of a worker whose settings ask for what the broker refuses (EX_CONFIG):
+``CASINO_EXACTLY_ONCE=true`` on a broker without transactions."""
+
+
+class ExactlyOnceRefused(RuntimeError):
+    """``CASINO_EXACTLY_ONCE=true`` and the broker refused a transactional producer."""
+
 
 RETENTION_FOREVER_MS = -1
 """``retention.ms`` of every topic: game and account records are kept for years (docs/architecture.md)."""
@@ -600,6 +626,9 @@ class Shell:
         self._reader: AIOKafkaConsumer | None = None
         self.consumer: AIOKafkaConsumer | None = None  # the group's consumer (:meth:`run`)
         self.producer: AIOKafkaProducer | None = None
+        self.snapshot_producer: AIOKafkaProducer | None = None
+        """With ``CASINO_EXACTLY_ONCE``: the snapshots' own plain producer (a changelog never holds
+        transaction markers, whose offsets the restore would take for a snapshot's)."""
         self._outbox: Outbox | None = None
         self.committed: dict[TopicPartition, int] = {}  # the offsets this worker has committed
         self.routes: dict[str, list[Pipe]] = {}
@@ -615,6 +644,22 @@ class Shell:
         self.tally = metrics.Tally()  # what the current batch did, flushed into the metrics once per batch
         self._log: Any = None
         self._debug = False  # whether the per-record DEBUG line is on (looked up once per batch)
+        self.lease: Lease | None = None
+        """Held by a service whose state spans its input partitions (:attr:`single`) before it joins
+        its group (:mod:`services.runtime.kafka.lease`)."""
+
+    @property
+    def standby(self) -> bool:
+        """Waiting while another member holds the lease: ready, holding nothing (as a spare member of a
+        group with fewer partitions than members)."""
+        return self.lease is not None and self.lease.standby
+
+    @property
+    def single(self) -> bool:
+        """Whether the service runs as one member at a time: a pipe keeps one state over every input
+        partition (audit, monitor), so a second member holding some of them would write checkpoints
+        and verdicts over half the log. Its other replicas wait for the lease (docs/adr/0002)."""
+        return any(pipe.whole for pipe in self.pipes)
 
     async def reader(self) -> AIOKafkaConsumer:
         """The plain consumer (no group) used for catch-up and the output index."""
@@ -727,6 +772,14 @@ class Shell:
         a live process that consumes nothing."""
         try:
             await self.consume()
+        except ExactlyOnceRefused as exc:
+            _log().critical("exactly_once_refused", service=self.service, error=str(exc))
+            sys.stderr.flush()
+            os._exit(EXIT_CONFIG)
+        except LeaseLost as exc:  # another member took over: stop writing at once (the log line is said)
+            _log().critical("worker_fenced", service=self.service, error=str(exc))
+            sys.stderr.flush()
+            os._exit(EXIT_LEASE)
         except Exception as exc:
             _log().critical("worker_failed", error=repr(exc), exc_info=True)
             sys.stderr.flush()
@@ -743,7 +796,40 @@ class Shell:
 
     async def consume(self) -> None:
         """The service's consumer group, a batch at a time (``getmany``), each batch's outputs
-        acknowledged before its offsets are committed."""
+        acknowledged before its offsets are committed; a :attr:`single` service's member first takes
+        the lease and holds it between batches."""
+        if self.single:
+            self.lease = Lease(self.settings, self.service)
+            try:
+                await self.lease.acquire()
+            except BaseException:  # a stop while waiting: leave the lease group at once
+                await self.lease.release()
+                raise
+        self._clients()
+        assert self.consumer is not None and self.producer is not None
+        self.consumer.subscribe(sorted(self.routes), listener=_Rebalance(self))
+        await self._start_producers()
+        await self.consumer.start()
+        handle = self._transact if self.settings.exactly_once else self._pipelined
+        try:
+            await consume_loop.consume(self._fetch, handle, idle=self._idle, lease=self.lease)
+        finally:
+            if self._landing is not None:  # a stop: let the last batch land (its commit may fail)
+                with contextlib.suppress(Exception):
+                    await self._landing
+            with contextlib.suppress(Exception):  # and snapshot: the next start replays nothing
+                await self._snapshot_idle(stopping=True)
+            await self.consumer.stop()
+            await self.producer.stop()
+            if self.snapshot_producer is not None:
+                await self.snapshot_producer.stop()
+            await self.close()
+            if self.lease is not None:  # last: a standby takes over after this member's last commit
+                await self.lease.release()
+
+    def _clients(self) -> None:
+        """The group's consumer and the producer (transactional with ``CASINO_EXACTLY_ONCE``: then the
+        snapshots have a plain producer of their own, outside the batches' transactions)."""
         settings, auth = self.settings, self.settings.aiokafka_auth()
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.bootstrap_list,
@@ -755,36 +841,97 @@ class Shell:
             session_timeout_ms=int(settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(settings.heartbeat_interval_s * 1000),
             rebalance_timeout_ms=int(settings.rebalance_timeout_s * 1000),
+            isolation_level=settings.isolation_level,
             **auth,
         )
         self.producer = AIOKafkaProducer(
-            bootstrap_servers=settings.bootstrap_list, acks="all", max_batch_size=BATCH_BYTES, **auth
-        )
-        self.consumer.subscribe(sorted(self.routes), listener=_Rebalance(self))
-        await self.producer.start()
-        await self.consumer.start()
+            bootstrap_servers=settings.bootstrap_list, acks="all", max_batch_size=BATCH_BYTES,
+            **self.transactional(), **auth,
+        )  # fmt: skip
+        if settings.exactly_once:
+            self.snapshot_producer = AIOKafkaProducer(
+                bootstrap_servers=settings.bootstrap_list, acks="all", **auth
+            )
+
+    def transactional(self) -> dict[str, Any]:
+        """The producer's transactional settings with ``CASINO_EXACTLY_ONCE`` (else none).
+
+        The id is stable per member: the service's group for a service run one member at a time (the
+        next lease holder's ``InitProducerId`` fences a zombie holder's producer), else the group and a
+        digest of the host and the data directory (a member started again on its own state aborts the
+        transaction its last run left open at once, instead of read_committed readers waiting for the
+        transaction timeout; two replicas on one host have two data directories)."""
+        if not self.settings.exactly_once:
+            return {}
+        group = self.app.conf.id
+        if self.single:
+            return {"transactional_id": group, "enable_idempotence": True}
+        member = f"{socket.gethostname()}|{Path(self.settings.data_dir).resolve()}"
+        digest = hashlib.sha256(member.encode()).hexdigest()[:16]
+        return {"transactional_id": f"{group}.{digest}", "enable_idempotence": True}
+
+    async def _start_producers(self) -> None:
+        """Start the producer(s); a broker that refuses transactions asked for: :class:`ExactlyOnceRefused`
+        (the worker stops: it never falls back to the idempotent path unasked)."""
+        assert self.producer is not None
         try:
-            while True:
-                try:
-                    batch = await self._batch()
-                except OffsetOutOfRangeError as exc:
-                    self.lost(state_store.StateLost(f"an offset the worker reads is out of range: {exc}"))
-                self.check_highwaters()
-                if batch:
-                    await self._pipelined(batch)
-                elif self._landing is None or self._landing.done():
-                    async with self._one_at_a_time:  # input drained: each writer seals its signed heads
-                        await attesting.seal_idle(self)
-                    await self._snapshot_idle()
-        finally:
-            if self._landing is not None:  # a stop: let the last batch land (its commit may fail)
-                with contextlib.suppress(Exception):
-                    await self._landing
-            with contextlib.suppress(Exception):  # and snapshot: the next start replays nothing
-                await self._snapshot_idle(stopping=True)
-            await self.consumer.stop()
-            await self.producer.stop()
-            await self.close()
+            await self.producer.start()
+        except KafkaError as exc:
+            if not self.settings.exactly_once:
+                raise
+            raise ExactlyOnceRefused(
+                "CASINO_EXACTLY_ONCE=true but the broker refused a transactional producer "
+                f"(InitProducerId: {exc!r}); set it false on a broker without transactions"
+            ) from exc
+        if self.snapshot_producer is not None:
+            await self.snapshot_producer.start()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """A transaction around what is sent inside, with ``CASINO_EXACTLY_ONCE`` (else nothing)."""
+        if not self.settings.exactly_once or self.producer is None:
+            yield
+            return
+        async with self.producer.transaction():
+            yield
+
+    async def _transact(self, batch: Mapping[TopicPartition, Sequence[Any]]) -> None:
+        """Handle one ``getmany`` batch in one transaction (``CASINO_EXACTLY_ONCE``): its outputs and its
+        input offsets (``send_offsets_to_transaction``) commit together or not at all, then the
+        snapshots due are written. One batch at a time (no pipelining: one transaction per producer)."""
+        assert self.producer is not None
+        await self.producer.begin_transaction()
+        shipment = await self._ship(batch)
+        try:
+            await self.confirmed(shipment.acks, note=True)
+            if shipment.offsets:
+                await self.producer.send_offsets_to_transaction(shipment.offsets, self.app.conf.id)
+            await self.producer.commit_transaction()
+        except Exception as exc:  # the open transaction is aborted by the broker (this id's next start
+            _log().critical("record_failed", offsets={str(tp): o for tp, o in shipment.offsets.items()},
+                            error=repr(exc), exc_info=True)  # fmt: skip
+            sys.stderr.flush()  # or the transaction timeout): its outputs never count as written
+            os._exit(EXIT_CRASH)
+        self.committed.update(shipment.offsets)
+        if shipment.snapshots:
+            await self.write_snapshots(shipment.snapshots)
+
+    async def _fetch(self) -> dict[TopicPartition, list[Any]]:
+        """The next batch (:meth:`_batch`), its partitions checked against the log (:meth:`lost`: an
+        offset out of range, a high watermark below the state)."""
+        try:
+            batch = await self._batch()
+        except OffsetOutOfRangeError as exc:
+            self.lost(state_store.StateLost(f"an offset the worker reads is out of range: {exc}"))
+        self.check_highwaters()
+        return batch
+
+    async def _idle(self) -> None:
+        """Input drained, nothing in flight: each writer seals its signed heads, then the snapshots due."""
+        if self._landing is None or self._landing.done():
+            async with self._one_at_a_time, self.transaction():
+                await attesting.seal_idle(self)
+            await self._snapshot_idle()
 
     async def _batch(self) -> dict[TopicPartition, list[Any]]:
         """The records of the next fetch, at most ``batch_max``; when it brings fewer while the last
@@ -1032,7 +1179,8 @@ class Shell:
         """Write each snapshot to its stage's changelog, then, with the changelog offset it got, to the
         local store (with the ids it covers). A failed write is not fatal: the scope restores from the
         last snapshot written and replays the records after it."""
-        assert self.producer is not None and self.store is not None
+        producer = self.snapshot_producer or self.producer
+        assert producer is not None and self.store is not None
         positions = dict(self.out_positions)
         for due in snapshots:
             stage = due.pipe.stage
@@ -1040,7 +1188,7 @@ class Shell:
             topic = self.settings.topic(state_store.changelog_topic(stage))
             key = state_store.scope_key(stage, due.scope)
             try:
-                sent = await self.producer.send(topic, blob, key=key, partition=max(due.scope, 0))
+                sent = await producer.send(topic, blob, key=key, partition=max(due.scope, 0))
                 meta = await sent
                 self.store.save(due.pipe.stored_as, due.scope, meta.offset, blob, due.ids)
             except Exception as exc:
