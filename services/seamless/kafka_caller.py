@@ -7,7 +7,7 @@ calls of each batch concurrently, produces their answers (``SeamlessCallAnswered
 ``casino.wallet.requests``, waits for every acknowledgement and only then commits the batch.
 
 Any number of replicas may run: each first takes the caller's lease
-(:mod:`services.runtime.kafka.lease`, docs/adr/0002-kafka-lease.md), so that a request is never called
+(:mod:`services.runtime.kafka.lease`, docs/adr/0007-kafka-lease.md), so that a request is never called
 by two processes at once. A second member says so in one ``lease_wait`` line and waits (ready, holding
 nothing); when the holder stops or dies it takes over from the last commit. A member that loses the
 lease stops at once (one ``caller_fenced`` line, exit 75).

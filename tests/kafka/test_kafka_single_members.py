@@ -1,5 +1,5 @@
 """Audit and monitor as two replicas on six partitions (issue #31): their state spans every input
-partition, so one member at a time holds the service's lease (docs/adr/0002-kafka-lease.md) and the
+partition, so one member at a time holds the service's lease (docs/adr/0007-kafka-lease.md) and the
 other waits; SIGKILLing the holder mid-session hands the lease over.
 
 Before the lease, two audit replicas split the partitions: neither held them all, so neither wrote a

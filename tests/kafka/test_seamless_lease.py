@@ -1,5 +1,5 @@
 """Two seamless callers on a real broker (Tansu) and the reference wallet: the lease
-(docs/adr/0002-kafka-lease.md) lets one call the operator, the other says so once and waits, and takes
+(docs/adr/0007-kafka-lease.md) lets one call the operator, the other says so once and waits, and takes
 over when the first is SIGKILLed, without calling the wallet twice for anything."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A fenced lease held through Kafka's own group membership (docs/adr/0002-kafka-lease.md).
+"""A fenced lease held through Kafka's own group membership (docs/adr/0007-kafka-lease.md).
 
 A service that must run as one member at a time (the seamless caller: two would call the operator's
 wallet for the same request; audit and monitor: their state spans every input partition) starts any
