@@ -64,7 +64,7 @@ path. A broker that refuses a transactional producer (Tansu 0.6: ``InitProducerI
 Limits: the state a record reads must belong to its partition's keys (true of the reference processors,
 which key by table or account); a multi-input processor (audit, monitor) is snapshotted only while one
 worker holds all its input partitions, so such a service runs one member at a time: each replica first
-takes the service's lease (:mod:`services.runtime.kafka.lease`, docs/adr/0007-kafka-lease.md), the others say so in one
+takes the service's lease (:mod:`services.runtime.kafka.lease`, docs/adr/0007), the others say so in one
 ``lease_wait`` line and wait; it re-applies its inputs partition by partition, so only its verdicts, not
 the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker (alive but out of
 the group) can still write a duplicate, which every consumer drops by ``event_id`` or ``seq``. Topics
@@ -658,7 +658,7 @@ class Shell:
     def single(self) -> bool:
         """Whether the service runs as one member at a time: a pipe keeps one state over every input
         partition (audit, monitor), so a second member holding some of them would write checkpoints
-        and verdicts over half the log. Its other replicas wait for the lease (docs/adr/0007-kafka-lease.md)."""
+        and verdicts over half the log. Its other replicas wait for the lease (docs/adr/0007)."""
         return any(pipe.whole for pipe in self.pipes)
 
     async def reader(self) -> AIOKafkaConsumer:
