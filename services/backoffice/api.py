@@ -101,7 +101,11 @@ class ServeSettings:
     """The Kafka runtime's settings (:class:`~services.runtime.settings.Settings`) when ``serve --kafka``:
     commands go to the topics, ``project --kafka --follow`` keeps the read model (``log_path`` unused)."""
     command_timeout_s: float = 15.0
-    """On Kafka: how long a command waits for its outcome in the read model before answering 504."""
+    """On Kafka (or with ``pipeline_elsewhere``): how long a command waits for its outcome in the read
+    model before answering 504."""
+    pipeline_elsewhere: bool = False
+    """On the embedded log with the back office's key alone: commands are appended, and another process
+    (``casino-ledger pipeline --follow``) runs the pipeline; each command waits for its outcome."""
 
 
 class Problem(Exception):
@@ -464,7 +468,9 @@ class BackOffice:
 def _gateway(settings: ServeSettings, projector: Projector) -> Any:
     """The commands' way in: the embedded log's :class:`Gateway`, or Kafka's with ``settings.kafka``."""
     if settings.kafka is None:
-        return Gateway(settings.log_path, projector, keyring_path=settings.keyring_path)
+        return Gateway(settings.log_path, projector, keyring_path=settings.keyring_path,
+                       run_pipeline=not settings.pipeline_elsewhere,
+                       timeout_s=settings.command_timeout_s)  # fmt: skip
     from services.backoffice.kafka_commands import KafkaGateway  # noqa: PLC0415
 
     return KafkaGateway(settings.kafka, projector, keyring_path=settings.keyring_path,
