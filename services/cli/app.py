@@ -331,6 +331,16 @@ def keys_public(**o: Any) -> argparse.Namespace:
     )
 
 
+@keys.command("split", short_help="An existing keyring's key files, one per principal (mode 0600).")
+@click.option("--in", "keyring_in", required=True, metavar="KEYRING", help="The keyring file (secrets).")
+@click.option("--out", required=True, metavar="DIR", help="Where to write <principal>.json and "
+              "public-keyring.json (files there are never overwritten).")  # fmt: skip
+def keys_split(**o: Any) -> argparse.Namespace:
+    """KEYRING split into one key file per principal, as `keys new --split` writes them for a new one:
+    e.g. the back office's own key file of a log's keyring, for `serve --db` beside `pipeline`."""
+    return _done("keys", _cli("cmd_keys_split"), keys_command="split", **o)
+
+
 # ------------------------------------------------------------------------------ Kafka
 
 
