@@ -95,6 +95,14 @@ def _copies(log: Path, event_id: str) -> int:
     return n
 
 
+def _dead_letter_text(log: Path, event_id: str) -> str:
+    with sqlite3.connect(f"file:{log}?mode=ro", uri=True) as c:
+        rows = c.execute("SELECT body FROM records WHERE topic = 'casino.deadletter'").fetchall()
+    c.close()
+    texts = (bytes(body).decode("utf-8", "replace") for (body,) in rows)
+    return "\n".join(t for t in texts if f'"causation_id":"{event_id}"' in t)
+
+
 def _balance(url: str, key: str) -> int:
     r = httpx.get(f"{url}/v1/accounts/player:001/balance", headers={"Authorization": f"Bearer {key}"})
     return int(r.json()["balance_minor"])
@@ -162,3 +170,25 @@ def test_without_a_pipeline_a_command_answers_504_and_its_retry_reads_the_outcom
         assert _copies(dep.log, retry.json()["request_id"]) == 1
     finally:
         _stop(serve)
+
+
+def test_a_back_office_key_file_of_another_keyring_moves_nothing(dep: Deployment, tmp_path: Path) -> None:
+    """The back office's key file of another keyring than the log's: the pipeline dead-letters its command
+    (unknown key id), no money moves, and the command answers 504 (no outcome ever comes)."""
+    other = next(p for p in save_split(new_keyring(), tmp_path / "other") if p.stem == "backoffice")
+    dep.back_office, dep.admin = other, new_key(other, "admin")[0]
+    runner = _pipeline(dep, "--follow")
+    serve, url = _serve(dep, wait=2)
+    try:
+        before = _balance(url, dep.admin)
+        money = {"account_id": "player:001", "amount_minor": 700, "currency": "EUR"}
+        r = _post(url, dep.admin, "/v1/cashier/deposits", "x-1", money)
+        assert r.status_code == 504, r.text
+        event_id = r.json()["detail"].split()[2]
+        wait_until(lambda: bool(_dead_letter_text(dep.log, event_id)), 30)
+        assert "unknown key id 'backoffice-" in _dead_letter_text(dep.log, event_id)
+        assert _balance(url, dep.admin) == before
+    finally:
+        _stop(serve)
+        code, err = _stop(runner)
+    assert code == 0, err
