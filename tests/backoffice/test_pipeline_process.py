@@ -112,11 +112,15 @@ def test_serve_on_the_back_office_key_alone_with_a_pipeline_process(dep: Deploym
     """serve holds the back office's key file alone (no other principal's entry, no CASINO_KEYRING);
     ``pipeline --follow`` holds the whole keyring: a deposit, a withdrawal and a bet (refused at a closed
     shoe, its stake refunded) run end to end; a retry under the same Idempotency-Key answers the same and
-    appends nothing; a second pipeline on the log is refused (one runner); SIGTERM ends the pipeline
-    cleanly; the replay of the log with the public keyring is clean."""
+    appends nothing; a second pipeline, or a serve holding every key, is refused (one runner); SIGTERM
+    ends the pipeline cleanly; the replay of the log with the public keyring is clean."""
     assert set(json.loads(dep.back_office.read_text())["principals"]) == {"backoffice"}
     runner = _pipeline(dep, "--follow")
-    serve, url = _serve(dep, wait=30)
+    try:
+        serve, url = _serve(dep, wait=30)
+    except BaseException:
+        runner.kill()
+        raise
     try:
         before = _balance(url, dep.admin)
         money = {"account_id": "player:001", "amount_minor": 1000, "currency": "EUR"}
@@ -143,6 +147,11 @@ def test_serve_on_the_back_office_key_alone_with_a_pipeline_process(dep: Deploym
         assert len(second.stderr.strip().splitlines()) == 1
     finally:
         _, serve_err = _stop(serve)
+    try:  # serve stopped, the pipeline still running: a serve holding every key would run it too
+        argv = [*CLI, "serve", "--db", str(dep.log), "--keyring", str(dep.whole), "--port", str(free_port())]
+        whole = subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=120, check=False)
+        assert whole.returncode == 2 and "pipeline.lock" in whole.stderr, whole.stderr
+    finally:
         code, err = _stop(runner)
     assert code == 0 and "records through the pipeline" in err, err
     assert "back office's key alone" in serve_err
@@ -178,7 +187,11 @@ def test_a_back_office_key_file_of_another_keyring_moves_nothing(dep: Deployment
     other = next(p for p in save_split(new_keyring(), tmp_path / "other") if p.stem == "backoffice")
     dep.back_office, dep.admin = other, new_key(other, "admin")[0]
     runner = _pipeline(dep, "--follow")
-    serve, url = _serve(dep, wait=2)
+    try:
+        serve, url = _serve(dep, wait=2)
+    except BaseException:
+        runner.kill()
+        raise
     try:
         before = _balance(url, dep.admin)
         money = {"account_id": "player:001", "amount_minor": 700, "currency": "EUR"}
@@ -192,3 +205,18 @@ def test_a_back_office_key_file_of_another_keyring_moves_nothing(dep: Deployment
         _stop(serve)
         code, err = _stop(runner)
     assert code == 0, err
+
+
+def test_keys_split_writes_an_existing_keyrings_key_files_once(tmp_path: Path) -> None:
+    """``keys split``: the key files of an existing keyring (the back office's holds its entry alone, with
+    the same key id as the keyring's), never overwritten: a second run is one line, exit 2."""
+    from services.cli import main  # noqa: PLC0415
+
+    ring = tmp_path / "ring.json"
+    save_keyring(new_keyring(), ring)
+    assert main(["keys", "split", "--in", str(ring), "--out", str(tmp_path / "k")]) == 0
+    own = json.loads((tmp_path / "k" / "backoffice.json").read_text())["principals"]
+    assert list(own) == ["backoffice"]
+    assert own["backoffice"]["key_id"] == json.loads(ring.read_text())["principals"]["backoffice"]["key_id"]
+    assert (tmp_path / "k" / "backoffice.json").stat().st_mode & 0o777 == 0o600
+    assert main(["keys", "split", "--in", str(ring), "--out", str(tmp_path / "k")]) == 2
