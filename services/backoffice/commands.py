@@ -45,7 +45,7 @@ T = TypeVar("T")
 PRINCIPAL = "backoffice"
 """The principal (and ``producer``) of every record the API writes."""
 
-POLL_S = 0.02
+POLL_S = 0.01
 """How often a command projects the log and looks for its outcome when another process runs the
 pipeline."""
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from services.backoffice.cli import _check_db, _fail, _keyring, _signing_keyring, pipeline_lock
 
-POLL_S = 0.05
+POLL_S = 0.01
 """How often ``--follow`` looks at the log's head."""
 
 
