@@ -452,10 +452,12 @@ class BackOffice:
 
     def follow(self) -> None:
         """Project the log every ``poll_seconds`` until stopped (the background thread); on Kafka, check
-        that the broker and the read model answer (``project --kafka --follow`` projects)."""
+        that the broker and the read model answer (``project --kafka --follow`` projects); on the back
+        office's key alone, that a ``pipeline`` process runs on the log."""
         while not self.stop.is_set():
             try:
                 self.gateway.catch_up()
+                getattr(self.gateway, "check", lambda: None)()  # embedded, key alone: a pipeline runs
                 self.ready = True
             except Exception as exc:  # keep serving reads; say why in the log (no secrets in it)
                 if self.ready or not self.projection_failures:  # once per outage, not every round
@@ -488,7 +490,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if settings.kafka is None:
             await run_in_threadpool(bo.gateway.catch_up)  # serve a read model as current as the log
-            bo.ready = True
+            bo.ready = not settings.pipeline_elsewhere  # else once follow() has seen a pipeline process
         thread = threading.Thread(target=bo.follow, name="projector", daemon=True) if follow else None
         if thread:
             thread.start()

@@ -23,6 +23,8 @@ same Idempotency-Key reads the outcome without appending again).
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +54,31 @@ pipeline."""
 
 class OutcomeTimeout(TimeoutError):
     """The command is on the log, but the read model did not show its outcome in time (Kafka)."""
+
+
+class PipelineNotRunning(RuntimeError):
+    """``serve`` holds the back office's key alone and no ``casino-ledger pipeline`` runs on its log."""
+
+
+def pipeline_runner(log_path: str | Path) -> int | None:
+    """The process id of the live ``pipeline`` that holds the log's pipeline lock (``<db>.pipeline.lock``,
+    whose holder writes ``pipeline (pid N)`` into it: :func:`services.backoffice.cli.pipeline_lock`), or
+    ``None``. Read, never locked: a probe that took the lock would refuse a ``pipeline`` starting then."""
+    try:
+        text = Path(f"{log_path}.pipeline.lock").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    found = re.fullmatch(r"pipeline \(pid (\d+)\)", text.strip())
+    if found is None:
+        return None
+    pid = int(found.group(1))
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, another user's
+        pass
+    return pid
 
 
 class BrokerUnavailable(ConnectionError):
@@ -136,6 +163,15 @@ class Gateway:
     def position(self) -> int:
         """The log's offset the read model is projected to."""
         return self.projector.position()
+
+    def check(self) -> None:
+        """Readiness beyond the projection: with ``run_pipeline=False``, a ``pipeline`` process runs on the
+        log (:func:`pipeline_runner`), else :class:`PipelineNotRunning`."""
+        if not self.run_pipeline and pipeline_runner(self.log_path) is None:
+            raise PipelineNotRunning(
+                f"no `casino-ledger pipeline --db {self.log_path} --follow` runs on this log: commands are "
+                "appended and answer 504 until one does"
+            )
 
     def catch_up(self) -> int:
         """Project what the log holds beyond the read model."""

@@ -58,7 +58,7 @@ def _serve(dep: Deployment, wait: float) -> tuple[subprocess.Popen[str], str]:
         if proc.poll() is not None:
             raise AssertionError(f"serve exited: {proc.communicate()[1]}")
         try:
-            return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+            return httpx.get(f"{url}/v1/health", timeout=2).status_code == 200
         except httpx.TransportError:
             return False
 
@@ -121,7 +121,8 @@ def test_serve_on_the_back_office_key_alone_with_a_pipeline_process(dep: Deploym
     except BaseException:
         runner.kill()
         raise
-    try:
+    try:  # ready once serve has seen the pipeline process
+        wait_until(lambda: httpx.get(f"{url}/readyz", timeout=5).status_code == 200, 30)
         before = _balance(url, dep.admin)
         money = {"account_id": "player:001", "amount_minor": 1000, "currency": "EUR"}
         d = _post(url, dep.admin, "/v1/cashier/deposits", "d-1", money)
@@ -161,11 +162,13 @@ def test_serve_on_the_back_office_key_alone_with_a_pipeline_process(dep: Deploym
 
 
 def test_without_a_pipeline_a_command_answers_504_and_its_retry_reads_the_outcome(dep: Deployment) -> None:
-    """No pipeline runs: the deposit is appended and answers 504 problem+json naming the command that
-    runs the pipeline; once ``pipeline`` (until idle) has run, the same request under the same
-    Idempotency-Key answers its outcome, and the log holds the request once."""
+    """No pipeline runs: serve is not ready (503), the deposit is appended and answers 504 problem+json
+    naming the command that runs the pipeline; once ``pipeline`` (until idle) has run, the same request
+    under the same Idempotency-Key answers its outcome, and the log holds the request once."""
     serve, url = _serve(dep, wait=1)
     try:
+        ready = httpx.get(f"{url}/readyz", timeout=5)
+        assert ready.status_code == 503 and ready.json()["ready"] is False  # no pipeline process runs
         money = {"account_id": "player:002", "amount_minor": 500, "currency": "EUR"}
         late = _post(url, dep.admin, "/v1/cashier/deposits", "late-1", money)
         assert late.status_code == 504 and late.headers["content-type"].startswith("application/problem+json")
