@@ -102,7 +102,11 @@ class ServeSettings:
     """The Kafka runtime's settings (:class:`~services.runtime.settings.Settings`) when ``serve --kafka``:
     commands go to the topics, ``project --kafka --follow`` keeps the read model (``log_path`` unused)."""
     command_timeout_s: float = 15.0
-    """On Kafka: how long a command waits for its outcome in the read model before answering 504."""
+    """On Kafka (or with ``pipeline_elsewhere``): how long a command waits for its outcome in the read
+    model before answering 504."""
+    pipeline_elsewhere: bool = False
+    """On the embedded log with the back office's key alone: commands are appended, and another process
+    (``casino-ledger pipeline --follow``) runs the pipeline; each command waits for its outcome."""
 
 
 class Problem(Exception):
@@ -450,10 +454,12 @@ class BackOffice:
 
     def follow(self) -> None:
         """Project the log every ``poll_seconds`` until stopped (the background thread); on Kafka, check
-        that the broker and the read model answer (``project --kafka --follow`` projects)."""
+        that the broker and the read model answer (``project --kafka --follow`` projects); on the back
+        office's key alone, that a ``pipeline`` process runs on the log."""
         while not self.stop.is_set():
             try:
                 self.gateway.catch_up()
+                getattr(self.gateway, "check", lambda: None)()  # embedded, key alone: a pipeline runs
                 self.ready = True
             except Exception as exc:  # keep serving reads; say why in the log (no secrets in it)
                 if self.ready or not self.projection_failures:  # once per outage, not every round
@@ -466,7 +472,9 @@ class BackOffice:
 def _gateway(settings: ServeSettings, projector: Projector) -> Any:
     """The commands' way in: the embedded log's :class:`Gateway`, or Kafka's with ``settings.kafka``."""
     if settings.kafka is None:
-        return Gateway(settings.log_path, projector, keyring_path=settings.keyring_path)
+        return Gateway(settings.log_path, projector, keyring_path=settings.keyring_path,
+                       run_pipeline=not settings.pipeline_elsewhere,
+                       timeout_s=settings.command_timeout_s)  # fmt: skip
     from services.backoffice.kafka_commands import KafkaGateway  # noqa: PLC0415
 
     return KafkaGateway(settings.kafka, projector, keyring_path=settings.keyring_path,
@@ -484,7 +492,7 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if settings.kafka is None:
             await run_in_threadpool(bo.gateway.catch_up)  # serve a read model as current as the log
-            bo.ready = True
+            bo.ready = not settings.pipeline_elsewhere  # else once follow() has seen a pipeline process
         thread = threading.Thread(target=bo.follow, name="projector", daemon=True) if follow else None
         if thread:
             thread.start()

@@ -144,21 +144,38 @@ def serve_lock(db: str | Path, *, what: str) -> Iterator[None]:
     ``serve`` per log, and no ``project --rebuild`` under a running ``serve`` (its projector would apply
     the same records as the rebuild, in another order: conflicts, on PostgreSQL deadlocks). Held by
     another process: :class:`~services.runtime.failures.BadInput` saying who holds it and what to do."""
+    advice = ("stop it first (a rebuild beside a running serve would project every record twice); serve "
+              "projects the log by itself as it runs")  # fmt: skip
+    with _flock(Path(f"{db}.serve.lock"), what, advice):
+        yield
+
+
+@contextlib.contextmanager
+def pipeline_lock(db: str | Path, *, what: str) -> Iterator[None]:
+    """Hold the log's pipeline lock (``<db>.pipeline.lock``) for ``what``: one process runs the pipeline
+    on a log (``pipeline``, or a ``serve`` that holds every key). Held: BadInput, one line."""
+    advice = (
+        "one process runs the pipeline on a log: stop it first, or serve with the back office's key alone "
+        "(its key file from `keys new --split DIR`), which leaves the pipeline to it"
+    )
+    with _flock(Path(f"{db}.pipeline.lock"), what, advice):
+        yield
+
+
+@contextlib.contextmanager
+def _flock(path: Path, what: str, advice: str) -> Iterator[None]:
+    """An advisory ``flock`` on ``path`` for ``what`` (written into the file for the next one to name)."""
     import fcntl  # noqa: PLC0415
 
     from services.runtime.failures import BadInput  # noqa: PLC0415
 
-    path = Path(f"{db}.serve.lock")
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
-            raise BadInput(
-                f"{what}: {holder} holds {path}: stop it first (a rebuild beside a running serve would "
-                "project every record twice); serve projects the log by itself as it runs"
-            ) from None
+            raise BadInput(f"{what}: {holder} holds {path}: {advice}") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{what} (pid {os.getpid()})\n".encode(), 0)
         yield
@@ -225,10 +242,12 @@ def _shown(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def _signing_keyring(path: str, db: str) -> tuple[str | None, str | None]:
+def _signing_keyring(path: str, db: str) -> tuple[str | None, str | None, bool]:
     """Whether the keyring at ``path`` can sign the API's commands into the log at ``db``: ``(fatal,
-    refused)``. It must be a whole keyring (``fatal`` otherwise: ``serve`` runs the pipeline with it) and
-    the one the log is written with (``refused`` otherwise: reads are served, commands answer 503)."""
+    refused, alone)``. A whole keyring, the one the log is written with: ``serve`` runs the pipeline
+    with it. The back office's own key without the services' (``alone``): commands are appended and
+    another process runs the pipeline (``casino-ledger pipeline``). Neither: ``refused`` (reads are
+    served, commands answer 503); not a keyring: ``fatal``."""
     from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
     from services.runtime.keyring import KeyringError, load_keyring  # noqa: PLC0415
 
@@ -237,14 +256,17 @@ def _signing_keyring(path: str, db: str) -> tuple[str | None, str | None]:
         keyring = load_keyring(path)
     except KeyringError as exc:
         why = "serve signs commands as principal backoffice and runs the pipeline with"
-        return f"--keyring: {exc}: {why} {ring_hint}", None
-    from services.core.trust import SERVICES  # noqa: PLC0415
+        return f"--keyring: {exc}: {why} {ring_hint}", None, False
+    from services.core.trust import SERVICES, Principal  # noqa: PLC0415
 
     lacking = sorted(p.value for p in SERVICES if p not in keyring.keys or not keyring.keys[p].can_sign)
     if lacking:
-        return None, (f"--keyring {path} lacks the signing keys of {', '.join(lacking)}: on the embedded log "
-                      f"serve runs the pipeline itself, so commands need {ring_hint} (the back office's key "
-                      "alone serves commands on Kafka: serve --kafka)")  # fmt: skip
+        own = keyring.keys.get(Principal.BACKOFFICE)
+        if own is not None and own.can_sign:  # the back office's key file: the pipeline is another's
+            return None, None, True
+        return None, (f"--keyring {path} lacks the signing keys of {', '.join(lacking)} and of backoffice: "
+                      f"commands need {ring_hint}, or the back office's own key file (`keys new --split "
+                      "DIR`) beside `casino-ledger pipeline`"), False  # fmt: skip
     ids = {k.key_id for k in keyring.keys.values()}
     with EmbeddedLog(db, readonly=True) as log:
         first = log.read(["casino.table.events"], 0, 1)
@@ -255,8 +277,8 @@ def _signing_keyring(path: str, db: str) -> tuple[str | None, str | None]:
         if auth.get("key_id") and auth["key_id"] not in ids:
             return None, (f"--keyring {path} is not the keyring this log was written with (its dealer "
                           f"signed with key {auth['key_id']}, which the keyring lacks): commands need "
-                          f"{ring_hint}")  # fmt: skip
-    return None, None
+                          f"{ring_hint}"), False  # fmt: skip
+    return None, None, False
 
 
 def _listen(host: str, port: int) -> Any:
@@ -298,37 +320,57 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from services.backoffice.schema import default_url  # noqa: PLC0415
 
     keyring = _keyring(args)
-    fatal, refused = _signing_keyring(keyring, args.db) if keyring is not None else (None, None)
+    fatal, refused, alone = _signing_keyring(keyring, args.db) if keyring is not None else (None, None, False)
     if fatal is not None:
         return _fail(fatal)
-    with serve_lock(args.db, what="serve"):
+    timeout = float(getattr(args, "wait", 15.0))
+    if not 0 < timeout <= 3600:  # an hour: no client waits longer for an answer
+        return _fail(f"--wait: {timeout:g} seconds is not in (0, 3600]")
+    runs_pipeline = refused is None and not alone  # no keyring: the demo keys' pipeline refuses commands
+    with serve_lock(args.db, what="serve"), _pipeline_held(args.db, runs_pipeline):
         sock = _listen(args.host, args.port)
         try:
             engine, _ = _read_model(args)
             settings = ServeSettings(
                 log_path=Path(args.db), read_url=default_url(args.db),
                 keyring_path=Path(keyring) if keyring else None, periods=_periods(args),
-                commands_refused=refused,
+                commands_refused=refused, pipeline_elsewhere=alone, command_timeout_s=timeout,
             )  # fmt: skip
             app = create_app(settings, engine)
         except KeyringError as exc:
             sock.close()
             return _fail(str(exc))
-        where = f"http://{args.host}:{args.port}"
-        print(f"casino-ledger serve: page {where}/ , API {where}/docs (OpenAPI {where}/openapi.json)",
-              file=sys.stderr)  # fmt: skip
-        if not app.state.bo.keys:
-            hint = "create one: casino-ledger apikey new --role admin --keyring FILE"
-            print(f"casino-ledger serve: no API keys: every /v1 request but /v1/health gets 401 ({hint})",
-                  file=sys.stderr)  # fmt: skip
-        if keyring is None:
-            print("casino-ledger serve: no --keyring: reads only; every deposit, withdrawal and bet is "
-                  "refused (unauthenticated)", file=sys.stderr)  # fmt: skip
-        elif refused is not None:
-            print(f"casino-ledger serve: reads only, every command answers 503: {refused}", file=sys.stderr)
+        _serving_notes(args, app, keyring, refused, alone)
         server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
         server.run(sockets=[sock])
     return 0
+
+
+def _pipeline_held(db: str, runs: bool) -> contextlib.AbstractContextManager[None]:
+    """The log's pipeline lock when ``serve`` runs the pipeline itself (one runner per log)."""
+    return pipeline_lock(db, what="serve") if runs else contextlib.nullcontext()
+
+
+def _serving_notes(args: argparse.Namespace, app: Any, keyring: str | None, refused: str | None,
+                   alone: bool) -> None:  # fmt: skip
+    """What ``serve`` says on stderr as it starts: where, and what it cannot do."""
+    where = f"http://{args.host}:{args.port}"
+    print(f"casino-ledger serve: page {where}/ , API {where}/docs (OpenAPI {where}/openapi.json)",
+          file=sys.stderr)  # fmt: skip
+    if not app.state.bo.keys:
+        hint = "create one: casino-ledger apikey new --role admin --keyring FILE"
+        print(f"casino-ledger serve: no API keys: every /v1 request but /v1/health gets 401 ({hint})",
+              file=sys.stderr)  # fmt: skip
+    if keyring is None:
+        print("casino-ledger serve: no --keyring: reads only; every deposit, withdrawal and bet is "
+              "refused (unauthenticated)", file=sys.stderr)  # fmt: skip
+    elif refused is not None:
+        print(f"casino-ledger serve: reads only, every command answers 503: {refused}", file=sys.stderr)
+    elif alone:
+        print(f"casino-ledger serve: the back office's key alone: commands are appended to the log; "
+              f"`casino-ledger pipeline --db {shlex.quote(args.db)} --keyring KEYS --follow` runs them "
+              f"(a command waits {args.wait:g} s for its outcome, then answers 504)",
+              file=sys.stderr)  # fmt: skip
 
 
 def cmd_apikey(args: argparse.Namespace) -> int:

@@ -12,10 +12,20 @@ authenticated with the ``backoffice`` principal's key from the keyring that ``se
 ``CASINO_KEYRING``) names, and the pipeline the gateway runs is built by the composition root from that
 same keyring, so it verifies what the API signs. Without a keyring the envelope goes in as an
 outsider's would, and the pipeline refuses it (``unauthenticated``).
+
+**The back office's key alone** (``serve --db X --keyring backoffice.json``, the key file of ``keys new
+--split DIR``): the gateway runs no pipeline (``run_pipeline=False``); it appends the signed request and
+waits until the read model shows its outcome, which a separate process holding the services' keys makes
+(``casino-ledger pipeline --db X --keyring KEYS --follow``: :mod:`services.backoffice.pipeline`), as
+``serve --kafka`` waits for the workers: :class:`OutcomeTimeout` after ``timeout_s`` (504; a retry with the
+same Idempotency-Key reads the outcome without appending again).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -28,7 +38,7 @@ from services.core.envelope import Envelope, name_id, request
 from services.core.processor import Processor
 from services.core.trust import Principal, authenticate
 from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedLog, Runner, default_pipeline, run_until_idle
+from services.runtime.embedded.log import EmbeddedLog, LogConflict, Runner, default_pipeline, run_until_idle
 from services.runtime.keyring import load_keyring
 from services.runtime.settings import Settings
 
@@ -37,9 +47,38 @@ T = TypeVar("T")
 PRINCIPAL = "backoffice"
 """The principal (and ``producer``) of every record the API writes."""
 
+POLL_S = 0.01
+"""How often a command projects the log and looks for its outcome when another process runs the
+pipeline."""
+
 
 class OutcomeTimeout(TimeoutError):
     """The command is on the log, but the read model did not show its outcome in time (Kafka)."""
+
+
+class PipelineNotRunning(RuntimeError):
+    """``serve`` holds the back office's key alone and no ``casino-ledger pipeline`` runs on its log."""
+
+
+def pipeline_runner(log_path: str | Path) -> int | None:
+    """The process id of the live ``pipeline`` that holds the log's pipeline lock (``<db>.pipeline.lock``,
+    whose holder writes ``pipeline (pid N)`` into it: :func:`services.backoffice.cli.pipeline_lock`), or
+    ``None``. Read, never locked: a probe that took the lock would refuse a ``pipeline`` starting then."""
+    try:
+        text = Path(f"{log_path}.pipeline.lock").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    found = re.fullmatch(r"pipeline \(pid (\d+)\)", text.strip())
+    if found is None:
+        return None
+    pid = int(found.group(1))
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, another user's
+        pass
+    return pid
 
 
 class BrokerUnavailable(ConnectionError):
@@ -70,7 +109,9 @@ def now_rfc3339() -> str:
 
 class Gateway:
     """Appends API commands to the embedded log at ``log_path``, runs the pipeline until idle and
-    projects the result, one command at a time, so that the answer reads its own effects.
+    projects the result, one command at a time, so that the answer reads its own effects; with
+    ``run_pipeline=False``, appends them and waits up to ``timeout_s`` for another process's pipeline
+    (see the module).
 
     Every use of the log happens on one worker thread of the gateway's own (SQLite connections belong
     to the thread that opened them); callers from any thread wait for their turn.
@@ -83,11 +124,15 @@ class Gateway:
         *,
         keyring_path: str | Path | None = None,
         clock: Callable[[], str] = now_rfc3339,
+        run_pipeline: bool = True,
+        timeout_s: float = 15.0,
     ) -> None:
         self.log_path = Path(log_path)
         self.projector = projector
         self.keyring_path = keyring_path
         self.clock = clock
+        self.run_pipeline = run_pipeline
+        self.timeout_s = timeout_s
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="backoffice-log")
         self._log: EmbeddedLog | None = None
         self._runners: list[Runner[Any]] = []
@@ -98,7 +143,8 @@ class Gateway:
     def _open(self) -> EmbeddedLog:
         if self._log is None:
             self._log = EmbeddedLog(self.log_path)
-            self._runners = [Runner(self._log, proc, name) for name, proc in _pipeline(self.keyring_path)]
+            if self.run_pipeline:  # else the services' keys are another process's: it runs the pipeline
+                self._runners = [Runner(self._log, proc, name) for name, proc in _pipeline(self.keyring_path)]
         return self._log
 
     def close(self) -> None:
@@ -117,6 +163,15 @@ class Gateway:
     def position(self) -> int:
         """The log's offset the read model is projected to."""
         return self.projector.position()
+
+    def check(self) -> None:
+        """Readiness beyond the projection: with ``run_pipeline=False``, a ``pipeline`` process runs on the
+        log (:func:`pipeline_runner`), else :class:`PipelineNotRunning`."""
+        if not self.run_pipeline and pipeline_runner(self.log_path) is None:
+            raise PipelineNotRunning(
+                f"no `casino-ledger pipeline --db {self.log_path} --follow` runs on this log: commands are "
+                "appended and answer 504 until one does"
+            )
 
     def catch_up(self) -> int:
         """Project what the log holds beyond the read model."""
@@ -160,7 +215,50 @@ class Gateway:
         retry: bool = False,
     ) -> tuple[str, T]:
         """:meth:`submit`, then the command's ``outcome`` as the read model holds it (the runtimes'
-        common call: :class:`services.backoffice.kafka_commands.KafkaGateway` waits for ``final``; ``retry``
-        only matters there: the pipeline runs to idle here, so an outcome is never late)."""
+        common call: :class:`services.backoffice.kafka_commands.KafkaGateway` waits for ``final``; so does
+        this one with ``run_pipeline=False``: :meth:`_handed_over`; else ``retry`` does not matter: the
+        pipeline runs to idle here, so an outcome is never late)."""
+        if not self.run_pipeline:
+            return self._handed_over(type_, account_id, payload, key_id, idem, (outcome, final), retry)
         event_id = self.submit(type_, account_id, payload, key_id=key_id, idem=idem)
         return event_id, outcome()
+
+    def _handed_over(  # noqa: PLR0917 (command()'s arguments, handed on)
+        self,
+        type_: str,
+        account_id: str,
+        payload: dict[str, Any],
+        key_id: str,
+        idem: str,
+        wanted: tuple[Callable[[], T], Callable[[T], bool]],
+        retry: bool,
+    ) -> tuple[str, T]:
+        """Append the request (unless ``retry``: it is on the log already) and wait for its outcome,
+        which the process running the pipeline makes (``casino-ledger pipeline``)."""
+        outcome, final = wanted
+        event_id = name_id(PRINCIPAL, key_id, idem)
+        self.catch_up()
+        before = outcome()
+        if final(before):
+            if retry:
+                return event_id, before
+            raise LogConflict(event_id, topics.WALLET_REQUESTS)
+        if not retry:  # on the log already: the same id again with another time would conflict
+            env = request(
+                type_, topics.WALLET_REQUESTS, account_id, {"account_id": account_id, **payload},
+                event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL,
+            )  # fmt: skip
+            self._run(lambda: self._open().append([_as_backoffice(env, self.keyring_path)]))
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            self.catch_up()
+            found = outcome()
+            if final(found):
+                return event_id, found
+            if time.monotonic() >= deadline:
+                raise OutcomeTimeout(
+                    f"the command {event_id} is on the log but its outcome is not in the read model after "
+                    f"{self.timeout_s:g} s (is `casino-ledger pipeline --db {self.log_path} --keyring KEYS "
+                    "--follow` running?): retry with the same Idempotency-Key"
+                )
+            time.sleep(POLL_S)

@@ -161,6 +161,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return result
 
 
+def cmd_keys_split(args: argparse.Namespace) -> int:
+    """An existing keyring's key files, one per principal (docs/trust.md), and its public keyring."""
+    from services.runtime.keyring import KeyringError, load_keyring, save_split  # noqa: PLC0415
+
+    try:
+        written = save_split(load_keyring(args.keyring_in), args.out)
+    except KeyringError as exc:
+        return _fail(str(exc))
+    names = ", ".join(p.name for p in written)
+    print(f"wrote {len(written)} files into {args.out} (key files mode 0600): {names}", file=sys.stderr)
+    return 0
+
+
 def cmd_keys_new(args: argparse.Namespace) -> int:
     """A keyring with a fresh secret per principal (docs/trust.md), mode 0600."""
     from services.runtime.keyring import KeyringError, new_keyring, save_keyring, save_split  # noqa: PLC0415

@@ -331,6 +331,16 @@ def keys_public(**o: Any) -> argparse.Namespace:
     )
 
 
+@keys.command("split", short_help="An existing keyring's key files, one per principal (mode 0600).")
+@click.option("--in", "keyring_in", required=True, metavar="KEYRING", help="The keyring file (secrets).")
+@click.option("--out", required=True, metavar="DIR", help="Where to write <principal>.json and "
+              "public-keyring.json (files there are never overwritten).")  # fmt: skip
+def keys_split(**o: Any) -> argparse.Namespace:
+    """KEYRING split into one key file per principal, as `keys new --split` writes them for a new one:
+    e.g. the back office's own key file of a log's keyring, for `serve --db` beside `pipeline`."""
+    return _done("keys", _cli("cmd_keys_split"), keys_command="split", **o)
+
+
 # ------------------------------------------------------------------------------ Kafka
 
 
@@ -397,7 +407,8 @@ def _bo(name: str) -> Callable[[argparse.Namespace], int]:
 @click.option("--keyring", default=None, metavar="FILE", help="Keyring with the API keys.  [default: "
               "$CASINO_KEYRING]")  # fmt: skip
 @click.option("--wait", type=float, default=15.0, show_default=True, metavar="S",
-              help="With --kafka: longest wait (seconds) for a command's outcome.")  # fmt: skip
+              help="With --kafka, or --db on the back office's key alone: longest wait (seconds) "
+              "for a command's outcome.")  # fmt: skip
 @_periods
 @click.pass_context
 def serve(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
@@ -405,6 +416,19 @@ def serve(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
     in CASINO_READ_DB). Exactly one of --db, --kafka."""
     _one_of(ctx, o, "db", "kafka")
     return _done("serve", _bo("cmd_serve"), **o)
+
+
+@cli.command(short_help="Run the embedded log's pipeline in a process of its own (for serve on the "
+             "back office's key alone).")  # fmt: skip
+@click.option("--db", required=True, metavar="PATH", help="The embedded log.")
+@click.option("--keyring", default=None, metavar="FILE", help="The keyring the log was written with (the "
+              "services' keys).  [default: $CASINO_KEYRING]")  # fmt: skip
+@click.option("--follow", is_flag=True, help="Keep running: again whenever records arrive (else stop when "
+              "idle). SIGTERM stops it.")  # fmt: skip
+def pipeline(**o: Any) -> argparse.Namespace:
+    """Run the processors on the embedded log until idle (--follow: and whenever new records arrive), with
+    the services' keys, so that `serve --db` can run on the back office's key file alone. One per log."""
+    return _done("pipeline", _handler("services.backoffice.pipeline", "cmd_pipeline"), **o)
 
 
 @cli.group(no_args_is_help=False, short_help="API keys for serve.")
