@@ -371,6 +371,11 @@ def _serving_notes(args: argparse.Namespace, app: Any, keyring: str | None, refu
               f"`casino-ledger pipeline --db {shlex.quote(args.db)} --keyring KEYS --follow` runs them "
               f"(a command waits {args.wait:g} s for its outcome, then answers 504)",
               file=sys.stderr)  # fmt: skip
+    writers = {str(k.principal) for k in app.state.bo.projector.facts.survey.keys.values()}
+    if writers <= {"backoffice"}:
+        print("casino-ledger serve: no public key of the services that write this log: the read model "
+              "applies nothing until CASINO_PUBLIC_KEYRING names their public keyring (keys public)",
+              file=sys.stderr)  # fmt: skip
 
 
 def cmd_apikey(args: argparse.Namespace) -> int:

@@ -47,10 +47,16 @@ def _env() -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if not k.startswith("CASINO_")}, "LOG_LEVEL": "WARNING"}
 
 
+def _public_env(dep: Deployment) -> dict[str, str]:
+    """:func:`_env` and the services' public keyring, which the read model verifies the log's signed heads
+    with (public keys only: no secret but the back office's own key file reaches serve)."""
+    return {**_env(), "CASINO_PUBLIC_KEYRING": str(dep.public)}
+
+
 def _serve(dep: Deployment, wait: float) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     proc = subprocess.Popen([*CLI, "serve", "--db", str(dep.log), "--port", str(port), "--keyring",
-                             str(dep.back_office), "--wait", str(wait)], env=_env(), text=True,
+                             str(dep.back_office), "--wait", str(wait)], env=_public_env(dep), text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
 
@@ -223,3 +229,29 @@ def test_keys_split_writes_an_existing_keyrings_key_files_once(tmp_path: Path) -
     assert own["backoffice"]["key_id"] == json.loads(ring.read_text())["principals"]["backoffice"]["key_id"]
     assert (tmp_path / "k" / "backoffice.json").stat().st_mode & 0o777 == 0o600
     assert main(["keys", "split", "--in", str(ring), "--out", str(tmp_path / "k")]) == 2
+
+
+def test_serve_without_the_services_public_keys_says_its_read_model_applies_nothing(dep: Deployment) -> None:
+    """serve on the back office's key alone and no CASINO_PUBLIC_KEYRING: nothing of the log verifies
+    (the key file holds no service's public key), so it says at start how to supply them, and the
+    read model shows no account's balance rather than an unverified one."""
+    port = free_port()
+    proc = subprocess.Popen([*CLI, "serve", "--db", str(dep.log), "--port", str(port), "--keyring",
+                             str(dep.back_office)], env=_env(), text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"{url}/v1/health", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return proc.poll() is not None
+
+    try:
+        wait_until(up, 60)
+        auth = {"Authorization": f"Bearer {dep.admin}"}
+        r = httpx.get(f"{url}/v1/accounts/player:001/balance", headers=auth)
+        assert r.status_code == 404, r.text
+    finally:
+        _, err = _stop(proc)
+    assert "CASINO_PUBLIC_KEYRING" in err and "applies nothing" in err, err
