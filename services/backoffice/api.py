@@ -47,7 +47,8 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "statement": frozenset({"auditor", "cashier", ADMIN}),
     "rounds": frozenset({"auditor", "operator", ADMIN}),
     "tables": frozenset({"auditor", "operator", ADMIN}),
-    "alerts": frozenset({"auditor", "operator", ADMIN}),
+    "alerts": frozenset({"analyst", "auditor", "operator", ADMIN}),
+    "casework": frozenset({"analyst", ADMIN}),
     "findings": frozenset({"auditor", "operator", ADMIN}),
     "cashier": frozenset({"cashier", ADMIN}),
     "bets": frozenset({"terminal", ADMIN}),
@@ -672,9 +673,6 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
 
         return run
 
-    app.get("/v1/alerts", response_model=Alerts, responses=PROBLEMS, tags=["monitoring"],
-            dependencies=[role("alerts")], summary="Monitor alerts (AnomalyDetected), oldest first",
-            )(listing("alerts"))  # fmt: skip
     app.get("/v1/findings", response_model=Findings, responses=PROBLEMS, tags=["monitoring"],
             dependencies=[role("findings")], summary="Audit findings, oldest first",
             )(listing("findings"))  # fmt: skip
@@ -795,6 +793,13 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
             return (201 if ok else 422), _refused(answer)
 
         return idempotent("bets", key, idem, body, run)
+
+    from services.backoffice import alerts_api  # noqa: PLC0415 (it reads this module's types)
+
+    app.include_router(alerts_api.router(alerts_api.Kit(
+        bo=bo, role=role, conn=conn, time_param=time_param, cursor_param=cursor_param, wants_csv=wants_csv,
+        idempotent=idempotent, problem=Problem,
+    )))  # fmt: skip
 
     # -- the page ---------------------------------------------------------------------------------
 
