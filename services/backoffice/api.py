@@ -45,8 +45,8 @@ ADMIN = "admin"
 PERMISSIONS: dict[str, frozenset[str]] = {
     "balance": frozenset({"auditor", "cashier", "terminal", ADMIN}),
     "statement": frozenset({"auditor", "cashier", ADMIN}),
-    "rounds": frozenset({"auditor", "operator", ADMIN}),
-    "tables": frozenset({"auditor", "operator", ADMIN}),
+    "rounds": frozenset({"analyst", "auditor", "operator", ADMIN}),
+    "tables": frozenset({"analyst", "auditor", "operator", ADMIN}),
     "alerts": frozenset({"analyst", "auditor", "operator", ADMIN}),
     "casework": frozenset({"analyst", ADMIN}),
     "findings": frozenset({"auditor", "operator", ADMIN}),

@@ -30,8 +30,8 @@ T = "T01-punto-banco"
 EXPECTED_ROLES = {
     "balance": {"auditor", "cashier", "terminal", "admin"},
     "statement": {"auditor", "cashier", "admin"},
-    "rounds": {"auditor", "operator", "admin"},
-    "tables": {"auditor", "operator", "admin"},
+    "rounds": {"analyst", "auditor", "operator", "admin"},
+    "tables": {"analyst", "auditor", "operator", "admin"},
     "alerts": {"analyst", "auditor", "operator", "admin"},
     "casework": {"analyst", "admin"},
     "findings": {"auditor", "operator", "admin"},

@@ -25,6 +25,7 @@ from services.core.envelope import parse_record
 from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.keyring import load_keyring
+from services.runtime.replay import read_db, replay
 from tests.backoffice.conftest import make_keyring, running_server
 
 http = httpx.Client(timeout=60)
@@ -239,3 +240,18 @@ def test_the_case_tables_rebuild_from_the_log(served: Any, tmp_path: Path) -> No
     for table in ("bo_alerts", "bo_alert_accounts", "bo_alert_cases", "bo_alert_case_steps"):
         assert served_rows[table] == fresh_rows[table], table
     assert fresh_rows["bo_alert_case_steps"]
+
+
+def test_a_log_with_worked_cases_replays_clean(served: Any) -> None:
+    """The case steps are facts like any other: the log with them (refused steps included) replays
+    ``clean``, every record attested by its writer's signed heads."""
+    url, keys, log, _ = served
+    alert_id = linked(url, keys["analyst"])["event_id"]
+    step(url, keys["analyst"], alert_id, "close", "replay-1", {"note": "seen"})
+    step(url, keys["analyst"], alert_id, "close", "replay-2", {"note": "seen twice"})
+    made = Composition(load_keyring(log.parent / "keyring.json"))
+    with EmbeddedLog(log, readonly=True) as read:
+        n = len([r for r in read.read((topics.MONITOR_ALERTS,), 0, 100_000) if b"AlertCaseChanged" in r[3]])
+    assert n >= 2
+    report = replay(read_db(log), keys=made.checkpoint_public_keys(), writers=made.writer_public_keys())
+    assert report.verdict == "clean", report.to_dict().get("groups", [])[:3]
