@@ -376,6 +376,13 @@ def _route_roles(route: Any) -> frozenset[str] | None:
     return None
 
 
+def _flat(routes: list[Any]) -> Iterator[Any]:
+    """Every route, those of an included router too (FastAPI keeps it as one entry, unprefixed here)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        yield from _flat(inner.routes) if inner is not None else (route,)
+
+
 def contract_openapi(app: FastAPI) -> dict[str, Any]:
     """The OpenAPI document with the whole contract: each operation's roles (``x-roles`` and a line of
     its description; the bearer scheme where a key is needed) and every error answer under
@@ -388,8 +395,8 @@ def contract_openapi(app: FastAPI) -> dict[str, Any]:
 
     doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
     problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/ProblemBody"}}}
-    roles_of = {(m.lower(), r.path_format): _route_roles(r) for r in app.routes if isinstance(r, APIRoute)
-                for m in r.methods or ()}  # fmt: skip
+    roles_of = {(m.lower(), r.path_format): _route_roles(r) for r in _flat(app.routes)
+                if isinstance(r, APIRoute) for m in r.methods or ()}  # fmt: skip
     for path, operations in doc.get("paths", {}).items():
         for method, op in operations.items():
             for code, answer in op.get("responses", {}).items():
