@@ -68,8 +68,11 @@ TOPICS: Final[Mapping[str, TopicSpec]] = {
         chained=True,
     ),
     topics.MONITOR_ALERTS: TopicSpec(
-        "table_id (account_id for a per-account alert)", ("monitor",), ("back office", "operators"), FOREVER,
-        chained=True,
+        "table_id (account_id for a per-account alert, alert id for a case)", ("monitor",),
+        ("back office", "operators"), FOREVER, chained=True,
+    ),
+    topics.CASEWORK: TopicSpec(
+        "alert_id", ("back office",), ("monitor (casework stage)",), FOREVER, chained=False,
     ),
     topics.DEADLETTER: TopicSpec(
         "source topic", ("every processor",), ("monitor", "operators"),

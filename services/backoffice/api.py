@@ -48,9 +48,10 @@ ADMIN = "admin"
 PERMISSIONS: dict[str, frozenset[str]] = {
     "balance": frozenset({"auditor", "cashier", "terminal", ADMIN}),
     "statement": frozenset({"auditor", "cashier", ADMIN}),
-    "rounds": frozenset({"auditor", "operator", ADMIN}),
-    "tables": frozenset({"auditor", "operator", ADMIN}),
-    "alerts": frozenset({"auditor", "operator", ADMIN}),
+    "rounds": frozenset({"analyst", "auditor", "operator", ADMIN}),
+    "tables": frozenset({"analyst", "auditor", "operator", ADMIN}),
+    "alerts": frozenset({"analyst", "auditor", "operator", ADMIN}),
+    "casework": frozenset({"analyst", ADMIN}),
     "findings": frozenset({"auditor", "operator", ADMIN}),
     "cashier": frozenset({"cashier", ADMIN}),
     "bets": frozenset({"terminal", ADMIN}),
@@ -387,6 +388,13 @@ def _route_roles(route: Any) -> frozenset[str] | None:
     return None
 
 
+def _flat(routes: list[Any]) -> Iterator[Any]:
+    """Every route, those of an included router too (FastAPI keeps it as one entry, unprefixed here)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        yield from _flat(inner.routes) if inner is not None else (route,)
+
+
 def contract_openapi(app: FastAPI) -> dict[str, Any]:
     """The OpenAPI document with the whole contract: each operation's roles (``x-roles`` and a line of
     its description; the bearer scheme where a key is needed) and every error answer under
@@ -399,8 +407,8 @@ def contract_openapi(app: FastAPI) -> dict[str, Any]:
 
     doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
     problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/ProblemBody"}}}
-    roles_of = {(m.lower(), r.path_format): _route_roles(r) for r in app.routes if isinstance(r, APIRoute)
-                for m in r.methods or ()}  # fmt: skip
+    roles_of = {(m.lower(), r.path_format): _route_roles(r) for r in _flat(app.routes)
+                if isinstance(r, APIRoute) for m in r.methods or ()}  # fmt: skip
     for path, operations in doc.get("paths", {}).items():
         for method, op in operations.items():
             for code, answer in op.get("responses", {}).items():
@@ -705,9 +713,6 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
 
         return run
 
-    app.get("/v1/alerts", response_model=Alerts, responses=PROBLEMS, tags=["monitoring"],
-            dependencies=[role("alerts")], summary="Monitor alerts (AnomalyDetected), oldest first",
-            )(listing("alerts"))  # fmt: skip
     app.get("/v1/findings", response_model=Findings, responses=PROBLEMS, tags=["monitoring"],
             dependencies=[role("findings")], summary="Audit findings, oldest first",
             )(listing("findings"))  # fmt: skip
@@ -841,6 +846,13 @@ def create_app(settings: ServeSettings, engine: Engine, *, follow: bool = True) 
             return (201 if ok else 422), _refused(answer)
 
         return idempotent("bets", key, idem, body, run)
+
+    from services.backoffice import alerts_api  # noqa: PLC0415 (it reads this module's types)
+
+    app.include_router(alerts_api.router(alerts_api.Kit(
+        bo=bo, role=role, conn=conn, time_param=time_param, cursor_param=cursor_param, wants_csv=wants_csv,
+        idempotent=idempotent, problem=Problem,
+    )))  # fmt: skip
 
     # -- the page ---------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROLES = ("auditor", "cashier", "operator", "terminal", "admin")
+ROLES = ("analyst", "auditor", "cashier", "operator", "terminal", "admin")
 """Every role an API key may have."""
 
 KEYRING_FORMAT = "casino-ledger/keyring-1"

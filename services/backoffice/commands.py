@@ -187,11 +187,18 @@ class Gateway:
     def submit(self, type_: str, account_id: str, payload: dict[str, Any], *, key_id: str, idem: str) -> str:
         """Write one wallet request for ``account_id`` (ids derived from ``key_id`` and ``idem``), run
         the pipeline and the projector; returns the request's event id."""
+        full = {"account_id": account_id, **payload}
+        return self.submit_to(topics.WALLET_REQUESTS, type_, account_id, full, key_id=key_id, idem=idem)
+
+    def submit_to(
+        self, topic: str, type_: str, key: str, payload: dict[str, Any], *, key_id: str, idem: str
+    ) -> str:
+        """Write one request of ``type_`` on ``topic`` keyed by ``key`` (ids derived from ``key_id`` and
+        ``idem``), run the pipeline and the projector; returns the request's event id."""
         event_id = name_id(PRINCIPAL, key_id, idem)
         env = request(
-            type_, topics.WALLET_REQUESTS, account_id, {"account_id": account_id, **payload},
-            event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL,
-        )  # fmt: skip
+            type_, topic, key, payload, event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL
+        )
 
         def run() -> None:
             log = self._open()

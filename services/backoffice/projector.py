@@ -41,6 +41,7 @@ from sqlalchemy import Connection, Engine, bindparam, delete, func, select, upda
 
 from services.audit.replay.attested import Standing, WriterKey
 from services.backoffice import schema as s
+from services.backoffice.casework_projection import case_changed, index_alert_accounts
 from services.backoffice.facts import Facts, writer_keys_for
 from services.core import figures, topics
 from services.core.contract import payload_of
@@ -434,6 +435,7 @@ class Projector:
             "severity": p["severity"], "subject": _json(p["subject"]), "observed": _json(p["observed"]),
             "threshold": _json(p["threshold"]), "detail": p["detail"],
         })  # fmt: skip
+        index_alert_accounts(conn, offset, env.event_id, p)
 
     def _finding(self, conn: Connection, offset: int, env: Envelope, p: dict[str, Any]) -> None:
         conn.execute(_INSERT["bo_findings"], {
@@ -460,6 +462,7 @@ _HANDLERS: dict[str, Any] = {
     "DecisionMade": Projector._decision_made,
     "CoupResolved": Projector._coup_resolved,
     "AnomalyDetected": Projector._anomaly,
+    "AlertCaseChanged": case_changed,
     "AuditFinding": Projector._finding,
 }
 """Which method projects each event type (types not listed are read and passed over)."""

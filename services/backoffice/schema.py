@@ -218,6 +218,42 @@ alerts = Table(
     Column("detail", Text, nullable=False),
 )  # fmt: skip
 
+alert_accounts = Table(
+    "bo_alert_accounts", metadata,
+    Column("account_id", String(256), primary_key=True),
+    Column("offset", BigInteger, primary_key=True),
+    Column("event_id", String(64), nullable=False),
+)  # fmt: skip
+"""Every account an alert concerns (``account_ids``: both of a linked pair, a group's members), by the
+alert's offset: the account filter finds an alert from any of them, in alert order."""
+
+alert_cases = Table(
+    "bo_alert_cases", metadata,
+    Column("alert_id", String(64), primary_key=True),
+    Column("status", String(16), nullable=False),
+    Column("assignee", String(256)),
+    Column("updated_at", String(40), nullable=False),
+    Column("steps", Integer, nullable=False),
+)  # fmt: skip
+"""Where each alert's case stands (``AlertCaseChanged``); an alert with no row here is ``open``."""
+
+alert_case_steps = Table(
+    "bo_alert_case_steps", metadata,
+    Column("alert_id", String(64), primary_key=True),
+    Column("n", Integer, primary_key=True),
+    Column("event_id", String(64), nullable=False),
+    Column("offset", BigInteger, nullable=False, unique=True),
+    Column("occurred_at", String(40), nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("actor", String(256), nullable=False),
+    Column("assignee", String(256)),
+    Column("note", Text),
+    Column("status_before", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("refused", String(64)),
+)  # fmt: skip
+"""Every step asked on an alert's case, in order, refused ones included (who, when, the note)."""
+
 findings = Table(
     "bo_findings", metadata,
     Column("event_id", String(64), primary_key=True),
@@ -246,7 +282,7 @@ idempotency = Table(
 
 PROJECTED = (
     positions, accounts, statement_lines, tables, shoes, rounds, round_cards, round_decisions, bets,
-    refusals, table_periods, alerts, findings,
+    refusals, table_periods, alerts, findings, alert_accounts, alert_cases, alert_case_steps,
 )  # fmt: skip
 """The tables a rebuild empties and the projector fills (everything but :data:`idempotency`)."""
 

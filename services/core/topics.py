@@ -24,6 +24,11 @@ MONITOR_ALERTS: Final = "casino.monitor.alerts"
 """Keyed by table_id (account_id for the per-account stage's alerts). ``AnomalyDetected``; written by the
 monitor only (chained)."""
 
+CASEWORK: Final = "casino.monitor.casework"
+"""Keyed by alert id (the ``AnomalyDetected``'s event id). ``WorkAlert``: an analyst's step on an alert's
+case (acknowledge, assign, close with a note), written by the back office only; the monitor's casework
+stage turns each into a chained ``AlertCaseChanged`` on ``casino.monitor.alerts`` (issue #29)."""
+
 DEADLETTER: Final = "casino.deadletter"
 """Keyed by source topic. The raw record and the reason."""
 
@@ -33,8 +38,8 @@ heads of the chains a writer's batch advanced, signed with the writer's Ed25519 
 written by that writer only (chained)."""
 
 ALL_TOPICS: Final = (
-    WALLET_REQUESTS, WALLET_EVENTS, TABLE_INBOX, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, DEADLETTER,
-    ATTEST,
+    WALLET_REQUESTS, WALLET_EVENTS, TABLE_INBOX, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, CASEWORK,
+    DEADLETTER, ATTEST,
 )  # fmt: skip
 EVENT_STREAMS: Final = frozenset({WALLET_EVENTS, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, ATTEST})
 NOT_IN_TREE_HEADS: Final = frozenset({ATTEST})

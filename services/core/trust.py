@@ -260,6 +260,7 @@ def _policy() -> dict[tuple[str, str], frozenset[Principal]]:
         (topics.TABLE_INBOX, "CardRead"): frozenset({p.SHOE}),
         (topics.TABLE_INBOX, "Decision"): frozenset({p.OPERATOR, p.TERMINAL}),
         (topics.DEADLETTER, "DeadLetter"): SERVICES,
+        (topics.CASEWORK, "WorkAlert"): frozenset({p.BACKOFFICE}),
     }
     policy.update({(topics.TABLE_INBOX, t): frozenset({p.OPERATOR}) for t in table_commands})
     writers = {
@@ -288,6 +289,7 @@ only. Dead letters from any of our services."""
 KEY_FIELDS: Final[Mapping[str, str]] = {
     topics.WALLET_REQUESTS: "account_id",
     topics.TABLE_INBOX: "table_id",
+    topics.CASEWORK: "alert_id",
 }
 """On request topics, the payload field the record key must equal: a wallet request is keyed by the
 account it moves (settlement applies it to the key's wallet), an inbox record by its table."""
@@ -298,6 +300,7 @@ PRIMARY_CONSUMER: Final[Mapping[str, Principal]] = {
     topics.TABLE_EVENTS: Principal.SETTLEMENT,
     topics.WALLET_EVENTS: Principal.AUDIT,
     topics.DEADLETTER: Principal.MONITOR,
+    topics.CASEWORK: Principal.MONITOR,
 }
 """Of the consumers of a topic, the one whose refusal the monitor reports (several processors read
 some topics and each dead-letters a refused record: one alert per refused record, not one per reader)."""

@@ -288,6 +288,9 @@ class TableWatch:
     group_run: tuple[str, ...] = ()
     group_count: int = 0
     group_members: Mapping[str, int] = field(default_factory=dict)
+    cobet: Mapping[str, int] = field(default_factory=dict)
+    """``group_edge``'s co-betting links: per account, how many of the group's coups in a row it bet
+    the group's side (an opposite bet breaks the run); from :data:`COBET_LINK` on, it is in the group."""
 
     def punter(self, account_id: str) -> Punter:
         """The account's record at this table (empty when new)."""
@@ -705,6 +708,16 @@ range is found at close to the best rate possible (a CUSUM over several alternat
 SUSPECT_MICRO: Final = 1_000_000
 """An account whose ``account_edge`` CUSUM is at least 1 nat is a *suspect* for ``group_edge``."""
 
+COBET_LINK: Final = 4
+"""``group_edge``: an account that bet the group's side in this many of the group's coups in a row, and
+never the other side between, is linked to the group (a co-betting graph, collapsed onto the group): it
+is counted with the suspects while the link holds, so a syndicate whose members are each too lucky too
+seldom to be suspects is observed in every coup one of them plays. Sound whoever is linked: the links are
+fixed before the outcome."""
+
+COBET_MAX: Final = 256
+"""Co-betting links a table keeps (the longest runs)."""
+
 LATE_MS: Final = 1_000
 """A bet placed less than this before the close is a last-second bet."""
 
@@ -827,22 +840,45 @@ def shoe_bias(t: TableWatch, winner: str, rec: Seen) -> tuple[TableWatch, Alerts
                    bias_count=(counts[0], counts[1])), out  # fmt: skip
 
 
-def group_edge(t: TableWatch, coup: Coup, winner: str, rec: Seen) -> tuple[TableWatch, Alerts]:
-    """The suspects' majority side (suspects: accounts whose own edge CUSUM stands at
-    :data:`SUSPECT_MICRO` or more before the coup; weight: the stake margin of that side over the
-    other) into the table's group CUSUMs: a syndicate whose members each stay under their own
-    threshold pools its evidence here. Sound whoever the suspects are: the choice is made before the
-    outcome and one coup is one observation, however many bet it."""
-    if winner not in EVEN_MONEY_SPOTS:
-        return t, []
+def _group_sides(t: TableWatch, coup: Coup) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """The stakes and accounts on each even-money side of the group: the suspects (accounts whose own
+    edge CUSUM stands at :data:`SUSPECT_MICRO` or more) and the accounts linked to the group by
+    co-betting (:data:`COBET_LINK`), all as they stood before the coup."""
     stakes = {"banker": 0, "player": 0}
     members: dict[str, list[str]] = {"banker": [], "player": []}
     for w in coup.wagers:
         if w.spot in stakes:
             p = t.punters.get(w.account_id)
-            if p is not None and p.edge and max(p.edge) >= SUSPECT_MICRO:
+            suspect = p is not None and bool(p.edge) and max(p.edge) >= SUSPECT_MICRO
+            if suspect or t.cobet.get(w.account_id, 0) >= COBET_LINK:
                 stakes[w.spot] += w.stake_minor
                 members[w.spot].append(w.account_id)
+    return stakes, members
+
+
+def _cobet(t: TableWatch, coup: Coup, side: str) -> dict[str, int]:
+    """The co-betting runs after a group coup on ``side``: one more for each account on it, broken for
+    each account on the other side; the longest :data:`COBET_MAX` kept."""
+    runs = dict(t.cobet)
+    for w in coup.wagers:
+        if w.spot == side:
+            runs[w.account_id] = min(runs.get(w.account_id, 0) + 1, 1 << 20)
+        elif w.spot in EVEN_MONEY_SPOTS:
+            runs.pop(w.account_id, None)
+    if len(runs) > COBET_MAX:
+        runs = dict(sorted(runs.items(), key=lambda kv: (-kv[1], kv[0]))[:COBET_MAX])
+    return runs
+
+
+def group_edge(t: TableWatch, coup: Coup, winner: str, rec: Seen) -> tuple[TableWatch, Alerts]:
+    """The group's majority side (the group: suspects and the accounts co-betting with them,
+    :func:`_group_sides`; weight: the stake margin of that side over the other) into the table's group
+    CUSUMs: a syndicate whose members each stay under their own threshold pools its evidence here.
+    Sound whoever is in the group: it is fixed before the outcome and one coup is one observation,
+    however many bet it."""
+    if winner not in EVEN_MONEY_SPOTS:
+        return t, []
+    stakes, members = _group_sides(t, coup)
     total = stakes["banker"] + stakes["player"]
     if total == 0:
         return t, []
@@ -857,7 +893,9 @@ def group_edge(t: TableWatch, coup: Coup, winner: str, rec: Seen) -> tuple[Table
         group[a] = group.get(a, 0) + 1
     if len(group) > 4 * EVIDENCE_MAX:
         group = dict(sorted(group.items(), key=lambda kv: (-kv[1], kv[0]))[:EVIDENCE_MAX])
-    t = replace(t, group=stats, group_run=run, group_count=count, group_members=group)
+    t = replace(
+        t, group=stats, group_run=run, group_count=count, group_members=group, cobet=_cobet(t, coup, side)
+    )
     h = mixture_threshold(len(EDGE_LAMBDAS), 1, Detector.GROUP_EDGE)
     if max(stats) < h:
         return t, []
@@ -881,7 +919,7 @@ def group_edge(t: TableWatch, coup: Coup, winner: str, rec: Seen) -> tuple[Table
         threshold=threshold, detail=detail, honest_probability=f"{math.exp(-max(stats) / MICRO):.3g}",
         accounts=named,
     )  # fmt: skip
-    return replace(t, group=(), group_run=(), group_count=0, group_members={}), [found]
+    return replace(t, group=(), group_run=(), group_count=0, group_members={}, cobet={}), [found]
 
 
 def late_bets(t: TableWatch, closed_ms: int, rec: Seen) -> tuple[TableWatch, Alerts]:

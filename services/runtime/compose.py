@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from services.core.processor import Processor
     from services.dealer.processor import Dealer
     from services.monitor.accounts import AccountMonitor
+    from services.monitor.casework import Casework
     from services.monitor.processor import Monitor
     from services.seamless.client import SeamlessConfig
     from services.settlement.processor import PayoutStage
@@ -178,13 +179,21 @@ class Composition:
         self._guarded(made)
         return made
 
+    def casework(self) -> Casework:
+        """The monitor's casework stage (an analyst's steps on alerts' cases, made facts)."""
+        from services.monitor.casework import Casework  # noqa: PLC0415
+
+        made = Casework()
+        self._guarded(made)
+        return made
+
     def service(self, name: str) -> list[Processor[Any]]:
         """The processors of one service (one Kafka worker): ``dealer``, ``settlement``, ``audit`` or
         ``monitor``. ``KeyError`` for another name."""
         if name == "settlement":
             return [self.payout_stage(), self.wallet_stage()]
         if name == "monitor":
-            return [self.monitor(), self.account_monitor()]
+            return [self.monitor(), self.account_monitor(), self.casework()]
         builders: dict[str, Callable[[], Processor[Any]]] = {
             "dealer": self.dealer, "audit": self.audit, "monitor": self.monitor,
         }  # fmt: skip
@@ -199,6 +208,7 @@ class Composition:
             ("audit", self.audit()),
             ("monitor", self.monitor()),
             ("monitor.accounts", self.account_monitor()),
+            ("monitor.casework", self.casework()),
         ]
 
     def processors(self) -> Sequence[Processor[Any]]:

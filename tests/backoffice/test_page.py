@@ -101,3 +101,41 @@ def test_the_page_asks_for_a_key_and_refuses_a_wrong_role(
         page.wait_for_selector("#error:not([hidden])")
         assert "may not" in page.locator("#error").inner_text()
         assert page.locator("#login").is_visible()
+
+
+def test_an_analyst_pages_filters_and_works_an_alert_on_the_page(
+    browser: BrowserContext, tmp_path: Path
+) -> None:
+    """The alert list reads every alert through the cursor (two per request here) and counts them all;
+    the account filter finds the linked alert from its second account; its case panel names both
+    accounts, and acknowledging and assigning it there is what the API then says."""
+    from tests.backoffice.test_casework import B, linked_log  # noqa: PLC0415
+
+    keys = make_keyring(tmp_path / "keyring.json")
+    log = linked_log(tmp_path / "log.db", tmp_path / "keyring.json")
+    with running_server(log, f"sqlite:///{tmp_path / 'read.db'}", tmp_path / "keyring.json") as url:
+        h = {"Authorization": f"Bearer {keys['analyst']}"}
+        every = http.get(f"{url}/v1/alerts?limit=500", headers=h).json()["alerts"]
+        pair = next(a for a in every if a["detector"] == "linked_hedge")
+        page = browser.new_page()
+        page.goto(f"{url}/#key={keys['analyst']}&page=2")
+        page.wait_for_function(f"document.querySelector('#alert-count').textContent === '{len(every)}'")
+        assert page.locator("#alerts tr.alert").count() == min(50, len(every))
+        page.fill("#f-account", B)
+        page.dispatch_event("#f-account", "change")
+        row = page.locator(f"#alerts tr.alert[data-alert='{pair['event_id']}']")
+        row.wait_for()
+        shown = page.locator("#alerts tr.alert .accounts").all_inner_texts()
+        assert shown and all(B in text.split() for text in shown)
+        row.click()
+        page.wait_for_selector("#case:not([hidden])")
+        assert set(page.locator("#case-accounts").inner_text().split(", ")) == set(pair["account_ids"])
+        page.click("#case button[data-action=acknowledge]")
+        page.wait_for_function("document.querySelector('#case-status').textContent === 'acknowledged'")
+        page.once("dialog", lambda d: d.accept("analyst:rosa"))
+        page.click("#case button[data-action=assign]")
+        page.wait_for_function("document.querySelector('#case-status').textContent === 'assigned'")
+        got = http.get(f"{url}/v1/alerts/{pair['event_id']}", headers=h).json()
+        assert (got["status"], got["assignee"]) == ("assigned", "analyst:rosa")
+        assert row.get_attribute("data-status") == "assigned"
+        assert page.locator("#error").is_hidden()

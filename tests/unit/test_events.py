@@ -347,6 +347,21 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "detail": "12 wins",
         "honest_probability": "0.000244",
     },
+    "WorkAlert": {
+        "alert_id": "e-9",
+        "action": "close",
+        "by": "analyst-1a2b3c4d",
+        "note": "cleared: a regular",
+    },
+    "AlertCaseChanged": {
+        "alert_id": "e-9",
+        "action": "assign",
+        "by": "analyst-1a2b3c4d",
+        "status_before": "closed",
+        "status": "closed",
+        "assignee": "analyst:rosa",
+        "refused": "step_not_allowed",
+    },
     "AuditCheckpoint": {
         "table_id": "T1",
         "rounds": 50,
@@ -479,6 +494,11 @@ BAD: list[tuple[str, str, Any]] = [
     ("TableOpened", "a float in paytable parameters", {"paytable": {"tie": {"pays": [8, 1], "x": 0.5}}}),
     ("TableOpened", "a zero denominator", {"paytable": {"tie": {"pays": [8, 0]}}}),
     ("DeadLetter", "a reason that is no code", {"reason": "oops"}),
+    ("WorkAlert", "a close without its note", {"note": None}),
+    ("WorkAlert", "a blank note", {"note": "  "}),
+    ("WorkAlert", "an assignee on a close", {"assignee": "analyst:rosa"}),
+    ("WorkAlert", "an action that is no step", {"action": "delete"}),
+    ("AlertCaseChanged", "a status that is no status", {"status": "gone"}),
 ]
 
 
@@ -600,7 +620,8 @@ DESIGN_TOPICS = [
         "DecisionMade, CoupResolved, ShoeClosed",
     ),
     (topics.AUDIT_FINDINGS, "AuditFinding, AuditCheckpoint"),
-    (topics.MONITOR_ALERTS, "AnomalyDetected"),
+    (topics.MONITOR_ALERTS, "AnomalyDetected, AlertCaseChanged"),
+    (topics.CASEWORK, "WorkAlert"),
     (topics.DEADLETTER, "DeadLetter"),
 ]
 

@@ -34,9 +34,10 @@ What holds, and why:
 from __future__ import annotations
 
 from services.core import reasons
-from services.core.contract import attest, base, findings, registry, table, wallet
+from services.core.contract import attest, base, casework, findings, registry, table, wallet
 from services.core.contract.attest import *  # noqa: F403
 from services.core.contract.base import *  # noqa: F403
+from services.core.contract.casework import *  # noqa: F403
 from services.core.contract.findings import *  # noqa: F403
 from services.core.contract.registry import *  # noqa: F403
 from services.core.contract.table import *  # noqa: F403
@@ -46,6 +47,7 @@ from services.core.reasons import *  # noqa: F403
 __all__: list[str] = []
 __all__ += reasons.__all__
 __all__ += base.__all__
+__all__ += casework.__all__
 __all__ += wallet.__all__
 __all__ += table.__all__
 __all__ += findings.__all__

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from services.core import topics
-from services.core.contract import attest, findings, table, wallet
+from services.core.contract import attest, casework, findings, table, wallet
 from services.core.contract.base import Payload
 from services.core.envelope import Draft, Envelope
 from services.core.reasons import DomainError, Reason
@@ -57,7 +57,8 @@ TOPIC_TYPES: Final[Mapping[str, tuple[type[Payload], ...]]] = {
         table.CoupResolved, table.CommandRefused, table.ShoeClosed,
     ),
     topics.AUDIT_FINDINGS: (findings.AuditFinding, findings.AuditCheckpoint),
-    topics.MONITOR_ALERTS: (findings.AnomalyDetected,),
+    topics.MONITOR_ALERTS: (findings.AnomalyDetected, casework.AlertCaseChanged),
+    topics.CASEWORK: (casework.WorkAlert,),
     topics.DEADLETTER: (findings.DeadLetter,),
     topics.ATTEST: (attest.HeadsAttested,),
 }  # fmt: skip
