@@ -25,7 +25,10 @@ from services.backoffice import alert_queries as aq
 from services.backoffice import exports
 from services.backoffice.api import PROBLEMS, Cursor, Format, IdempotencyKey, Time
 from services.backoffice.apikeys import ApiKey
+from services.backoffice.commands import PRINCIPAL
 from services.core import topics
+from services.core.envelope import derive_id, name_id, stage_namespace
+from services.monitor.casework import Casework
 
 Severity = Literal["info", "warning", "critical"]
 Status = Literal["open", "acknowledged", "assigned", "closed"]
@@ -246,6 +249,18 @@ ALERT_CSV_FIELDS = (
 )  # fmt: skip
 
 
+def request_id_of(key_id: str, idem: str) -> str:
+    """The id of the ``WorkAlert`` the back office writes for API key ``key_id`` and ``idem`` (as every
+    back-office command's: :func:`services.backoffice.commands.Gateway.command`)."""
+    return name_id(PRINCIPAL, key_id, idem)
+
+
+def step_id(request_id: str) -> str:
+    """The id of the ``AlertCaseChanged`` the casework stage writes in answer to ``request_id`` (its
+    first and only output)."""
+    return derive_id(request_id, 0, stage_namespace(Casework.stage_name()))
+
+
 def install_steps(r: APIRouter, kit: Kit) -> None:
     """``POST /v1/alerts/{alert_id}/acknowledge | assign | close``."""
 
@@ -254,18 +269,22 @@ def install_steps(r: APIRouter, kit: Kit) -> None:
             if aq.alert(c, alert_id) is None:
                 raise kit.problem(404, "not found", "no such alert")
 
-        def run() -> tuple[int, dict[str, Any]]:
+        def run(retry: bool) -> tuple[int, dict[str, Any]]:
             payload = {"alert_id": alert_id, "action": action, "by": key.key_id, **body.model_dump()}
-            request_id = kit.bo.gateway.submit_to(
-                topics.CASEWORK, "WorkAlert", alert_id, payload, key_id=key.key_id, idem=idem
-            )
-            with kit.bo.engine.connect() as c:
-                got = aq.alert(c, alert_id) or {"steps": []}
-            last = next((s for s in reversed(got["steps"]) if s["action"] == action), None)
-            if last is None:
-                return 503, _problem(
-                    503, "unavailable", "the step is not projected yet; retry with the same key"
-                )
+
+            def answered() -> tuple[dict[str, Any] | None, dict[str, Any]]:
+                """The step the casework stage wrote for this request (its id derives from the
+                request's), as the read model holds it, and the alert."""
+                with kit.bo.engine.connect() as c:
+                    got = aq.alert(c, alert_id) or {"steps": []}
+                wanted = step_id(request_id_of(key.key_id, idem))
+                return next((s for s in got["steps"] if s["event_id"] == wanted), None), got
+
+            request_id, (last, got) = kit.bo.gateway.command(
+                "WorkAlert", alert_id, payload, key_id=key.key_id, idem=idem, outcome=answered,
+                final=lambda found: found[0] is not None, retry=retry, topic=topics.CASEWORK,
+            )  # fmt: skip
+            assert last is not None  # final
             answer = {"request_id": request_id, "alert_id": alert_id, "action": action,
                       "status_before": last["status_before"], "status": last["status"],
                       "assignee": got.get("assignee")}  # fmt: skip

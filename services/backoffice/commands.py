@@ -101,6 +101,12 @@ def _pipeline(keyring_path: str | Path | None) -> list[tuple[str, Processor[Any]
     return Composition.from_settings(settings).pipeline()
 
 
+def request_body(topic: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A command's payload as written: a wallet request names its account (``key``), any other request
+    (an analyst's step on an alert) is written as given."""
+    return {"account_id": key, **payload} if topic == topics.WALLET_REQUESTS else payload
+
+
 def now_rfc3339() -> str:
     """The wall-clock time as the log writes times (UTC, milliseconds, ``Z``)."""
     t = datetime.now(UTC)
@@ -220,21 +226,24 @@ class Gateway:
         outcome: Callable[[], T],
         final: Callable[[T], bool],
         retry: bool = False,
+        topic: str = topics.WALLET_REQUESTS,
     ) -> tuple[str, T]:
         """:meth:`submit`, then the command's ``outcome`` as the read model holds it (the runtimes'
         common call: :class:`services.backoffice.kafka_commands.KafkaGateway` waits for ``final``; so does
         this one with ``run_pipeline=False``: :meth:`_handed_over`; else ``retry`` does not matter: the
-        pipeline runs to idle here, so an outcome is never late)."""
+        pipeline runs to idle here, so an outcome is never late). ``topic``: a wallet request by default
+        (``account_id`` its account), else a request keyed by ``account_id`` with ``payload`` as is."""
+        body = request_body(topic, account_id, payload)
         if not self.run_pipeline:
-            return self._handed_over(type_, account_id, payload, key_id, idem, (outcome, final), retry)
-        event_id = self.submit(type_, account_id, payload, key_id=key_id, idem=idem)
+            return self._handed_over(type_, (topic, account_id), body, key_id, idem, (outcome, final), retry)
+        event_id = self.submit_to(topic, type_, account_id, body, key_id=key_id, idem=idem)
         return event_id, outcome()
 
     def _handed_over(  # noqa: PLR0917 (command()'s arguments, handed on)
         self,
         type_: str,
-        account_id: str,
-        payload: dict[str, Any],
+        where: tuple[str, str],
+        body: dict[str, Any],
         key_id: str,
         idem: str,
         wanted: tuple[Callable[[], T], Callable[[T], bool]],
@@ -243,18 +252,18 @@ class Gateway:
         """Append the request (unless ``retry``: it is on the log already) and wait for its outcome,
         which the process running the pipeline makes (``casino-ledger pipeline``)."""
         outcome, final = wanted
+        topic, key = where
         event_id = name_id(PRINCIPAL, key_id, idem)
         self.catch_up()
         before = outcome()
         if final(before):
             if retry:
                 return event_id, before
-            raise LogConflict(event_id, topics.WALLET_REQUESTS)
+            raise LogConflict(event_id, topic)
         if not retry:  # on the log already: the same id again with another time would conflict
             env = request(
-                type_, topics.WALLET_REQUESTS, account_id, {"account_id": account_id, **payload},
-                event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL,
-            )  # fmt: skip
+                type_, topic, key, body, event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL
+            )
             self._run(lambda: self._open().append([_as_backoffice(env, self.keyring_path)]))
         deadline = time.monotonic() + self.timeout_s
         while True:

@@ -35,7 +35,13 @@ from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
 from sqlalchemy import func, select
 
 from services.backoffice import schema as s
-from services.backoffice.commands import PRINCIPAL, BrokerUnavailable, OutcomeTimeout, now_rfc3339
+from services.backoffice.commands import (
+    PRINCIPAL,
+    BrokerUnavailable,
+    OutcomeTimeout,
+    now_rfc3339,
+    request_body,
+)
 from services.backoffice.projector import Projector
 from services.core import topics
 from services.core.envelope import Envelope, name_id, request
@@ -152,21 +158,22 @@ class KafkaGateway:
         outcome: Callable[[], T],
         final: Callable[[T], bool],
         retry: bool = False,
+        topic: str = topics.WALLET_REQUESTS,
     ) -> tuple[str, T]:
         """Produce one wallet request for ``account_id`` (ids derived from ``key_id`` and ``idem``) and
         wait until ``final(outcome())``; returns the request's event id and that outcome. ``retry``: the
         request was produced before and its outcome came too late: it is not produced again, its outcome
-        is awaited."""
+        is awaited. ``topic``: another request topic, keyed by ``account_id`` (:func:`request_body`)."""
         event_id = name_id(PRINCIPAL, key_id, idem)
         before = outcome()
         if final(before):
             if retry:
                 return event_id, before
-            raise LogConflict(event_id, topics.WALLET_REQUESTS)
+            raise LogConflict(event_id, topic)
         if retry:  # on the log already: the same id again with another time would be a conflicting copy
             return event_id, self._await(event_id, outcome, final)
         env = request(
-            type_, topics.WALLET_REQUESTS, account_id, {"account_id": account_id, **payload},
+            type_, topic, account_id, request_body(topic, account_id, payload),
             event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL,
         )  # fmt: skip
         self._produce(authenticate(env, self._key) if self._key is not None else env)

@@ -17,6 +17,7 @@ from services.app.adversaries import Hedger
 from services.app.simulator import Session, demo_tables
 from services.backoffice import alert_queries as aq
 from services.backoffice import exports
+from services.backoffice.facts import writer_keys_for
 from services.backoffice.projector import Projector, dump_rows
 from services.backoffice.schema import make_engine
 from services.core import topics
@@ -235,7 +236,7 @@ def test_the_case_tables_rebuild_from_the_log(served: Any, tmp_path: Path) -> No
     fresh = make_engine(f"sqlite:///{tmp_path / 'fresh.db'}")
     upgrade(fresh)
     with EmbeddedLog(log, readonly=True) as read:
-        Projector(fresh).catch_up(read)
+        Projector(fresh, writers=writer_keys_for(log, log.parent / "keyring.json")).catch_up(read)
     served_rows, fresh_rows = dump_rows(make_engine(f"sqlite:///{read_db}")), dump_rows(fresh)
     for table in ("bo_alerts", "bo_alert_accounts", "bo_alert_cases", "bo_alert_case_steps"):
         assert served_rows[table] == fresh_rows[table], table
@@ -271,7 +272,7 @@ def test_postgresql_holds_the_same_cases_and_answers_the_same_queries(served: An
         try:
             upgrade(pg)
             with EmbeddedLog(log, readonly=True) as read:
-                Projector(pg).catch_up(read)
+                Projector(pg, writers=writer_keys_for(log, log.parent / "keyring.json")).catch_up(read)
             lite = make_engine(f"sqlite:///{read_db}")
             for table in ("bo_alerts", "bo_alert_accounts", "bo_alert_cases", "bo_alert_case_steps"):
                 assert dump_rows(lite)[table] == dump_rows(pg)[table], table

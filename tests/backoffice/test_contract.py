@@ -18,14 +18,16 @@ from tests.backoffice.conftest import running_server
 ROLES_OF = {
     ("get", "/v1/accounts/{account_id}/balance"): ["admin", "auditor", "cashier", "terminal"],
     ("get", "/v1/accounts/{account_id}/statement"): ["admin", "auditor", "cashier"],
-    ("get", "/v1/rounds/{coup_id}"): ["admin", "auditor", "operator"],
-    ("get", "/v1/tables"): ["admin", "auditor", "operator"],
-    ("get", "/v1/tables/{table_id}/report"): ["admin", "auditor", "operator"],
-    ("get", "/v1/alerts"): ["admin", "auditor", "operator"],
+    ("get", "/v1/rounds/{coup_id}"): ["admin", "analyst", "auditor", "operator"],
+    ("get", "/v1/tables"): ["admin", "analyst", "auditor", "operator"],
+    ("get", "/v1/tables/{table_id}/report"): ["admin", "analyst", "auditor", "operator"],
+    ("get", "/v1/alerts"): ["admin", "analyst", "auditor", "operator"],
     ("get", "/v1/findings"): ["admin", "auditor", "operator"],
     ("post", "/v1/cashier/deposits"): ["admin", "cashier"],
     ("post", "/v1/cashier/withdrawals"): ["admin", "cashier"],
     ("post", "/v1/bets"): ["admin", "terminal"],
+    ("post", "/v1/alerts/{alert_id}/acknowledge"): ["admin", "analyst"],
+    ("get", "/v1/alerts/{alert_id}/evidence"): ["admin", "analyst", "auditor", "operator"],
 }
 
 

@@ -94,8 +94,8 @@ def test_poisoned_open_tables_never_stop_the_pipeline_nor_touch_the_money(tmp_pa
     with EmbeddedLog(tmp_path / "poisoned.db") as log:
         rows = list(log.iter_all())
         for name, processor in default_pipeline():
-            last_input = max(o for o, topic, *_ in rows if topic in processor.inputs)
-            assert log.committed(name) >= last_input, name
+            last_input = max((o for o, topic, *_ in rows if topic in processor.inputs), default=0)
+            assert log.committed(name) >= last_input, name  # 0: no input (no analyst worked a case)
     records = [parse_record(raw) for *_, raw in rows]
     answered = {r.payload.get("original_event_id") for r in records if r.type == "DeadLetter"}
     answered |= {r.payload.get("command_id") for r in records if r.type == "CommandRefused"}
