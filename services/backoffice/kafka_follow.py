@@ -9,19 +9,29 @@ nothing it did not. No consumer group is used (positions live with the read mode
 Kafka orders records per partition only; the projector's rows do not depend on how partitions of
 different topics interleave (a bet's row is built from whichever of its records comes first), except
 that a payout seen before its coup's ``BettingOpened`` counts in the gaming day of its own time.
+
+Facts only (issue 28): a record is applied once a signed head of its expected writer covers it
+(:mod:`services.backoffice.kafka_facts`, the gate). A partition whose next record is still pending is
+held back (paused, read again from its position after the gate's next refresh); noise that can never be
+attested is passed over and counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 from aiokafka import TopicPartition  # type: ignore[import-untyped]
 
+from services.backoffice.kafka_facts import KafkaFacts
 from services.backoffice.projector import INPUTS, Projector, Row
 from services.runtime.kafka.bus import real_ends
 from services.runtime.kafka.topic_io import new_consumer, partitions_of
 from services.runtime.settings import Settings
+
+REFRESH_S = 0.5
+"""How long a held-back partition waits at least before the gate reads the signed heads again."""
 
 
 def source_of(tp: TopicPartition) -> str:
@@ -36,11 +46,14 @@ async def follow_kafka(
     until_idle: bool = True,
     stop: asyncio.Event | None = None,
     topics: Sequence[str] = INPUTS,
+    gate: KafkaFacts | None = None,
 ) -> int:
-    """Apply the input topics' records to the read model, per partition in order. With ``until_idle``
-    return once every partition is applied up to its end as of the start; otherwise run until ``stop``
-    is set. Returns how many records were applied."""
+    """Apply the input topics' facts to the read model, per partition in order. With ``until_idle``
+    return once every partition is read up to its end as of the start (what is still pending is left
+    for the next run); otherwise run until ``stop`` is set, holding a pending partition back. Returns
+    how many records were applied (or passed over as never attested)."""
     consumer = new_consumer(settings)
+    gate = gate if gate is not None else KafkaFacts(settings, projector.facts.survey.keys)
     await consumer.start()
     applied = 0
     try:
@@ -51,6 +64,9 @@ async def follow_kafka(
         at = {tp: projector.position(source_of(tp)) for tp in tps}
         for tp in tps:
             consumer.seek(tp, at[tp])
+        await gate.refresh(at)
+        held: set[TopicPartition] = set()
+        refreshed = time.monotonic()
         while True:
             if until_idle and all(at[tp] >= ends[tp] for tp in tps):
                 return applied
@@ -63,8 +79,19 @@ async def follow_kafka(
                     (m.offset + 1, topic, (m.key or b"").decode("utf-8", "replace"), m.value or b"")
                     for m in messages
                 ]
-                applied += await asyncio.to_thread(projector.apply, rows, source_of(tp))
-                if rows:
+                view = gate.view(tp)
+                applied += await asyncio.to_thread(projector.apply, rows, source_of(tp), gate=view)
+                if view.pending_at is not None and not until_idle:  # read it again after a refresh
+                    consumer.seek(tp, projector.position(source_of(tp)))
+                    consumer.pause(tp)
+                    held.add(tp)
+                elif rows:
                     at[tp] = max(at[tp], rows[-1][0])
+            if held and time.monotonic() - refreshed >= REFRESH_S:
+                await gate.refresh({tp: projector.position(source_of(tp)) for tp in tps})
+                consumer.resume(*held)
+                held.clear()
+                refreshed = time.monotonic()
     finally:
+        await gate.close()
         await consumer.stop()

@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 
 from services.app.simulator import Session, demo_tables
 from services.backoffice import queries
+from services.backoffice.kafka_facts import HEADS_TOPICS
 from services.backoffice.kafka_follow import follow_kafka
 from services.backoffice.migrate import upgrade
 from services.backoffice.projector import INPUTS, Projector, dump_rows
@@ -31,8 +32,8 @@ def _engine(path: Path) -> Engine:
 
 
 def test_projection_from_kafka_equals_the_embedded_one(kafka_broker: str, tmp_path: Path) -> None:
-    """A seeded session's records produced to Kafka and projected from there give every account the
-    same balance, every wallet the same statement and every table the same report as the projection of
+    """A seeded session's records (with its signed heads) produced to Kafka and projected from there,
+    facts only, give every account the same balance, every wallet the same statement and every table the same report as the projection of
     the embedded log; a second run of the loop (a restart) applies nothing more."""
     log_path = tmp_path / "log.db"
     bus = EmbeddedBus(log_path)
@@ -41,13 +42,14 @@ def test_projection_from_kafka_equals_the_embedded_one(kafka_broker: str, tmp_pa
     finally:
         bus.close()
     with EmbeddedLog(log_path, readonly=True) as log:
-        rows = [r for r in log.iter_all() if r[1] in INPUTS]
+        produced = [r for r in log.iter_all() if r[1] in (*INPUTS, *HEADS_TOPICS)]
+        rows = [r for r in produced if r[1] in INPUTS]
         embedded = Projector(_engine(tmp_path / "embedded.db"))
         embedded.catch_up(log)
     prefix = f"bo{uuid.uuid4().hex[:10]}."
     settings = Settings(bootstrap_servers=kafka_broker, topic_prefix=prefix, partitions=3)
-    asyncio.run(ensure_topics(settings, list(INPUTS)))
-    asyncio.run(aproduce_raw(settings, [(t, k.encode(), raw) for _o, t, k, raw in rows]))
+    asyncio.run(ensure_topics(settings, [*INPUTS, *HEADS_TOPICS]))
+    asyncio.run(aproduce_raw(settings, [(t, k.encode(), raw) for _o, t, k, raw in produced]))
 
     projector = Projector(_engine(tmp_path / "kafka.db"))
     assert asyncio.run(follow_kafka(settings, projector)) == len(rows)
