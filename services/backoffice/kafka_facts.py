@@ -44,12 +44,12 @@ HEADS_TOPICS = (topics.ATTEST, topics.DEADLETTER)
 
 def _record_at(k: int) -> int:
     """The decision's position of a record first read in refresh ``k``."""
-    return 2 * k + 3
+    return 2 * k + 1
 
 
 def _seal_at(j: int) -> int:
     """The decision's position of an attestation first read in refresh ``j`` (after a record's iff
-    ``j >= k + 2``)."""
+    ``j >= k + 1``)."""
     return 2 * j
 
 
@@ -101,14 +101,7 @@ class KafkaFacts:
             self._consumer = new_consumer(self.settings)
             await self._consumer.start()
         consumer, k = self._consumer, self.refreshes
-        tps = await partitions_of(consumer, [self.settings.topic(t) for t in HEADS_TOPICS])
-        ends = await consumer.end_offsets(tps) if tps else {}
-        read, reached = await read_range(consumer, self._heads_at, ends, to_end=True)
-        add = self.heads.add
-        for msgs in read.values():
-            for m in msgs:
-                add(m.value or b"", _seal_at(k))
-        self._heads_at.update(reached)
+        await self._read_heads(k)
         data = self._data_survey()
         inputs = list(starts)
         ends = await consumer.end_offsets(inputs) if inputs else {}
@@ -123,6 +116,7 @@ class KafkaFacts:
             self.reached[tp] = end
             for m in read.get(tp, ()):
                 data.add(m.value or b"", _record_at(self._first_seen(tp, m.offset)))
+        await self._read_heads(k)  # what the next refresh knows was written after these records
         self._attested = self._carried(data)
         self.refreshes = k + 1
 
@@ -138,6 +132,18 @@ class KafkaFacts:
         sure = attested.facts - attested.unverified
         self._causes = {r[1] for r in data.requests if r[1] is not None and r[1] in sure}
         return attested
+
+    async def _read_heads(self, k: int) -> None:
+        """Read ``casino.attest`` and ``casino.deadletter`` on to their ends, at refresh ``k``."""
+        consumer = self._consumer
+        tps = await partitions_of(consumer, [self.settings.topic(t) for t in HEADS_TOPICS])
+        ends = await consumer.end_offsets(tps) if tps else {}
+        read, reached = await read_range(consumer, self._heads_at, ends, to_end=True)
+        add = self.heads.add
+        for msgs in read.values():
+            for m in msgs:
+                add(m.value or b"", _seal_at(k))
+        self._heads_at.update(reached)
 
     def _data_survey(self) -> Survey:
         """A survey of the input records on top of a copy of the heads: no keys, so that nothing read
