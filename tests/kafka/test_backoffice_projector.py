@@ -34,7 +34,8 @@ def _engine(path: Path) -> Engine:
 def test_projection_from_kafka_equals_the_embedded_one(kafka_broker: str, tmp_path: Path) -> None:
     """A seeded session's records (with its signed heads) produced to Kafka and projected from there,
     facts only, give every account the same balance, every wallet the same statement and every table
-    the same report as the projection of the embedded log; a second run of the loop (a restart) applies nothing more."""
+    the same report as the projection of the embedded log; a second run of the loop (a restart) applies
+    nothing more."""
     log_path = tmp_path / "log.db"
     bus = EmbeddedBus(log_path)
     try:
