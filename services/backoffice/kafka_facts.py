@@ -7,20 +7,23 @@ form: Kafka has no single order, and the read model's positions are per partitio
 :meth:`KafkaFacts.refresh` reads ``casino.attest`` and ``casino.deadletter`` on from where it last stopped
 (every signed head, kept in one :class:`~services.audit.replay.attested.Survey`), **then** each input
 partition from the read model's position to its end (the records not applied yet: for a partition held
-back, those after its last covering head) into a survey of their own with the heads copied in; reading
-the heads first, every record a signed head names is read too. Attestations are not taken from the
-input topics (an attestation read there proves nothing about when it was written).
+back, those after its last covering head) into a survey of their own with the heads copied in, **then**
+``casino.attest`` again. Reading the heads before the inputs, every record a signed head names is read
+too. Attestations are not taken from the input topics (one read there proves nothing about when it was
+written).
 
 **Order.** The decision asks whether a seal came *after* a record (:class:`Standing`): only then may noise
 be passed over for good. Kafka cannot tell that across partitions, so the positions given to the
 decision are refresh numbers, and only what is certain counts: a record first read in refresh ``k``
-existed when that refresh read its partition; an attestation first read in refresh ``j`` did not exist
-when refresh ``j - 1`` had read ``casino.attest`` to its end, which it did after reading the inputs of
-refresh ``j - 2``... so a seal counts as after a record only when ``j >= k + 2``. A genuine record is never
-left out for a seal that may have preceded it; noise after the last seal waits (held back, its partition
-with it) until a later seal, read in a later refresh, passes it over. A run that stops when idle
-(``project --kafka`` without ``--follow``) makes one refresh: what it cannot decide yet it leaves for the
-next run.
+existed when that refresh read its partition; an attestation first read in refresh ``j`` was not there
+when refresh ``j - 1`` read ``casino.attest`` the second time, after its inputs. So a seal counts as after
+a record iff ``j > k``. A genuine record is never left out for a seal that may have preceded it; noise
+after the last seal waits (held back, its partition with it) until a seal written after the gate read
+it passes it over. A run that stops when idle (``project --kafka`` without ``--follow``) makes one
+refresh: what it cannot decide yet it leaves for the next run.
+
+Memory: the signed heads (one hash per attestation) and, per input partition, the records not applied
+yet; the requests still read keep what earlier refreshes decided of them (:meth:`KafkaFacts._carried`).
 """
 
 from __future__ import annotations
