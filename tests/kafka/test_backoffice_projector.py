@@ -4,6 +4,7 @@ embedded log, applied per partition exactly once across restarts."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from pathlib import Path
 
@@ -12,15 +13,17 @@ from sqlalchemy import Engine
 
 from services.app.simulator import Session, demo_tables
 from services.backoffice import queries
-from services.backoffice.kafka_facts import HEADS_TOPICS
+from services.backoffice.kafka_facts import HEADS_TOPICS, KafkaFacts
 from services.backoffice.kafka_follow import follow_kafka
 from services.backoffice.migrate import upgrade
 from services.backoffice.projector import INPUTS, Projector, dump_rows
 from services.backoffice.schema import make_engine
+from services.core import topics
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.kafka.topic_io import aproduce_raw
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
+from tests.backoffice.test_unattested import MILLION, forge
 
 pytestmark = pytest.mark.kafka
 
@@ -77,3 +80,43 @@ def dump_accounts(conn: object) -> list[dict[str, object]]:
     from services.backoffice import schema as s  # noqa: PLC0415
 
     return [dict(r) for r in conn.execute(select(s.accounts)).mappings()]  # type: ignore[attr-defined]
+
+
+def test_forgeries_produced_to_kafka_move_nothing_in_one_run(kafka_broker: str, tmp_path: Path) -> None:
+    """An outsider's forgeries produced after a sealed session — a withdrawal forking a real player's
+    chain below its signed head, a 1,000,000.00 deposit for a new account — leave every balance as the
+    embedded projection has it: the fork is passed over and counted (it can never be attested), the new
+    account's deposit waits (no seal was written after it), and nothing of either is applied."""
+    log_path = tmp_path / "log.db"
+    bus = EmbeddedBus(log_path)
+    try:
+        Session(bus, seed=3, players=5).run(demo_tables(2), 3)
+    finally:
+        bus.close()
+    with EmbeddedLog(log_path, readonly=True) as log:
+        produced = [r for r in log.iter_all() if r[1] in (*INPUTS, *HEADS_TOPICS)]
+        embedded = Projector(_engine(tmp_path / "embedded.db"))
+        embedded.catch_up(log)
+    recs = [json.loads(raw) for _o, _t, _k, raw in produced]
+    chain = [r for r in recs if r["topic"] == topics.WALLET_EVENTS and r["key"] == "player:001"]
+    fork = forge(recs[: recs.index(chain[1])], "withdrawal", "player:001", 1_000, 1, "none")
+    assert fork["seq"] == 1  # the signed head is further on
+    outsider = forge(recs, "deposit", "player:999", MILLION, 2, "none")
+    prefix = f"bo{uuid.uuid4().hex[:10]}."
+    settings = Settings(bootstrap_servers=kafka_broker, topic_prefix=prefix, partitions=3)
+    asyncio.run(ensure_topics(settings, [*INPUTS, *HEADS_TOPICS]))
+    body = [(t, k.encode(), raw) for _o, t, k, raw in produced]
+    body += [(r["topic"], r["key"].encode(), json.dumps(r, sort_keys=True, separators=(",", ":")).encode())
+             for r in (fork, outsider)]  # fmt: skip
+    asyncio.run(aproduce_raw(settings, body))
+
+    projector = Projector(_engine(tmp_path / "kafka.db"))
+    gate = KafkaFacts(settings, projector.facts.survey.keys)
+    asyncio.run(follow_kafka(settings, projector, gate=gate))
+    assert gate.unattested == 1 and gate.first_ids == [fork["event_id"]]
+    with embedded.engine.connect() as a, projector.engine.connect() as b:
+        accounts = sorted(r["account_id"] for r in dump_accounts(a))
+        assert sorted(r["account_id"] for r in dump_accounts(b)) == accounts
+        for account in accounts:
+            assert queries.balance(a, account) == queries.balance(b, account)
+        assert queries.balance(b, "player:999") is None
