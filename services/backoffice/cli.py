@@ -379,7 +379,12 @@ def _project_kafka(args: argparse.Namespace) -> int:
     if not url:
         return _fail(f"project --kafka needs the read model's URL in {READ_DB_ENV}")
     engine = open_read_model(url)
-    keys = kafka_writer_keys()
+    from services.runtime.replay import SourceError  # noqa: PLC0415
+
+    try:
+        keys = kafka_writer_keys()
+    except SourceError as exc:
+        return _fail(str(exc))
     projector = Projector(engine, periods=_periods(args), writers=keys)
     settings = Settings(bootstrap_servers=args.kafka)
     gate = KafkaFacts(settings, keys)
