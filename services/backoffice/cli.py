@@ -399,6 +399,9 @@ def _project_kafka(args: argparse.Namespace) -> int:
         first = ", ".join(printable(i) for i in gate.first_ids[:5])
         print(f"left out {gate.unattested} unattested record(s) (no signed head of their writer covers "
               f"them), first: {first}", file=sys.stderr)  # fmt: skip
+    for tp, offset in sorted(gate.pending.items()):
+        print(f"waiting at {tp.topic}:{tp.partition} offset {offset - 1} for a signed head to cover it",
+              file=sys.stderr)  # fmt: skip
     if not keys:
         print("no public keys to check signed heads with: set CASINO_PUBLIC_KEYRING (keys public) or "
               "CASINO_KEYRING; nothing is applied without them", file=sys.stderr)  # fmt: skip

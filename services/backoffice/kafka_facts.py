@@ -63,7 +63,19 @@ class PartitionGate:
         self.facts, self.tp = facts, tp
         self.read = facts.reached.get(tp, 0)
         """The last projector offset (Kafka offset + 1) of this partition surveyed."""
-        self.pending_at: int | None = None
+        self._pending_at: int | None = None
+
+    @property
+    def pending_at(self) -> int | None:
+        """The projector offset the projector stopped at, waiting for a signed head (``None``: it did
+        not); noted in :attr:`KafkaFacts.pending`."""
+        return self._pending_at
+
+    @pending_at.setter
+    def pending_at(self, offset: int | None) -> None:
+        self._pending_at = offset
+        if offset is not None:
+            self.facts.pending[self.tp] = offset
 
     def standing(self, env: Envelope, offset: int) -> Standing:
         """Where the record ``env`` at projector offset ``offset`` stands (counted when never a fact)."""
@@ -92,9 +104,13 @@ class KafkaFacts:
         self.unattested = 0
         """Records passed over as never attested (this process)."""
         self.first_ids: list[str] = []
+        self.pending: dict[TopicPartition, int] = {}
+        """Input partition → the projector offset it was last held at (waiting for a signed head)."""
 
     def view(self, tp: TopicPartition) -> PartitionGate:
-        """The gate of one input partition for the projector's next ``apply``."""
+        """The gate of one input partition for the projector's next ``apply`` (which notes in
+        :attr:`pending` whether it stops there again)."""
+        self.pending.pop(tp, None)
         return PartitionGate(self, tp)
 
     async def refresh(self, starts: Mapping[TopicPartition, int]) -> None:

@@ -68,7 +68,7 @@ async def follow_kafka(
         held: set[TopicPartition] = set()
         refreshed = time.monotonic()
         while True:
-            if until_idle and all(at[tp] >= ends[tp] for tp in tps):
+            if until_idle and all(at[tp] >= ends[tp] or tp in held for tp in tps):
                 return applied
             if stop is not None and stop.is_set():
                 return applied
@@ -81,13 +81,13 @@ async def follow_kafka(
                 ]
                 view = gate.view(tp)
                 applied += await asyncio.to_thread(projector.apply, rows, source_of(tp), gate=view)
-                if view.pending_at is not None and not until_idle:  # read it again after a refresh
+                if view.pending_at is not None:  # held back: read again after a refresh (or next run)
                     consumer.seek(tp, projector.position(source_of(tp)))
                     consumer.pause(tp)
                     held.add(tp)
                 elif rows:
                     at[tp] = max(at[tp], rows[-1][0])
-            if held and time.monotonic() - refreshed >= REFRESH_S:
+            if held and not until_idle and time.monotonic() - refreshed >= REFRESH_S:
                 await gate.refresh({tp: projector.position(source_of(tp)) for tp in tps})
                 consumer.resume(*held)
                 held.clear()

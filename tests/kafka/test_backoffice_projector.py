@@ -9,12 +9,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from aiokafka.partitioner import murmur2  # type: ignore[import-untyped]
 from sqlalchemy import Engine
 
 from services.app.simulator import Session, demo_tables
 from services.backoffice import queries
 from services.backoffice.kafka_facts import HEADS_TOPICS, KafkaFacts
-from services.backoffice.kafka_follow import follow_kafka
+from services.backoffice.kafka_follow import follow_kafka, source_of
 from services.backoffice.migrate import upgrade
 from services.backoffice.projector import INPUTS, Projector, dump_rows
 from services.backoffice.schema import make_engine
@@ -74,6 +75,11 @@ def test_projection_from_kafka_equals_the_embedded_one(kafka_broker: str, tmp_pa
             assert queries.last_rounds(a, t["table_id"], 100) == queries.last_rounds(b, t["table_id"], 100)
 
 
+def _partition(key: str, partitions: int = 3) -> int:
+    """The partition the producer's default partitioner gives ``key``."""
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+
+
 def dump_accounts(conn: object) -> list[dict[str, object]]:
     from sqlalchemy import select  # noqa: PLC0415
 
@@ -102,18 +108,28 @@ def test_forgeries_produced_to_kafka_move_nothing_in_one_run(kafka_broker: str, 
     fork = forge(recs[: recs.index(chain[1])], "withdrawal", "player:001", 1_000, 1, "none")
     assert fork["seq"] == 1  # the signed head is further on
     outsider = forge(recs, "deposit", "player:999", MILLION, 2, "none")
+    # after the outsider's deposit, in its partition, a fork of a real chain (passed over on its own): it
+    # must wait behind the deposit, never carry the position past it
+    part = _partition(outsider["key"])
+    other = next(r["key"] for r in recs if r["topic"] == topics.WALLET_EVENTS and r["seq"] == 1
+                 and r["key"] != "player:999" and _partition(r["key"]) == part)  # fmt: skip
+    mine = [r for r in recs if r["topic"] == topics.WALLET_EVENTS and r["key"] == other]
+    behind = forge(recs[: recs.index(mine[1])], "withdrawal", other, 1_000, 3, "none")
     prefix = f"bo{uuid.uuid4().hex[:10]}."
     settings = Settings(bootstrap_servers=kafka_broker, topic_prefix=prefix, partitions=3)
     asyncio.run(ensure_topics(settings, [*INPUTS, *HEADS_TOPICS]))
     body = [(t, k.encode(), raw) for _o, t, k, raw in produced]
     body += [(r["topic"], r["key"].encode(), json.dumps(r, sort_keys=True, separators=(",", ":")).encode())
-             for r in (fork, outsider)]  # fmt: skip
+             for r in (fork, outsider, behind)]  # fmt: skip
     asyncio.run(aproduce_raw(settings, body))
 
     projector = Projector(_engine(tmp_path / "kafka.db"))
     gate = KafkaFacts(settings, projector.facts.survey.keys)
     asyncio.run(follow_kafka(settings, projector, gate=gate))
     assert gate.unattested == 1 and gate.first_ids == [fork["event_id"]]
+    assert len(gate.pending) == 1  # the new account's deposit waits, and the fork behind it
+    ((tp, offset),) = gate.pending.items()
+    assert tp.partition == part and projector.position(source_of(tp)) == offset - 1
     with embedded.engine.connect() as a, projector.engine.connect() as b:
         accounts = sorted(r["account_id"] for r in dump_accounts(a))
         assert sorted(r["account_id"] for r in dump_accounts(b)) == accounts
