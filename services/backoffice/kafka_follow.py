@@ -30,8 +30,9 @@ from services.runtime.kafka.bus import real_ends
 from services.runtime.kafka.topic_io import new_consumer, partitions_of
 from services.runtime.settings import Settings
 
-REFRESH_S = 0.5
-"""How long a held-back partition waits at least before the gate reads the signed heads again."""
+REFRESH_S = 0.2
+"""How long a partition held at a record already surveyed waits at least before the gate reads the
+signed heads again (at once when it stopped at a record the gate has not read yet)."""
 
 
 def source_of(tp: TopicPartition) -> str:
@@ -66,6 +67,7 @@ async def follow_kafka(
             consumer.seek(tp, at[tp])
         await gate.refresh(at)
         held: set[TopicPartition] = set()
+        unread = False
         refreshed = time.monotonic()
         while True:
             if until_idle and all(at[tp] >= ends[tp] or tp in held for tp in tps):
@@ -85,12 +87,14 @@ async def follow_kafka(
                     consumer.seek(tp, projector.position(source_of(tp)))
                     consumer.pause(tp)
                     held.add(tp)
+                    unread = unread or view.pending_at > view.read  # new records: refresh at once
                 elif rows:
                     at[tp] = max(at[tp], rows[-1][0])
-            if held and not until_idle and time.monotonic() - refreshed >= REFRESH_S:
+            if held and not until_idle and (unread or time.monotonic() - refreshed >= REFRESH_S):
                 await gate.refresh({tp: projector.position(source_of(tp)) for tp in tps})
                 consumer.resume(*held)
                 held.clear()
+                unread = False
                 refreshed = time.monotonic()
     finally:
         await gate.close()
