@@ -113,14 +113,16 @@ def main(requests: int = REQUESTS) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp, tansu(Path(tmp) / "tansu.log") as broker:
         ring = new_keyring()
         keyring = save_keyring(ring, Path(tmp) / "keyring.json")
-        key_file = next(p for p in save_split(ring, Path(tmp) / "keys") if p.stem == "backoffice")
+        split = save_split(ring, Path(tmp) / "keys")
+        key_file = next(p for p in split if p.stem == "backoffice")
+        public = next(p for p in split if p.stem == "public-keyring")
         cashier_key = new_key(key_file, "cashier")[0]
         settings = quick_settings(Settings(bootstrap_servers=broker, topic_prefix=f"bb{uuid.uuid4().hex[:8]}.",
                                            partitions=3, keyring=keyring), env={})  # fmt: skip
         read_url = f"sqlite:///{Path(tmp) / 'read.db'}"
         upgrade(make_engine(read_url))
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("CASINO_")}, **worker_env(settings),
-               "CASINO_READ_DB": read_url}  # fmt: skip
+               "CASINO_READ_DB": read_url, "CASINO_PUBLIC_KEYRING": str(public)}  # fmt: skip
         with running(settings, Path(tmp) / "workers") as bus:
             bus.drain()
             follower = subprocess.Popen([sys.executable, "-m", "services.cli", "project", "--kafka", broker,

@@ -415,6 +415,8 @@ def _project_kafka(args: argparse.Namespace) -> int:
     """The Kafka consumer loop into the read model at ``CASINO_READ_DB``."""
     import asyncio  # noqa: PLC0415
 
+    from services.backoffice.facts import kafka_writer_keys  # noqa: PLC0415
+    from services.backoffice.kafka_facts import KafkaFacts  # noqa: PLC0415
     from services.backoffice.kafka_follow import follow_kafka  # noqa: PLC0415
     from services.backoffice.projector import Projector  # noqa: PLC0415
     from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
@@ -424,13 +426,32 @@ def _project_kafka(args: argparse.Namespace) -> int:
     if not url:
         return _fail(f"project --kafka needs the read model's URL in {READ_DB_ENV}")
     engine = open_read_model(url)
-    projector = Projector(engine, periods=_periods(args))
+    from services.runtime.replay import SourceError  # noqa: PLC0415
+
+    try:
+        keys = kafka_writer_keys()
+    except SourceError as exc:
+        return _fail(str(exc))
+    projector = Projector(engine, periods=_periods(args), writers=keys)
+    settings = Settings(bootstrap_servers=args.kafka)
+    gate = KafkaFacts(settings, keys)
     with read_model_errors(url):
         if args.rebuild:
             projector.rebuild()
-        settings = Settings(bootstrap_servers=args.kafka)
-        applied = asyncio.run(follow_kafka(settings, projector, until_idle=not args.follow))
+        applied = asyncio.run(follow_kafka(settings, projector, until_idle=not args.follow, gate=gate))
     print(f"projected {applied} records from Kafka", file=sys.stderr)
+    if gate.unattested:
+        from services.runtime.textfit import printable  # noqa: PLC0415
+
+        first = ", ".join(printable(i) for i in gate.first_ids[:5])
+        print(f"left out {gate.unattested} unattested record(s) (no signed head of their writer covers "
+              f"them), first: {first}", file=sys.stderr)  # fmt: skip
+    for tp, offset in sorted(gate.pending.items()):
+        print(f"waiting at {tp.topic}:{tp.partition} offset {offset - 1} for a signed head to cover it",
+              file=sys.stderr)  # fmt: skip
+    if not keys:
+        print("no public keys to check signed heads with: set CASINO_PUBLIC_KEYRING (keys public) or "
+              "CASINO_KEYRING; nothing is applied without them", file=sys.stderr)  # fmt: skip
     return 0
 
 

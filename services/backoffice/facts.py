@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from services.audit.replay.attested import FIRST_IDS, Attested, Standing, Survey, WriterKey, writer_keys
 from services.core import topics
@@ -61,6 +61,15 @@ def writer_keys_for(log: str | Path | None, keyring: str | Path | None = None) -
     return _found(log)
 
 
+def kafka_writer_keys(keyring: str | Path | None = None) -> dict[str, WriterKey]:
+    """The public keys the read model on Kafka checks signed heads with: ``CASINO_PUBLIC_KEYRING``, else
+    the public half of ``keyring`` (or ``CASINO_KEYRING``), as :func:`writer_keys_for` chooses; the public
+    demo keyring only in demo mode (anyone can sign with it); else none: nothing is applied."""
+    if setting("public_keyring").strip() or keyring or setting("keyring"):
+        return writer_keys_for(None, keyring)
+    return writer_keys_for(None) if _demo_mode() else {}
+
+
 def _found(log: str | Path | None) -> dict[str, WriterKey]:
     """The public keyring beside the log; else the public demo keyring, but only for a log the demo
     keys wrote (or in demo mode): anyone can sign with the demo key, so a production log never trusts
@@ -93,6 +102,20 @@ def _signed_with(log: str | Path | None, keys: Mapping[str, WriterKey], *, empty
     except ValueError:
         return False
     return auth.get("key_id") in keys
+
+
+class Gate(Protocol):
+    """What the projector asks of a source's records (:meth:`Projector.apply`): :class:`Facts` on the
+    embedded log, :class:`services.backoffice.kafka_facts.PartitionGate` per partition on Kafka."""
+
+    read: int
+    """The last offset surveyed: a record after it is pending."""
+    pending_at: int | None
+    """Set by the projector: the offset it stopped at, waiting for a signed head."""
+
+    def standing(self, env: Envelope, offset: int) -> Standing:
+        """Where the record ``env`` at ``offset`` stands."""
+        ...
 
 
 class Facts:

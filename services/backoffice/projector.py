@@ -42,7 +42,7 @@ from sqlalchemy import Connection, Engine, bindparam, delete, func, select, upda
 from services.audit.replay.attested import Standing, WriterKey
 from services.backoffice import schema as s
 from services.backoffice.casework_projection import case_changed, index_alert_accounts
-from services.backoffice.facts import Facts, writer_keys_for
+from services.backoffice.facts import Facts, Gate, writer_keys_for
 from services.core import figures, topics
 from services.core.contract import payload_of
 from services.core.envelope import Envelope, canonical, parse_record
@@ -184,7 +184,7 @@ class Projector:
 
     # -- applying -------------------------------------------------------------------------------------
 
-    def apply(self, rows: Sequence[Row], source: str = EMBEDDED, *, gate: Facts | None = None) -> int:
+    def apply(self, rows: Sequence[Row], source: str = EMBEDDED, *, gate: Gate | None = None) -> int:
         """Apply ``rows`` (ascending offsets of ``source``) in one transaction with the new position;
         rows at or before the stored position are skipped; with a ``gate``, facts only, up to the first
         record still pending. Returns how many were applied (or passed over)."""
@@ -234,7 +234,7 @@ class Projector:
         self.facts.unattested, self.facts.first_ids = 0, []
         return self.catch_up(log) if log is not None else 0
 
-    def _apply_one(self, conn: Connection, offset: int, topic: str, raw: bytes, gate: Facts | None) -> bool:
+    def _apply_one(self, conn: Connection, offset: int, topic: str, raw: bytes, gate: Gate | None) -> bool:
         """Apply one record (a fact, with a ``gate``); ``False``: it is pending, stop before it."""
         try:
             env = parse_record(raw)

@@ -42,6 +42,8 @@ class KafkaBackOffice:
     keys: dict[str, str]
     read_url: str
     follower: subprocess.Popen[bytes]
+    public_keyring: Path | None = None
+    """The principals' public keys (``keys new --split``): all the follower checks signed heads with."""
 
     def records(self) -> list[dict[str, Any]]:
         """Every record of every topic as parsed JSON."""
@@ -57,6 +59,8 @@ class KafkaBackOffice:
         env.update(worker_env(self.settings))
         env.pop("CASINO_KEYRING", None)
         env[READ_DB_ENV] = self.read_url
+        if self.public_keyring is not None:
+            env["CASINO_PUBLIC_KEYRING"] = str(self.public_keyring)
         return env
 
 
@@ -76,6 +80,7 @@ def kafka_back_office(
     ring = new_keyring()
     keyring = save_keyring(ring, tmp / "keyring.json")
     split = {p.name: p for p in save_split(ring, tmp / "split")}
+    public = next(p for n, p in split.items() if n.startswith("public"))
     key_file = split[f"{Principal.BACKOFFICE.value}.json"]
     keys = {role: new_key(key_file, role)[0] for role in ROLES}
     settings = quick_settings(Settings(
@@ -88,7 +93,7 @@ def kafka_back_office(
         with running(settings, tmp / "workers") as bus:
             Session(bus, seed=11, players=6, keyring=ring).run(demo_tables(tables), coups)
             bus.drain()
-            bo = KafkaBackOffice(settings, keyring, key_file, keys, read_url, None)  # type: ignore[arg-type]
+            bo = KafkaBackOffice(settings, keyring, key_file, keys, read_url, None, public)  # type: ignore[arg-type]
             bo.follower = follower(bo.env(), broker, tmp / "follower.log")
             try:
                 wanted = len([r for r in bo.records() if r["topic"] in _PROJECTED])

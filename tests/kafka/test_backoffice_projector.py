@@ -4,22 +4,27 @@ embedded log, applied per partition exactly once across restarts."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from pathlib import Path
 
 import pytest
+from aiokafka.partitioner import murmur2  # type: ignore[import-untyped]
 from sqlalchemy import Engine
 
 from services.app.simulator import Session, demo_tables
 from services.backoffice import queries
-from services.backoffice.kafka_follow import follow_kafka
+from services.backoffice.kafka_facts import HEADS_TOPICS, KafkaFacts
+from services.backoffice.kafka_follow import follow_kafka, source_of
 from services.backoffice.migrate import upgrade
 from services.backoffice.projector import INPUTS, Projector, dump_rows
 from services.backoffice.schema import make_engine
+from services.core import topics
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.kafka.topic_io import aproduce_raw
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
+from tests.backoffice.test_unattested import MILLION, forge
 
 pytestmark = pytest.mark.kafka
 
@@ -31,9 +36,10 @@ def _engine(path: Path) -> Engine:
 
 
 def test_projection_from_kafka_equals_the_embedded_one(kafka_broker: str, tmp_path: Path) -> None:
-    """A seeded session's records produced to Kafka and projected from there give every account the
-    same balance, every wallet the same statement and every table the same report as the projection of
-    the embedded log; a second run of the loop (a restart) applies nothing more."""
+    """A seeded session's records (with its signed heads) produced to Kafka and projected from there,
+    facts only, give every account the same balance, every wallet the same statement and every table
+    the same report as the projection of the embedded log; a second run of the loop (a restart) applies
+    nothing more."""
     log_path = tmp_path / "log.db"
     bus = EmbeddedBus(log_path)
     try:
@@ -41,13 +47,14 @@ def test_projection_from_kafka_equals_the_embedded_one(kafka_broker: str, tmp_pa
     finally:
         bus.close()
     with EmbeddedLog(log_path, readonly=True) as log:
-        rows = [r for r in log.iter_all() if r[1] in INPUTS]
+        produced = [r for r in log.iter_all() if r[1] in (*INPUTS, *HEADS_TOPICS)]
+        rows = [r for r in produced if r[1] in INPUTS]
         embedded = Projector(_engine(tmp_path / "embedded.db"))
         embedded.catch_up(log)
     prefix = f"bo{uuid.uuid4().hex[:10]}."
     settings = Settings(bootstrap_servers=kafka_broker, topic_prefix=prefix, partitions=3)
-    asyncio.run(ensure_topics(settings, list(INPUTS)))
-    asyncio.run(aproduce_raw(settings, [(t, k.encode(), raw) for _o, t, k, raw in rows]))
+    asyncio.run(ensure_topics(settings, [*INPUTS, *HEADS_TOPICS]))
+    asyncio.run(aproduce_raw(settings, [(t, k.encode(), raw) for _o, t, k, raw in produced]))
 
     projector = Projector(_engine(tmp_path / "kafka.db"))
     assert asyncio.run(follow_kafka(settings, projector)) == len(rows)
@@ -68,9 +75,64 @@ def test_projection_from_kafka_equals_the_embedded_one(kafka_broker: str, tmp_pa
             assert queries.last_rounds(a, t["table_id"], 100) == queries.last_rounds(b, t["table_id"], 100)
 
 
+def _partition(key: str, partitions: int = 3) -> int:
+    """The partition the producer's default partitioner gives ``key``."""
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+
+
 def dump_accounts(conn: object) -> list[dict[str, object]]:
     from sqlalchemy import select  # noqa: PLC0415
 
     from services.backoffice import schema as s  # noqa: PLC0415
 
     return [dict(r) for r in conn.execute(select(s.accounts)).mappings()]  # type: ignore[attr-defined]
+
+
+def test_forgeries_produced_to_kafka_move_nothing_in_one_run(kafka_broker: str, tmp_path: Path) -> None:
+    """An outsider's forgeries produced after a sealed session — a withdrawal forking a real player's
+    chain below its signed head, a 1,000,000.00 deposit for a new account — leave every balance as the
+    embedded projection has it: the fork is passed over and counted (it can never be attested), the new
+    account's deposit waits (no seal was written after it), and nothing of either is applied."""
+    log_path = tmp_path / "log.db"
+    bus = EmbeddedBus(log_path)
+    try:
+        Session(bus, seed=3, players=5).run(demo_tables(2), 3)
+    finally:
+        bus.close()
+    with EmbeddedLog(log_path, readonly=True) as log:
+        produced = [r for r in log.iter_all() if r[1] in (*INPUTS, *HEADS_TOPICS)]
+        embedded = Projector(_engine(tmp_path / "embedded.db"))
+        embedded.catch_up(log)
+    recs = [json.loads(raw) for _o, _t, _k, raw in produced]
+    chain = [r for r in recs if r["topic"] == topics.WALLET_EVENTS and r["key"] == "player:001"]
+    fork = forge(recs[: recs.index(chain[1])], "withdrawal", "player:001", 1_000, 1, "none")
+    assert fork["seq"] == 1  # the signed head is further on
+    outsider = forge(recs, "deposit", "player:999", MILLION, 2, "none")
+    # after the outsider's deposit, in its partition, a fork of a real chain (passed over on its own): it
+    # must wait behind the deposit, never carry the position past it
+    part = _partition(outsider["key"])
+    other = next(r["key"] for r in recs if r["topic"] == topics.WALLET_EVENTS and r["seq"] == 1
+                 and r["key"] != "player:999" and _partition(r["key"]) == part)  # fmt: skip
+    mine = [r for r in recs if r["topic"] == topics.WALLET_EVENTS and r["key"] == other]
+    behind = forge(recs[: recs.index(mine[1])], "withdrawal", other, 1_000, 3, "none")
+    prefix = f"bo{uuid.uuid4().hex[:10]}."
+    settings = Settings(bootstrap_servers=kafka_broker, topic_prefix=prefix, partitions=3)
+    asyncio.run(ensure_topics(settings, [*INPUTS, *HEADS_TOPICS]))
+    body = [(t, k.encode(), raw) for _o, t, k, raw in produced]
+    body += [(r["topic"], r["key"].encode(), json.dumps(r, sort_keys=True, separators=(",", ":")).encode())
+             for r in (fork, outsider, behind)]  # fmt: skip
+    asyncio.run(aproduce_raw(settings, body))
+
+    projector = Projector(_engine(tmp_path / "kafka.db"))
+    gate = KafkaFacts(settings, projector.facts.survey.keys)
+    asyncio.run(follow_kafka(settings, projector, gate=gate))
+    assert gate.unattested == 1 and gate.first_ids == [fork["event_id"]]
+    assert len(gate.pending) == 1  # the new account's deposit waits, and the fork behind it
+    ((tp, offset),) = gate.pending.items()
+    assert tp.partition == part and projector.position(source_of(tp)) == offset - 1
+    with embedded.engine.connect() as a, projector.engine.connect() as b:
+        accounts = sorted(r["account_id"] for r in dump_accounts(a))
+        assert sorted(r["account_id"] for r in dump_accounts(b)) == accounts
+        for account in accounts:
+            assert queries.balance(a, account) == queries.balance(b, account)
+        assert queries.balance(b, "player:999") is None

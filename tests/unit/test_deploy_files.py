@@ -425,7 +425,8 @@ def _backoffice(command: str) -> list[dict[str, Any]]:
 def test_the_back_office_runs_in_compose_and_k8s_on_its_own_key_only() -> None:
     """Compose and the manifests run ``serve --kafka`` and ``project --kafka --follow`` on the read
     model CASINO_READ_DB names (compose: a PostgreSQL service they wait for; k8s: a Secret); serve gets
-    the back office's key file alone (never the whole keyring), the projector no key at all; serve is
+    the back office's key file alone (never the whole keyring), the projector no secret key, only the
+    public keyring it checks signed heads with (docs/trust.md); serve is
     probed on /healthz and, for readiness, /readyz on the port it listens on; one projector."""
     services = COMPOSE["services"]
     serve, projector = services["backoffice"], services["backoffice-projector"]
@@ -438,7 +439,9 @@ def test_the_back_office_runs_in_compose_and_k8s_on_its_own_key_only() -> None:
     assert [s["source"] for s in serve["secrets"]] == ["casino-backoffice-key"]
     assert serve["environment"]["CASINO_KEYRING"] == "/run/secrets/casino-backoffice-key"
     assert COMPOSE["secrets"]["casino-backoffice-key"]["file"].endswith("/backoffice.json")
-    assert projector["secrets"] == [] and projector["environment"]["CASINO_KEYRING"] == ""
+    assert projector["secrets"] == [{"source": "casino-public-keyring"}]
+    assert projector["environment"]["CASINO_KEYRING"] == ""
+    assert projector["environment"]["CASINO_PUBLIC_KEYRING"] == "/run/secrets/casino-public-keyring"
     port = serve["command"][serve["command"].index("--port") + 1]
     assert serve["healthcheck"]["test"][-1] == f"http://127.0.0.1:{port}/readyz"
     check_command(serve["healthcheck"]["test"][1:])
@@ -453,6 +456,8 @@ def test_the_back_office_runs_in_compose_and_k8s_on_its_own_key_only() -> None:
             v["secret"]["secretName"] for v in doc["spec"]["template"]["spec"]["volumes"] if "secret" in v
         }
         assert "casino-ledger-keyring" not in secrets
+        if doc is k_projector:
+            assert "casino-ledger-public-keyring" in secrets
     c = containers(k_serve)[0]
     keyring = next(e["value"] for e in c["env"] if e["name"] == "CASINO_KEYRING")
     mount = next(m for m in c["volumeMounts"] if keyring.startswith(m["mountPath"] + "/"))
