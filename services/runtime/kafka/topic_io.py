@@ -28,6 +28,11 @@ READ_FETCH_MS = 10
 wait, records or not (docs/performance.md#kafka-bus-latency-on-tansu), so each round of a read costs
 this much there; a broker that answers at once with records (Kafka) is not slowed by it."""
 
+READ_ROUND_MS = 20
+"""How long one round of :func:`read_range` waits for records: a partition with nothing new is known
+to be read once a fetch response brought its high watermark, a few :data:`READ_FETCH_MS` in, so a
+round that waited longer would only add its wait to every read of an idle partition."""
+
 
 BATCH_BYTES = 512 * 1024
 """The producer's ``max_batch_size`` where records go out in batches (:class:`Outbox`): half of Kafka's
@@ -209,7 +214,7 @@ async def read_range(
         consumer.seek(tp, begin[tp])
     pending, unconfirmed = set(live), set(live) if to_end else set()
     while pending:
-        batch = await consumer.getmany(*pending, timeout_ms=200)
+        batch = await consumer.getmany(*pending, timeout_ms=READ_ROUND_MS)
         for tp, msgs in batch.items():
             kept = [m for m in msgs if m.offset < target[tp] or tp in unconfirmed]
             out[tp].extend(kept)
