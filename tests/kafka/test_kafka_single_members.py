@@ -69,6 +69,9 @@ def run(broker: str, logs: Path, *, seed: int, tables: int, coups: int, kill_aft
     try:
         _wait_for(first, '"lease_held"', SINGLE)
         main.start()
+        # the second replicas asked for the leases before the session (a loaded machine started them
+        # after the holders were killed, and they took the leases without waiting)
+        _wait_for(main, '"lease_wait"', SINGLE)
         with KafkaBus(settings, workers=main) as bus:
             Session(bus, seed=seed).run(specs, coups, progress=after_coup)
             bus.drain()

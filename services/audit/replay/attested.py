@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum
 from typing import Any, Final
 
 import orjson
@@ -60,8 +60,10 @@ CONSUMER_OF_TOPIC: Final[Mapping[str, Principal]] = {
 """The principal whose chained output makes a request of each request topic a fact."""
 
 
-class Standing(StrEnum):
-    """Where a record stands while the log is still being written (:meth:`Attested.standing`)."""
+class Standing(Enum):
+    """Where a record stands while the log is still being written (:meth:`Attested.standing`): a
+    decision the read model acts on, never a code written to a record or a report (so not a StrEnum of
+    the vocabulary)."""
 
     FACT = "fact"
     """A signed head of its expected writer covers it (or a fact names it as its cause)."""
