@@ -11,7 +11,7 @@ office's key file alone). Measured, one request at a time:
   sees ``FundsDeposited`` (``bench_kafka``'s hop): what the pipeline alone costs.
 
 Printed: p50 and p99 of each (ms) and the API's over the baseline's. The difference is the projector's
-fetch and transaction and the API's polling (:data:`services.backoffice.kafka_commands.POLL_S`).
+fetch and transaction and the API's polling (:data:`services.backoffice.commands.POLL_S`).
 
 Run: ``python -m bench backoffice_kafka`` (``BENCH_BO_REQUESTS``, default 60).
 """

@@ -48,8 +48,8 @@ PRINCIPAL = "backoffice"
 """The principal (and ``producer``) of every record the API writes."""
 
 POLL_S = 0.01
-"""How often a command projects the log and looks for its outcome when another process runs the
-pipeline."""
+"""How often a command looks for its outcome when another process makes it (:func:`awaited`): the
+pipeline process on the embedded log, the workers and the follower on Kafka."""
 
 
 class OutcomeTimeout(TimeoutError):
@@ -105,6 +105,45 @@ def request_body(topic: str, key: str, payload: dict[str, Any]) -> dict[str, Any
     """A command's payload as written: a wallet request names its account (``key``), any other request
     (an analyst's step on an alert) is written as given."""
     return {"account_id": key, **payload} if topic == topics.WALLET_REQUESTS else payload
+
+
+def awaited(
+    command: tuple[str, str],
+    wanted: tuple[Callable[[], T], Callable[[T], bool]],
+    retry: bool,
+    *,
+    write: Callable[[], None],
+    look: Callable[[], object],
+    wait_s: float,
+    hint: str,
+) -> T:
+    """A command whose outcome another process makes (``pipeline``, or Kafka's workers and follower):
+    ``write`` it (unless ``retry``: it is on the log already, and the same id again with another time
+    would be a conflicting copy), then ``look`` (bring the read model up, where this process does) until
+    ``final(outcome())``, for at most ``wait_s``. ``command``: its event id and topic. An outcome already
+    final before a first write means the id was used by another request (:class:`LogConflict`)."""
+    event_id, topic = command
+    outcome, final = wanted
+    look()
+    before = outcome()
+    if final(before):
+        if retry:
+            return before
+        raise LogConflict(event_id, topic)
+    if not retry:
+        write()
+    deadline = time.monotonic() + wait_s
+    while True:
+        look()
+        found = outcome()
+        if final(found):
+            return found
+        if time.monotonic() >= deadline:
+            raise OutcomeTimeout(
+                f"the command {event_id} is on the log but its outcome is not in the read model after "
+                f"{wait_s:g} s ({hint}): retry with the same Idempotency-Key"
+            )
+        time.sleep(POLL_S)
 
 
 def now_rfc3339() -> str:
@@ -251,30 +290,16 @@ class Gateway:
     ) -> tuple[str, T]:
         """Append the request (unless ``retry``: it is on the log already) and wait for its outcome,
         which the process running the pipeline makes (``casino-ledger pipeline``)."""
-        outcome, final = wanted
         topic, key = where
         event_id = name_id(PRINCIPAL, key_id, idem)
-        self.catch_up()
-        before = outcome()
-        if final(before):
-            if retry:
-                return event_id, before
-            raise LogConflict(event_id, topic)
-        if not retry:  # on the log already: the same id again with another time would conflict
+
+        def write() -> None:
             env = request(
                 type_, topic, key, body, event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL
             )
             self._run(lambda: self._open().append([_as_backoffice(env, self.keyring_path)]))
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            self.catch_up()
-            found = outcome()
-            if final(found):
-                return event_id, found
-            if time.monotonic() >= deadline:
-                raise OutcomeTimeout(
-                    f"the command {event_id} is on the log but its outcome is not in the read model after "
-                    f"{self.timeout_s:g} s (is `casino-ledger pipeline --db {self.log_path} --keyring KEYS "
-                    "--follow` running?): retry with the same Idempotency-Key"
-                )
-            time.sleep(POLL_S)
+
+        hint = f"is `casino-ledger pipeline --db {self.log_path} --keyring KEYS --follow` running?"
+        found = awaited((event_id, topic), wanted, retry, write=write, look=self.catch_up,
+                        wait_s=self.timeout_s, hint=hint)  # fmt: skip
+        return event_id, found

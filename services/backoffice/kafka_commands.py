@@ -6,9 +6,9 @@ the same envelopes (``Deposit``, ``Withdraw``, ``PlaceBet`` on ``casino.wallet.r
 the API key's id and the ``Idempotency-Key``), authenticated with the ``backoffice`` principal's key
 alone. The workers (settlement, dealer) run them; ``casino-ledger project --kafka --follow`` projects
 their outcome into the read model that ``serve`` reads. **Write your reads**: :meth:`KafkaGateway.command`
-returns only once the read model holds the command's outcome (polled every :data:`POLL_S`), or raises
-:class:`OutcomeTimeout` after ``timeout_s`` (the API answers 504: the command is on the log, retry with the
-same Idempotency-Key to read its answer).
+returns only once the read model holds the command's outcome (:func:`services.backoffice.commands.awaited`),
+or raises :class:`OutcomeTimeout` after ``timeout_s`` (the API answers 504: the command is on the log,
+retry with the same Idempotency-Key to read its answer).
 
 A command whose outcome the read model holds already before it is produced (its ids are derived from the
 Idempotency-Key, so the same key was used before and its stored answer is gone) is a
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,7 +37,7 @@ from services.backoffice import schema as s
 from services.backoffice.commands import (
     PRINCIPAL,
     BrokerUnavailable,
-    OutcomeTimeout,
+    awaited,
     now_rfc3339,
     request_body,
 )
@@ -47,15 +46,11 @@ from services.core import topics
 from services.core.envelope import Envelope, name_id, request
 from services.core.trust import Principal, authenticate
 from services.runtime import intake
-from services.runtime.embedded.log import LogConflict
 from services.runtime.kafka.topic_io import probe
 from services.runtime.keyring import load_keyring
 from services.runtime.settings import Settings
 
 T = TypeVar("T")
-
-POLL_S = 0.01
-"""How often a command polls the read model for its outcome."""
 
 PRODUCE_TIMEOUT_S = 30.0
 """How long a command waits for the broker to acknowledge it."""
@@ -165,30 +160,15 @@ class KafkaGateway:
         request was produced before and its outcome came too late: it is not produced again, its outcome
         is awaited. ``topic``: another request topic, keyed by ``account_id`` (:func:`request_body`)."""
         event_id = name_id(PRINCIPAL, key_id, idem)
-        before = outcome()
-        if final(before):
-            if retry:
-                return event_id, before
-            raise LogConflict(event_id, topic)
-        if retry:  # on the log already: the same id again with another time would be a conflicting copy
-            return event_id, self._await(event_id, outcome, final)
-        env = request(
-            type_, topic, account_id, request_body(topic, account_id, payload),
-            event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL,
-        )  # fmt: skip
-        self._produce(authenticate(env, self._key) if self._key is not None else env)
-        return event_id, self._await(event_id, outcome, final)
 
-    def _await(self, event_id: str, outcome: Callable[[], T], final: Callable[[T], bool]) -> T:
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            found = outcome()
-            if final(found):
-                return found
-            if time.monotonic() >= deadline:
-                raise OutcomeTimeout(
-                    f"the command {event_id} is on the log but its outcome is not in the read model after "
-                    f"{self.timeout_s:g} s (is `casino-ledger project --kafka --follow` running, and the "
-                    "workers?): retry with the same Idempotency-Key"
-                )
-            time.sleep(POLL_S)
+        def write() -> None:
+            env = request(
+                type_, topic, account_id, request_body(topic, account_id, payload),
+                event_id=event_id, occurred_at=self.clock(), producer=PRINCIPAL,
+            )  # fmt: skip
+            self._produce(authenticate(env, self._key) if self._key is not None else env)
+
+        hint = "is `casino-ledger project --kafka --follow` running, and the workers?"
+        found = awaited((event_id, topic), (outcome, final), retry, write=write, look=lambda: None,
+                        wait_s=self.timeout_s, hint=hint)  # fmt: skip
+        return event_id, found
