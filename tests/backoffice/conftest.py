@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
@@ -22,6 +23,9 @@ from services.backoffice.schema import make_engine
 from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.keyring import demo_keyring, load_keyring, new_keyring, save_keyring
+
+if TYPE_CHECKING:
+    from services.backoffice.api import ServeSettings
 
 PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 BACKENDS = ("sqlite", "postgresql")
@@ -93,13 +97,23 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running_server(log_path: Path, read_url: str, keyring: Path | None) -> Iterator[str]:
     """``serve``'s application on a real uvicorn server on a free loopback port; yields its base URL."""
+    from services.backoffice.api import ServeSettings  # noqa: PLC0415
+
+    settings = ServeSettings(log_path=log_path, read_url=read_url, keyring_path=keyring, poll_seconds=0.2)
+    with serving(settings) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(settings: ServeSettings) -> Iterator[str]:
+    """The application of ``settings`` over its read model, migrated, on a real
+    uvicorn server on a free loopback port; yields its base URL and stops it after."""
     import uvicorn  # noqa: PLC0415
 
-    from services.backoffice.api import ServeSettings, create_app  # noqa: PLC0415
+    from services.backoffice.api import create_app  # noqa: PLC0415
 
-    engine = make_engine(read_url)
+    engine = make_engine(settings.read_url)
     upgrade(engine)
-    settings = ServeSettings(log_path=log_path, read_url=read_url, keyring_path=keyring, poll_seconds=0.2)
     app = create_app(settings, engine)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))

@@ -9,8 +9,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,7 +25,7 @@ from services.runtime.kafka.bus import quick_settings, running, worker_env
 from services.runtime.kafka.topic_io import aconsume_raw
 from services.runtime.keyring import new_keyring, save_keyring, save_split
 from services.runtime.settings import Settings
-from tests.backoffice.conftest import free_port, pg_schema_url, wait_until
+from tests.backoffice.conftest import pg_schema_url, serving, wait_until
 
 
 @dataclass(slots=True)
@@ -132,30 +130,12 @@ def kafka_server(
 ) -> Iterator[str]:
     """``serve --kafka``'s application (the back office's key file alone) on a real uvicorn server, over
     the deployment's read model or the one at ``read_url``."""
-    import uvicorn  # noqa: PLC0415
-
-    from services.backoffice.api import ServeSettings, create_app  # noqa: PLC0415
+    from services.backoffice.api import ServeSettings  # noqa: PLC0415
 
     read_url = read_url or bo.read_url
-    engine = make_engine(read_url)
-    upgrade(engine)
     settings = ServeSettings(
         log_path=Path(os.devnull), read_url=read_url, keyring_path=bo.key_file, poll_seconds=0.2,
         kafka=bo.settings.model_copy(update={"keyring": None}), command_timeout_s=timeout_s,
     )  # fmt: skip
-    app = create_app(settings, engine)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the server did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        engine.dispose()
+    with serving(settings) as url:
+        yield url

@@ -127,7 +127,9 @@ def test_an_analyst_pages_filters_and_works_an_alert_on_the_page(
         row.wait_for()
         page.wait_for_function(  # the list read again under the filter (the pair's row was there before)
             "b => [...document.querySelectorAll('#alerts tr.alert .accounts')]"
-            ".every(td => td.textContent.split(/\\s+/).includes(b))", arg=B)
+            ".every(td => td.textContent.split(/\\s+/).includes(b))",
+            arg=B,
+        )
         shown = page.locator("#alerts tr.alert .accounts").all_inner_texts()
         assert shown and all(B in text.split() for text in shown)
         row.click()
