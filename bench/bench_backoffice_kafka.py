@@ -33,6 +33,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.stats import pct
 from services.backoffice.apikeys import new_key
 from services.backoffice.migrate import upgrade
 from services.backoffice.schema import make_engine
@@ -46,11 +47,6 @@ from services.runtime.settings import Settings
 from tests.helpers.broker import free_port, tansu
 
 REQUESTS = int(os.environ.get("BENCH_BO_REQUESTS", "60"))
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 @contextmanager
@@ -134,8 +130,8 @@ def main(requests: int = REQUESTS) -> dict[str, float]:
             finally:
                 follower.terminate()
                 follower.wait(30)
-    figures = {"api_p50_ms": statistics.median(api), "api_p99_ms": _pct(api, 0.99),
-               "hop_p50_ms": statistics.median(base), "hop_p99_ms": _pct(base, 0.99)}  # fmt: skip
+    figures = {"api_p50_ms": statistics.median(api), "api_p99_ms": pct(api, 0.99),
+               "hop_p50_ms": statistics.median(base), "hop_p99_ms": pct(base, 0.99)}  # fmt: skip
     figures["p50_ratio"] = figures["api_p50_ms"] / figures["hop_p50_ms"]
     print(json.dumps({k: round(v, 2) for k, v in figures.items()}, indent=2))
     return figures

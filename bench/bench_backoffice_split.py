@@ -32,17 +32,13 @@ from pathlib import Path
 
 import httpx
 
+from bench.stats import pct
 from services.backoffice.apikeys import new_key
 from services.runtime.keyring import load_keyring, new_keyring, save_keyring, save_split
 from tests.backoffice.conftest import free_port, play
 
 REQUESTS = int(os.environ.get("BENCH_BO_REQUESTS", "60"))
 CLI = [sys.executable, "-m", "services.cli"]
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _env() -> dict[str, str]:
@@ -114,8 +110,8 @@ def main(requests: int = REQUESTS) -> dict[str, float]:
         finally:
             runner.terminate()
             runner.wait(60)
-    figures = {"split_p50_ms": statistics.median(split), "split_p99_ms": _pct(split, 0.99),
-               "base_p50_ms": statistics.median(base), "base_p99_ms": _pct(base, 0.99)}  # fmt: skip
+    figures = {"split_p50_ms": statistics.median(split), "split_p99_ms": pct(split, 0.99),
+               "base_p50_ms": statistics.median(base), "base_p99_ms": pct(base, 0.99)}  # fmt: skip
     figures["p50_ratio"] = figures["split_p50_ms"] / figures["base_p50_ms"]
     print(json.dumps({k: round(v, 2) for k, v in figures.items()}, indent=2))
     return figures

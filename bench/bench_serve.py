@@ -25,6 +25,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.stats import pct
 from services.app.simulator import Session, demo_tables
 from services.backoffice.apikeys import new_key
 from services.runtime.embedded.log import EmbeddedBus
@@ -58,11 +59,6 @@ async def _load(url: str, headers: dict[str, str], requests: int) -> tuple[float
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
         return time.perf_counter() - started, latencies
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main(requests: int = REQUESTS) -> dict[str, float]:
@@ -109,8 +105,8 @@ def main(requests: int = REQUESTS) -> dict[str, float]:
                 asyncio.run(_load(url, headers, min(200, requests)))  # warm-up
                 seconds, lat = asyncio.run(_load(url, headers, requests))
                 results[f"{name}_rps"] = requests / seconds
-                results[f"{name}_p50_ms"] = _pct(lat, 0.50) * 1000
-                results[f"{name}_p99_ms"] = _pct(lat, 0.99) * 1000
+                results[f"{name}_p50_ms"] = pct(lat, 0.50) * 1000
+                results[f"{name}_p99_ms"] = pct(lat, 0.99) * 1000
         finally:
             server.terminate()
             server.wait(30)
