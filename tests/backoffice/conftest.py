@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -13,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import httpx
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
@@ -130,6 +133,26 @@ def serving(settings: ServeSettings) -> Iterator[str]:
         server.should_exit = True
         thread.join(30)
         engine.dispose()
+
+
+def serve_process(options: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """``casino-ledger serve OPTIONS --port P`` as a process on a free loopback port, once it answers
+    ``/v1/health``; its stderr is kept (a serve that exits fails the wait with it)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "services.cli", "serve", *options, "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+        try:
+            return httpx.get(url + "/v1/health", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_until(up, 60)
+    return proc, url
 
 
 def make_keyring(path: Path) -> dict[str, str]:

@@ -23,7 +23,12 @@ from services.backoffice.api import PERMISSIONS
 from services.backoffice.apikeys import ROLES
 from services.backoffice.projector import dump_rows
 from services.backoffice.schema import default_url, make_engine
-from tests.backoffice.conftest import free_port, make_keyring, pg_schema_url, running_server, wait_until
+from tests.backoffice.conftest import (
+    make_keyring,
+    pg_schema_url,
+    running_server,
+    serve_process,
+)
 from tests.backoffice.folds import fold, records
 from tests.backoffice.kafka_runtime import KafkaBackOffice, kafka_back_office, kafka_server
 from tests.backoffice.kafka_runtime import follower as kafka_follower
@@ -182,25 +187,6 @@ def test_every_route_on_kafka_needs_a_key_and_a_role_that_may(
         assert r.status_code not in (401, 403), (path, r.text)
 
 
-def serve_process(log: Path, keyring: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "services.cli", "serve", "--db", str(log), "--port", str(port),
-           "--keyring", str(keyring)]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-        try:
-            return httpx.get(url + "/v1/health", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_until(up, 60)
-    return proc, url
-
-
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_done_when_api_balances_and_statements_equal_the_fold_of_postings(
     backend: str, demo_log: Path, tmp_path: Path
@@ -214,7 +200,7 @@ def test_done_when_api_balances_and_statements_equal_the_fold_of_postings(
     if schemas is not None:
         env["CASINO_READ_DB"] = next(schemas)
     try:
-        proc, url = serve_process(log, tmp_path / "keyring.json", env)
+        proc, url = serve_process(["--db", str(log), "--keyring", str(tmp_path / "keyring.json")], env)
         try:
             balances, lines = fold(log)
             h = auth(keys["auditor"])

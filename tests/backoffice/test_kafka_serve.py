@@ -15,7 +15,7 @@ import pytest
 
 from services.backoffice.apikeys import new_key
 from services.runtime.keyring import new_keyring, save_split
-from tests.backoffice.conftest import free_port, pg_schema_url, wait_until
+from tests.backoffice.conftest import free_port, pg_schema_url, serve_process, wait_until
 
 MONEY = {"account_id": "player:001", "amount_minor": 1000, "currency": "EUR"}
 
@@ -42,22 +42,7 @@ def _env(read_db: str | None) -> dict[str, str]:
 
 
 def _serve(bootstrap: str, key_file: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "services.cli", "serve", "--kafka", bootstrap, "--port", str(port),
-           "--keyring", str(key_file), "--wait", "2"]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-        try:
-            return httpx.get(url + "/v1/health", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_until(up, 60)
-    return proc, url
+    return serve_process(["--kafka", bootstrap, "--keyring", str(key_file), "--wait", "2"], env)
 
 
 @pytest.mark.kafka
