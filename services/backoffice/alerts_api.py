@@ -1,4 +1,4 @@
-"""Alerts an analyst can work (issue #29): the routes, an ``APIRouter`` that :func:`create_app` includes.
+"""Alerts an analyst can work (issue #29): the routes, an ``APIRouter`` the application includes.
 
 * ``GET /v1/alerts`` — filters: table, account (any account of the alert: both of a linked pair),
   severity, detector, status (of the case), ``since`` ≤ time < ``until``; a cursor reads on past any
@@ -13,8 +13,6 @@
   attempt stays on the record).
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -23,9 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.backoffice import alert_queries as aq
 from services.backoffice import exports
-from services.backoffice.api import PROBLEMS, Cursor, Format, IdempotencyKey, Time
+from services.backoffice.api_models import PROBLEMS, Cursor, Format, IdempotencyKey, Time
 from services.backoffice.apikeys import ApiKey
 from services.backoffice.commands import PRINCIPAL
+from services.backoffice.kit import Kit
 from services.core import topics
 from services.core.envelope import derive_id, name_id, stage_namespace
 from services.monitor.casework import Casework
@@ -158,20 +157,6 @@ class CaseAnswer(BaseModel):
     status_before: Status
     status: Status
     assignee: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Kit:
-    """What the routes borrow from :func:`~services.backoffice.api.create_app`."""
-
-    bo: Any
-    role: Callable[[str], Any]
-    conn: Callable[..., Any]
-    time_param: Callable[[str | None, str], str | None]
-    cursor_param: Callable[[str | None], int]
-    wants_csv: Callable[[Request, Any], bool]
-    idempotent: Callable[..., Response]
-    problem: type[Exception]
 
 
 def router(kit: Kit) -> APIRouter:
