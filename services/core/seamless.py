@@ -43,12 +43,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from services.core import topics
+from services.core import topics, transfers
 from services.core.boundary import stake_id, sync_id
 from services.core.envelope import Draft, canonical, sha256_hex
 from services.core.errors import Reason
 from services.core.kept import Kept
-from services.core.ledger import Rows, refund_rows, stake_rows, table_accounts
+from services.core.ledger import table_accounts
 
 SUCCESS: Final = frozenset({"ok", "duplicate"})
 """Answers that mean the operator applied the transaction (now or before)."""
@@ -280,44 +280,33 @@ def _sync(wallet: Wallet, c: Call, balance: Any, delta: int) -> list[Draft]:
     diff = theirs - ours
     if diff == 0:
         return []
-    payload = {
-        "transfer_id": sync_id(c.transaction_id, c.attempt), "account_id": c.account_id,
-        "amount_minor": abs(diff), "currency": c.currency,
-        "postings": [{"account": operator_account(c.currency), "amount_minor": -diff},
-                     {"account": c.account_id, "amount_minor": diff}],
-        "balance_before_minor": ours, "balance_after_minor": theirs,
-        "transaction_id": c.transaction_id,
-    }  # fmt: skip
+    moved = transfers.Moved(sync_id(c.transaction_id, c.attempt), c.account_id, abs(diff), c.currency,
+                            ours, theirs)  # fmt: skip
+    payload = transfers.balance_synced(moved, against=operator_account(c.currency), diff=diff,
+                                       transaction_id=c.transaction_id)  # fmt: skip
     return [Draft("OperatorBalanceSynced", topics.WALLET_EVENTS, c.account_id, payload)]
 
 
-def _escrow(table_id: str) -> str:
-    return table_accounts(table_id).escrow
-
-
 def _movement(c: Call, before: int, after: int) -> Draft:
-    """The transfer event a success records, exactly as the internal wallet stage writes it."""
-    p, amount, account = c.origin, c.amount_minor, c.account_id
-    base = {"account_id": account, "amount_minor": amount, "currency": c.currency,
-            "balance_before_minor": before, "balance_after_minor": after}  # fmt: skip
-    bet = {"bet_id": c.bet_id, "table_id": c.table_id}
+    """The transfer event a success records, exactly as the internal wallet stage writes it (both build
+    it with :mod:`services.core.transfers`)."""
+    p, account = c.origin, c.account_id
+    escrow = table_accounts(c.table_id).escrow
     if c.call == "debit":
-        rows = _postings(stake_rows(account, _escrow(c.table_id), amount))
-        payload = {"transfer_id": stake_id(c.bet_id), **base, "postings": rows, **bet,
-                   "coup_id": p.get("coup_id"), "spot": p["spot"]}  # fmt: skip
+        m = transfers.Moved(stake_id(c.bet_id), account, c.amount_minor, c.currency, before, after)
+        payload = transfers.stake_reserved(m, escrow=escrow, bet_id=c.bet_id, table_id=c.table_id,
+                                           coup_id=p.get("coup_id"), spot=p["spot"])  # fmt: skip
         return Draft("StakeReserved", topics.WALLET_EVENTS, account, payload)
     if c.call == "rollback":
-        rows = _postings(refund_rows(_escrow(c.table_id), account, amount))
-        payload = {"transfer_id": str(p["refund_id"]), **base, "postings": rows, **bet, "reason": p["reason"]}
+        m = transfers.Moved(str(p["refund_id"]), account, c.amount_minor, c.currency, before, after)
+        payload = transfers.stake_refunded(m, escrow=escrow, bet_id=c.bet_id, table_id=c.table_id,
+                                           reason=p["reason"])  # fmt: skip
         return Draft("StakeRefunded", topics.WALLET_EVENTS, account, payload)
-    payload = {"transfer_id": str(p["payout_id"]), **base, "postings": list(p["postings"]), **bet,
-               "coup_id": p["coup_id"], "payout_id": p["payout_id"], "result": p["result"]}  # fmt: skip
+    m = transfers.Moved(str(p["payout_id"]), account, c.amount_minor, c.currency, before, after)
+    payload = transfers.payout_applied(m, list(p["postings"]), bet_id=c.bet_id, table_id=c.table_id,
+                                       coup_id=p["coup_id"], payout_id=p["payout_id"],
+                                       result=p["result"])  # fmt: skip
     return Draft("PayoutApplied", topics.WALLET_EVENTS, account, payload)
-
-
-def _postings(rows: Rows) -> list[dict[str, Any]]:
-    """Ledger rows (:mod:`services.core.ledger`, where every movement's postings are built) as a payload's."""
-    return [{"account": a, "amount_minor": m} for a, m in rows]
 
 
 def _bet_placed(c: Call) -> Draft:

@@ -17,12 +17,12 @@ Only wallets are balanced here (the key of this stage is the wallet's account id
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import field
 from itertools import chain
 from typing import Any
 
-from services.core import topics
+from services.core import topics, transfers
 from services.core.baccarat import TableConfig, get_variant
 from services.core.baccarat.coup import result_of, wager_of
 from services.core.boundary import deposit_id, payout_id, refund_id, stake_id, withdraw_id
@@ -56,11 +56,7 @@ from services.core.ledger import (
     Payout,
     Wager,
     cage_account,
-    deposit_rows,
-    refund_rows,
-    stake_rows,
     table_accounts,
-    withdraw_rows,
 )
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import Event, Reactor
@@ -371,48 +367,30 @@ def _movement(
     request: Request, account: str, *, tid: str, amount: int, balance: int, after: int, currency: str
 ) -> Written:
     """The transfer event of one accepted request, with its balanced postings, written as its record
-    carries it (every value from the validated request and the wallet's state; the keys in the order
-    of the :class:`Transfer` models, which audit and the monitor validate when they read it)."""
-    if type(request) is PayoutIssued:  # one a bet of every coup: its dict written out at once
-        return Written(PayoutApplied, {
-            "transfer_id": tid, "account_id": account, "amount_minor": amount, "currency": currency,
-            "postings": [{"account": p.account, "amount_minor": p.amount_minor} for p in request.postings],
-            "balance_before_minor": balance, "balance_after_minor": after, "bet_id": request.bet_id,
-            "table_id": request.table_id, "coup_id": request.coup_id, "payout_id": request.payout_id,
-            "result": request.result,
-        })  # fmt: skip
-    common: dict[str, Any] = {
-        "transfer_id": tid, "account_id": account, "amount_minor": amount, "currency": currency,
-    }  # fmt: skip
+    carries it (every value from the validated request and the wallet's state; the payloads of
+    :mod:`services.core.transfers`, the seamless adapter's too)."""
+    m = transfers.Moved(tid, account, amount, currency, balance, after)
+    if type(request) is PayoutIssued:
+        rows = [{"account": p.account, "amount_minor": p.amount_minor} for p in request.postings]
+        return Written(PayoutApplied, transfers.payout_applied(
+            m, rows, bet_id=request.bet_id, table_id=request.table_id, coup_id=request.coup_id,
+            payout_id=request.payout_id, result=request.result,
+        ))  # fmt: skip
     if type(request) is Deposit:
-        rows = deposit_rows(account, currency, amount)
-        return Written(FundsDeposited, {**common, **_moved(rows, balance, after)})
+        return Written(FundsDeposited, transfers.deposited(m))
     if type(request) is Withdraw:
-        rows = withdraw_rows(account, currency, amount)
-        return Written(FundsWithdrawn, {**common, **_moved(rows, balance, after)})
+        return Written(FundsWithdrawn, transfers.withdrawn(m))
     assert isinstance(request, PlaceBet | BetRefundDue), type(request)
     escrow = table_accounts(request.table_id).escrow
     if type(request) is PlaceBet:
-        return Written(StakeReserved, {
-            **common, **_moved(stake_rows(account, escrow, amount), balance, after),
-            "bet_id": request.bet_id, "table_id": request.table_id, "coup_id": request.coup_id,
-            "spot": request.spot,
-        })  # fmt: skip
+        return Written(StakeReserved, transfers.stake_reserved(
+            m, escrow=escrow, bet_id=request.bet_id, table_id=request.table_id, coup_id=request.coup_id,
+            spot=request.spot,
+        ))  # fmt: skip
     assert isinstance(request, BetRefundDue), type(request)
-    return Written(StakeRefunded, {
-        **common, **_moved(refund_rows(escrow, account, amount), balance, after),
-        "bet_id": request.bet_id, "table_id": request.table_id, "reason": request.reason.value,
-    })  # fmt: skip
-
-
-def _moved(rows: Iterable[tuple[str, int]], balance: int, after: int) -> dict[str, Any]:
-    """A transfer's postings and balances, as its record carries them."""
-    return {"postings": _postings(rows), "balance_before_minor": balance, "balance_after_minor": after}
-
-
-def _postings(rows: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
-    """``(account, amount_minor)`` rows as a record's postings."""
-    return [{"account": a, "amount_minor": m} for a, m in rows]
+    return Written(StakeRefunded, transfers.stake_refunded(
+        m, escrow=escrow, bet_id=request.bet_id, table_id=request.table_id, reason=request.reason.value,
+    ))  # fmt: skip
 
 
 def _bet_placed(bet: PlaceBet, account: str) -> Written:
