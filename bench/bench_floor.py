@@ -34,7 +34,7 @@ from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.processor import Audit
 from services.core.processor import initial_state, step_encoded
 from services.runtime import intake
-from services.runtime.compose import Composition
+from services.runtime.compose import Composition, demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.logging import configure
 
@@ -46,7 +46,7 @@ ROUNDS = 3
 
 def session_records(db: Path) -> list[bytes]:
     """The bytes of every record of a seeded demo session (every variant), in log order."""
-    bus = EmbeddedBus(db, event_driven=True)
+    bus = EmbeddedBus(db, demo_pipeline(), event_driven=True)
     try:
         Session(bus, seed=1).run(list(DEFAULT_TABLES), COUPS)
     finally:

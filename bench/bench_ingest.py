@@ -41,7 +41,8 @@ from pathlib import Path
 
 from services.app import ingest
 from services.app.simulator import DEFAULT_TABLES, Session
-from services.runtime.embedded.log import EmbeddedBus, default_pipeline
+from services.runtime.compose import demo_pipeline
+from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.logging import configure
 
 SIZES = [int(s) for s in os.environ.get("BENCH_INGEST_SIZES", "10000,100000").split(",") if s.strip()]
@@ -67,7 +68,7 @@ def build_log(records: int, seed: int = SEED) -> Path:
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         db = Path(tmp) / "log.db"
         started = time.perf_counter()
-        bus = EmbeddedBus(db, default_pipeline(), synchronous="NORMAL", event_driven=True)
+        bus = EmbeddedBus(db, demo_pipeline(), synchronous="NORMAL", event_driven=True)
         try:
             Session(bus, seed=seed).run(tables, coups)
         finally:

@@ -26,12 +26,13 @@ from pathlib import Path
 
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.core.envelope import Envelope
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.logging import configure
 
 COUPS = 40
 EVENT_DRIVEN = os.environ.get("BENCH_PIPELINE_EVENT_DRIVEN", "1") == "1"
-"""Whether the session runs event driven on the bus (``EmbeddedBus(event_driven=True)``, as the demo
+"""Whether the session runs event driven on the bus (``EmbeddedBus(..., event_driven=True)``, as the demo
 does), else it advances the bus between its steps."""
 FIXED_BATCH = 100
 """The issue's baseline: the same records written in transactions of 100, whatever the pipeline did."""
@@ -40,7 +41,7 @@ FIXED_BATCH = 100
 def run_pipeline(db: Path, coups: int) -> tuple[float, float, list[bytes], int, str]:
     """Seconds for a seeded session (wall, then this process's CPU), the bytes of every record it
     logged, the transactions it committed and the log's ``synchronous`` setting."""
-    bus = EmbeddedBus(db, event_driven=EVENT_DRIVEN)
+    bus = EmbeddedBus(db, demo_pipeline(), event_driven=EVENT_DRIVEN)
     publishes = 0
     publish = bus.publish
 

@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 from services.app.simulator import DEFAULT_TABLES, Session
-from services.runtime.embedded.log import EmbeddedBus, default_pipeline
+from services.runtime.compose import demo_pipeline
+from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.logging import configure
 from services.runtime.replay import read_db, read_jsonl, replay
 
@@ -44,7 +45,7 @@ class _FastBus(EmbeddedBus):
     """The demo bus with ``synchronous=NORMAL`` (generation speed; durability is not measured here)."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(path, default_pipeline(), synchronous="NORMAL")
+        super().__init__(path, demo_pipeline(), synchronous="NORMAL")
 
 
 def build_log(events: int = EVENTS, seed: int = SEED) -> Path:

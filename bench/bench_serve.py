@@ -28,6 +28,7 @@ import httpx
 from bench.stats import pct
 from services.app.simulator import Session, demo_tables
 from services.backoffice.apikeys import new_key
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.logging import configure
 
@@ -67,7 +68,7 @@ def main(requests: int = REQUESTS) -> dict[str, float]:
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "log.db"
-        bus = EmbeddedBus(log)
+        bus = EmbeddedBus(log, demo_pipeline())
         try:
             Session(bus, seed=2026, players=12).run(demo_tables(3), 20)
         finally:

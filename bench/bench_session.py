@@ -46,6 +46,7 @@ from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import name_id, request
 from services.core.trust import Principal, authenticate
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.kafka.bus import KafkaBus, quick_settings, running
 from services.runtime.keyring import demo_keyring
@@ -65,7 +66,7 @@ again, so shorter waits find a record sooner; 1 ms is the shortest aiokafka take
 
 def embedded(db: Path) -> tuple[float, str]:
     """Seconds for the session on a fresh embedded log, and its replay digest."""
-    bus = EmbeddedBus(db, event_driven=True)  # what the demo runs
+    bus = EmbeddedBus(db, demo_pipeline(), event_driven=True)  # what the demo runs
     started = time.perf_counter()
     try:
         Session(bus, seed=SEED).run(demo_tables(TABLES), COUPS)

@@ -57,9 +57,9 @@ from bench.bench_pipeline import run_raw
 from services.app.simulator import CURRENCY, Session, TablePlay, TableSpec
 from services.core import topics
 from services.core.envelope import Envelope
-from services.runtime.compose import Composition
+from services.runtime.compose import SERVICES, Composition
 from services.runtime.embedded.log import EmbeddedBus, Runner
-from services.runtime.kafka.bus import SERVICES, KafkaBus, Workers, quick_settings
+from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings
 from services.runtime.kafka.topic_io import new_consumer, partitions_of, read_range
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.logging import configure

@@ -37,8 +37,8 @@ from services.core import topics
 from services.core.envelope import Envelope, name_id, request
 from services.core.processor import Processor
 from services.core.trust import Principal, authenticate
-from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedLog, LogConflict, Runner, default_pipeline, run_until_idle
+from services.runtime.compose import Composition, demo_pipeline
+from services.runtime.embedded.log import EmbeddedLog, LogConflict, Runner, run_until_idle
 from services.runtime.keyring import load_keyring
 from services.runtime.settings import Settings
 
@@ -96,7 +96,7 @@ def _as_backoffice(envelope: Envelope, keyring_path: str | Path | None) -> Envel
 def _pipeline(keyring_path: str | Path | None) -> list[tuple[str, Processor[Any]]]:
     """The processors the gateway runs: the composition root's, on the keyring the API signs with."""
     if keyring_path is None:
-        return default_pipeline()
+        return demo_pipeline()
     settings = Settings().model_copy(update={"keyring": Path(keyring_path)})
     return Composition.from_settings(settings).pipeline()
 

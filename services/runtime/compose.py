@@ -1,6 +1,6 @@
 """The composition root: every processor and its wiring, built in one place from Settings and a Keyring.
 
-The embedded runner (:func:`services.runtime.embedded.log.default_pipeline`), the Kafka workers
+The embedded runner (:func:`demo_pipeline` in demo and test mode), the Kafka workers
 (:data:`services.runtime.kafka.worker.PROCESSORS`), ``demo``, ``replay``, ``ingest`` and the tests all get
 their processors here, so that a key, a policy or a cadence is configured once:
 
@@ -20,7 +20,7 @@ is the demo and test path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -28,7 +28,7 @@ from services.core.limits import AMOUNT_MAX_MINOR
 from services.core.signing import SigningKey
 from services.core.trust import Guard, Principal
 from services.runtime.keyring import Keyring, KeyringError, demo_keyring, load_keyring, require_private
-from services.runtime.settings import Settings, setting
+from services.runtime.settings import Settings, checkpoint_every
 
 if TYPE_CHECKING:
     from services.audit.processor import Audit
@@ -48,17 +48,6 @@ OBSERVERS: Final = frozenset({"audit", "monitor"})
 """The services whose outputs no table event or wallet credit waits for: they follow the log and catch
 up on their own (the Kafka bus's ``advance`` does not wait for them, their workers may fetch less often:
 ``Settings.observer_fetch_max_wait_ms``)."""
-
-ENV_CHECKPOINT_EVERY: Final = "CASINO_AUDIT_CHECKPOINT_EVERY"
-"""How many coups of a table between two signed checkpoints (live audit and replay must agree)."""
-
-
-def checkpoint_every(env: Mapping[str, str] | None = None) -> int:
-    """The checkpoint cadence: ``CASINO_AUDIT_CHECKPOINT_EVERY``, else audit's default (50)."""
-    from services.audit.processor import CHECKPOINT_EVERY  # noqa: PLC0415
-
-    every: int | None = setting("audit_checkpoint_every", env)
-    return every or CHECKPOINT_EVERY
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,3 +219,8 @@ def seamless_config(s: Settings) -> SeamlessConfig | None:
         verify=s.seamless_tls_verify, ca_file=s.seamless_ca_file, client_cert=s.seamless_client_cert,
         client_key=s.seamless_client_key,
     )  # fmt: skip
+
+
+def demo_pipeline(keyring: Keyring | None = None) -> list[tuple[str, Processor[Any]]]:
+    """Demo and test mode's processors (:meth:`Composition.demo`), said as such at every call."""
+    return Composition.demo(keyring).pipeline()

@@ -14,6 +14,7 @@ import pytest
 
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.keyring import demo_keyring
 from services.runtime.replay import read_db, replay
@@ -25,7 +26,7 @@ ENV = {**os.environ, "LOG_LEVEL": "WARNING"}
 
 
 def _play(db: Path, seed: int, coups: int, tables: int = len(DEFAULT_TABLES)) -> None:
-    bus = EmbeddedBus(db)
+    bus = EmbeddedBus(db, demo_pipeline())
     try:
         Session(bus, seed=seed).run(list(DEFAULT_TABLES[:tables]), coups)
     finally:
@@ -125,7 +126,7 @@ def _session_worker(
     db: Path, seed: int, coups: int, *, event_driven: bool
 ) -> Callable[[Callable[[], None]], None]:
     def work(ready: Callable[[], None]) -> None:
-        bus = EmbeddedBus(db, event_driven=event_driven)
+        bus = EmbeddedBus(db, demo_pipeline(), event_driven=event_driven)
         ready()
         try:
             Session(bus, seed=seed).run(list(DEFAULT_TABLES[:3]), coups)
@@ -164,7 +165,7 @@ def test_malformed_input_is_dead_lettered_and_play_goes_on(tmp_path: Path, event
     """Garbage bytes and a float amount on the input topics become dead letters with a reason code,
     and the session still settles every accepted bet."""
     db = tmp_path / "bad.db"
-    bus = EmbeddedBus(db, event_driven=event_driven)
+    bus = EmbeddedBus(db, demo_pipeline(), event_driven=event_driven)
     try:
         bus.log.append_raw(topics.WALLET_REQUESTS, "player:001", b"{not json")
         bus.log.append_raw(topics.TABLE_INBOX, "T01-punto-banco", b'{"type": "OpenTable"}')

@@ -15,14 +15,13 @@ from services.core.envelope import Draft, Envelope, name_id, parse_record, reque
 from services.core.kept import Kept
 from services.core.processor import Processor
 from services.core.trust import Principal, authenticate
-from services.runtime.compose import Composition
+from services.runtime.compose import Composition, demo_pipeline
 from services.runtime.embedded import snapshot
 from services.runtime.embedded.log import (
     SNAPSHOT_READ,
     EmbeddedBus,
     EmbeddedLog,
     Runner,
-    default_pipeline,
     run_until_idle,
 )
 
@@ -120,7 +119,7 @@ def _entries(data: Any) -> int:
 
 def _snapshot_entries(db: Path, coups: int) -> dict[str, int]:
     """Play ``coups`` coups at two tables, then each runner's snapshot, counted in entries."""
-    bus = EmbeddedBus(db, event_driven=True)
+    bus = EmbeddedBus(db, demo_pipeline(), event_driven=True)
     try:
         Session(bus, seed=3).run(list(DEFAULT_TABLES[:2]), coups)
         for runner in bus.runners:
@@ -128,7 +127,7 @@ def _snapshot_entries(db: Path, coups: int) -> dict[str, int]:
     finally:
         bus.close()
     with EmbeddedLog(db) as log:
-        found = {name: log.load_snapshot(name) for name, _ in default_pipeline()}
+        found = {name: log.load_snapshot(name) for name, _ in demo_pipeline()}
     return {name: _entries(json.loads(snap[2])["inner"]) for name, snap in found.items() if snap is not None}
 
 

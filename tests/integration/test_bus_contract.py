@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus
 from tests.helpers.bus_contract import AdvanceContract, BusContract, DurableContract, RawContract
 
@@ -15,7 +16,7 @@ from tests.helpers.bus_contract import AdvanceContract, BusContract, DurableCont
 class TestEmbeddedBus(BusContract, AdvanceContract, RawContract, DurableContract):
     @pytest.fixture
     def bus(self, tmp_path: Path) -> Iterator[EmbeddedBus]:
-        bus = EmbeddedBus(tmp_path / "log.db")
+        bus = EmbeddedBus(tmp_path / "log.db", demo_pipeline())
         yield bus
         bus.close()
 
@@ -25,7 +26,7 @@ class TestEmbeddedBus(BusContract, AdvanceContract, RawContract, DurableContract
     @contextmanager
     def reopened(self, bus: EmbeddedBus) -> Iterator[EmbeddedBus]:
         bus.close()
-        again = EmbeddedBus(bus.log.path)
+        again = EmbeddedBus(bus.log.path, demo_pipeline())
         try:
             yield again
         finally:

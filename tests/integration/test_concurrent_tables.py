@@ -16,6 +16,7 @@ from services.app.adversaries import ADVERSARIES
 from services.app.simulator import Session, TablePlay, TableSpec, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from tests.helpers.membus import MemBus
 from tests.helpers.shuffled import ShuffledBus
@@ -46,7 +47,7 @@ def test_two_timings_write_the_same_log_as_the_embedded_bus_and_lockstep(tmp_pat
     one, two = shuffled(1), shuffled(2)
     assert one.steps == two.steps and one.log != two.log, "the two timings interleave alike: nothing shown"
     assert streams(one.log) == streams(two.log)
-    bus = EmbeddedBus(tmp_path / "e.db")
+    bus = EmbeddedBus(tmp_path / "e.db", demo_pipeline())
     try:
         Session(bus, seed=SEED).run(demo_tables(TABLES), COUPS)
     finally:

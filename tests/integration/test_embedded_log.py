@@ -30,6 +30,7 @@ from services.core.envelope import (
 )
 from services.core.errors import DomainError, Reason
 from services.core.processor import Processor
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import (
     CHECKPOINT_RECORDS,
     WAL_AUTOCHECKPOINT_PAGES,
@@ -641,7 +642,7 @@ def test_the_bus_runs_the_real_pipeline_to_the_in_memory_digest() -> None:
     mem = MemBus()
     Session(mem, seed=3).run(list(DEFAULT_TABLES[:1]), 6)
     with tempfile.TemporaryDirectory() as tmp:
-        bus = EmbeddedBus(Path(tmp) / "log.db")
+        bus = EmbeddedBus(Path(tmp) / "log.db", demo_pipeline())
         try:
             Session(bus, seed=3).run(list(DEFAULT_TABLES[:1]), 6)
         finally:

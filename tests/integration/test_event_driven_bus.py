@@ -1,4 +1,4 @@
-"""The simulator event driven on the embedded bus (``EmbeddedBus(event_driven=True)``): every stream as
+"""The simulator event driven on the embedded bus (``event_driven=True``): every stream as
 when it advances the bus between its steps, in fewer and fuller batches; the same log for the same
 seed; and a session cut off at any wait (what a SIGKILL leaves: the log of its last commit) resumes to
 the uninterrupted log."""
@@ -12,6 +12,7 @@ import pytest
 
 from services.app.simulator import Session, demo_tables
 from services.core.envelope import Envelope
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.replay import read_db, replay
 from tests.helpers.attested import assert_every_chain_head_attested
@@ -24,7 +25,7 @@ COUPS = 6
 
 def play(db: Path, *, event_driven: bool, **options: int) -> int:
     """A seeded session on the log at ``db``; the batches its runners applied."""
-    bus = EmbeddedBus(db, event_driven=event_driven, **options)
+    bus = EmbeddedBus(db, demo_pipeline(), event_driven=event_driven, **options)
     try:
         Session(bus, seed=SEED).run(TABLES, COUPS)
     finally:
@@ -65,7 +66,7 @@ class _StopAtWait(EmbeddedBus):
     after a commit)."""
 
     def __init__(self, path: Path, stop_at: int, *, drop: bool) -> None:
-        super().__init__(path, event_driven=True, group_records=150)
+        super().__init__(path, demo_pipeline(), event_driven=True, group_records=150)
         self.stop_at, self.drop, self.waits, self.dropped = stop_at, drop, 0, False
 
     def wait(self, topic: str, key: str, match: Callable[[Envelope], bool]) -> Envelope:
@@ -111,7 +112,7 @@ class _StopAtStep(EmbeddedBus):
     ``stop_at``-th ``advance`` with everything committed."""
 
     def __init__(self, path: Path, stop_at: int) -> None:
-        super().__init__(path, group_records=150)
+        super().__init__(path, demo_pipeline(), group_records=150)
         self.stop_at, self.steps = stop_at, 0
 
     def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
@@ -162,7 +163,7 @@ def test_what_an_owed_bet_found_is_kept_and_changes_nothing(tmp_path: Path) -> N
     in fewer waits, and nothing kept once the bets are closed."""
     runs = {}
     for name, found in (("kept", None), ("forgotten", _Forgetful())):
-        bus = _CountingBus(tmp_path / f"{name}.db", event_driven=True)
+        bus = _CountingBus(tmp_path / f"{name}.db", demo_pipeline(), event_driven=True)
         session = Session(bus, seed=SEED)
         if found is not None:
             session.found = found

@@ -13,6 +13,7 @@ from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.trust import authenticate
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, LogConflict
 from tests.helpers.bus_contract import CASHIER, account, deposit
 from tests.helpers.streams import log_streams, whole_log
@@ -24,7 +25,7 @@ COUPS = 6
 
 def play(db: Path, **options: int) -> int:
     """A seeded session on the log at ``db``; the transactions it committed."""
-    bus = EmbeddedBus(db, **options)
+    bus = EmbeddedBus(db, demo_pipeline(), **options)
     opened = bus.log.commits
     try:
         Session(bus, seed=SEED).run(TABLES, COUPS)
@@ -53,7 +54,7 @@ class _KilledAtStep(EmbeddedBus):
     would: the log keeps what was committed before it."""
 
     def __init__(self, path: Path, kill_at: int, group_records: int) -> None:
-        super().__init__(path, group_records=group_records)
+        super().__init__(path, demo_pipeline(), group_records=group_records)
         self.kill_at, self.steps, self.dropped = kill_at, 0, False
 
     def advance(self, envelopes: Sequence[Envelope] = ()) -> None:
@@ -116,7 +117,7 @@ def test_an_error_inside_a_group_rolls_it_back_and_the_runners_carry_on_from_the
         bus.drain()
 
     for name, fail in (("ref.db", False), ("failed.db", True)):
-        bus = EmbeddedBus(tmp_path / name, group_records=10**9)
+        bus = EmbeddedBus(tmp_path / name, demo_pipeline(), group_records=10**9)
         try:
             steps(bus, fail=fail)
             balances = [e.payload["balance_after_minor"] for e in bus.read(topics.WALLET_EVENTS, a)]

@@ -11,6 +11,7 @@ from pathlib import Path
 from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.replay import replay
 from tests.helpers.membus import MemBus
@@ -32,7 +33,7 @@ def table_chains(records: list[Envelope]) -> dict[str, list[str]]:
 def test_a_late_bet_is_refused_after_the_deal_on_the_in_memory_and_the_embedded_bus(tmp_path: Path) -> None:
     mem = MemBus()
     Session(mem, seed=SEED).run(demo_tables(2), 3)
-    bus = EmbeddedBus(tmp_path / "e.db")
+    bus = EmbeddedBus(tmp_path / "e.db", demo_pipeline())
     try:
         Session(bus, seed=SEED).run(demo_tables(2), 3)
     finally:
@@ -58,7 +59,7 @@ class _StopAfterPublish(EmbeddedBus):
     and committed, nothing processed: what a kill between a write and the next ``advance`` leaves)."""
 
     def __init__(self, path: Path, stop_at: int) -> None:
-        super().__init__(path)
+        super().__init__(path, demo_pipeline())
         self.stop_at, self.publishes = stop_at, 0
 
     def publish(self, envelopes: list[Envelope]) -> None:
@@ -91,7 +92,7 @@ def test_a_session_stopped_after_any_publish_resumes_to_the_uninterrupted_log(tm
             pass
         finally:
             bus.close()
-        resumed = EmbeddedBus(db)
+        resumed = EmbeddedBus(db, demo_pipeline())
         try:
             Session(resumed, seed=21).run(tables, 12)
         finally:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.app.simulator import DEFAULT_TABLES, Session
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.replay import read_db, replay
 
@@ -18,7 +19,7 @@ COUPS = 14
 
 def play(db: Path, *, lockstep: bool) -> list[tuple[str, str, bytes]]:
     """A seeded session on a fresh log at ``db``; every record as (topic, key, bytes) in log order."""
-    bus = EmbeddedBus(db, lag_records=300)
+    bus = EmbeddedBus(db, demo_pipeline(), lag_records=300)
     try:
         Session(bus, seed=4, lockstep=lockstep).run(TABLES, COUPS)
     finally:

@@ -15,7 +15,8 @@ from services.core.envelope import Envelope, name_id, parse_record, request
 from services.core.processor import Processor
 from services.core.trust import Principal, authenticate
 from services.monitor.processor import Monitor
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, Runner, default_pipeline, run_until_idle
+from services.runtime.compose import demo_pipeline
+from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, Runner, run_until_idle
 from services.runtime.keyring import demo_keyring
 from services.runtime.replay import read_db, replay
 
@@ -59,13 +60,14 @@ def _poison(n: int, variant: str, extra: dict[str, Any]) -> list[Envelope]:
 
 
 def _play(db: Path, seed: int, poison: list[Envelope]) -> None:
-    bus = EmbeddedBus(db)
+    bus = EmbeddedBus(db, demo_pipeline())
     try:
         bus.publish(poison)
         bus.drain()
     finally:
         bus.close()
-    bus = EmbeddedBus(db)  # a restart after the poison: the issue's pipeline stopped again here
+    # a restart after the poison: the issue's pipeline stopped again here
+    bus = EmbeddedBus(db, demo_pipeline())
     try:
         bus.drain()
         Session(bus, seed=seed).run(list(DEFAULT_TABLES[:1]), 4)
@@ -93,7 +95,7 @@ def test_poisoned_open_tables_never_stop_the_pipeline_nor_touch_the_money(tmp_pa
     assert _wallet_streams(tmp_path / "poisoned.db") == _wallet_streams(tmp_path / "clean.db")
     with EmbeddedLog(tmp_path / "poisoned.db") as log:
         rows = list(log.iter_all())
-        for name, processor in default_pipeline():
+        for name, processor in demo_pipeline():
             last_input = max((o for o, topic, *_ in rows if topic in processor.inputs), default=0)
             assert log.committed(name) >= last_input, name  # 0: no input (no analyst worked a case)
     records = [parse_record(raw) for *_, raw in rows]
@@ -116,7 +118,7 @@ def test_the_issue_poison_pill_becomes_a_dead_letter_or_a_refusal(
 ) -> None:
     """The issue's pill (``"punters": "3"`` at a russian_classic table) is answered with a reason and
     the table is never opened; a valid ``OpenTable`` right after it opens its table."""
-    bus = EmbeddedBus(tmp_path / "log.db")
+    bus = EmbeddedBus(tmp_path / "log.db", demo_pipeline())
     try:
         bus.publish(_poison(0, variant, extra)[:1])
         good = request("OpenTable", topics.TABLE_INBOX, "T-good",

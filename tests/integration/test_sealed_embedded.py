@@ -13,7 +13,7 @@ from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, parse_record, request
 from services.core.trust import Principal, Sealed, authenticate
-from services.runtime.compose import Composition
+from services.runtime.compose import Composition, demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, Runner, run_until_idle
 from services.runtime.keyring import demo_keyring
 from tests.helpers.spies import count_verify
@@ -25,7 +25,7 @@ T = "2026-11-22T20:00:00.000Z"
 
 def _play(db: Path, *, memo: bool) -> int:
     """A seeded session; the records the runners applied."""
-    bus = EmbeddedBus(db, event_driven=True)
+    bus = EmbeddedBus(db, demo_pipeline(), event_driven=True)
     if not memo:
         bus.log.sealed = Sealed(kept=0)  # remembers nothing: every record verified in full
     try:

@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.core.processor import Processor
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded import snapshot
 from services.runtime.embedded.log import (
     SNAPSHOT_FORMAT,
     EmbeddedLog,
     Runner,
-    default_pipeline,
     run_until_idle,
 )
 from tests.helpers.membus import MemBus
@@ -55,7 +55,7 @@ def test_a_restart_from_json_snapshots_writes_the_uninterrupted_log(tmp_path: Pa
         with EmbeddedLog(db) as log:
 
             def fresh() -> list[Runner[Any]]:
-                return [Runner(log, p, n, snapshot_every=40, batch_limit=25) for n, p in default_pipeline()]
+                return [Runner(log, p, n, snapshot_every=40, batch_limit=25) for n, p in demo_pipeline()]
 
             runners = fresh()
             cursors: dict[tuple[str, str], int] = {}
@@ -211,7 +211,7 @@ def test_a_crafted_snapshot_is_ignored_and_the_state_rebuilt(tmp_path: Path, cas
 def test_any_json_decodes_or_is_refused_with_a_snapshot_error(data: Any) -> None:
     """Whatever JSON a snapshot holds, decoding it as a real processor state either gives that type or
     raises ``SnapshotError``: never another exception."""
-    for _name, proc in default_pipeline():
+    for _name, proc in demo_pipeline():
         tp = snapshot.state_type(proc)
         try:
             value = snapshot.loads(json.dumps(data).encode(), tp)
@@ -224,7 +224,7 @@ def test_deeply_nested_json_is_refused_not_crashed() -> None:
     """A snapshot nested deeper than the interpreter's recursion limit is a ``SnapshotError``."""
     blob = b"[" * 100_000 + b"]" * 100_000
     with pytest.raises(snapshot.SnapshotError):
-        snapshot.loads(blob, snapshot.state_type(default_pipeline()[0][1]))
+        snapshot.loads(blob, snapshot.state_type(demo_pipeline()[0][1]))
 
 
 def test_audit_state_with_a_coup_in_play_round_trips() -> None:

@@ -20,6 +20,7 @@ from services.backoffice.migrate import upgrade
 from services.backoffice.projector import INPUTS, Projector, dump_rows
 from services.backoffice.schema import make_engine
 from services.core import topics
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.kafka.topic_io import aproduce_raw
 from services.runtime.kafka.worker import ensure_topics
@@ -41,7 +42,7 @@ def test_projection_from_kafka_equals_the_embedded_one(kafka_broker: str, tmp_pa
     the same report as the projection of the embedded log; a second run of the loop (a restart) applies
     nothing more."""
     log_path = tmp_path / "log.db"
-    bus = EmbeddedBus(log_path)
+    bus = EmbeddedBus(log_path, demo_pipeline())
     try:
         Session(bus, seed=3, players=5).run(demo_tables(2), 5)
     finally:
@@ -94,7 +95,7 @@ def test_forgeries_produced_to_kafka_move_nothing_in_one_run(kafka_broker: str, 
     embedded projection has it: the fork is passed over and counted (it can never be attested), the new
     account's deposit waits (no seal was written after it), and nothing of either is applied."""
     log_path = tmp_path / "log.db"
-    bus = EmbeddedBus(log_path)
+    bus = EmbeddedBus(log_path, demo_pipeline())
     try:
         Session(bus, seed=3, players=5).run(demo_tables(2), 3)
     finally:

@@ -19,6 +19,7 @@ import pytest
 from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
+from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.kafka.bus import quick_settings, running
 from services.runtime.replay import replay
@@ -41,7 +42,7 @@ def table_chains(records: list[Envelope]) -> dict[str, list[str]]:
 
 
 def embedded_session(db: Path) -> list[Envelope]:
-    bus = EmbeddedBus(db)
+    bus = EmbeddedBus(db, demo_pipeline())
     try:
         Session(bus, seed=SEED).run(demo_tables(2), COUPS)
     finally:

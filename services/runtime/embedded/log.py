@@ -87,7 +87,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from services.core.envelope import ChainHead, Envelope
 from services.core.kept import Kept
@@ -101,9 +101,6 @@ from services.runtime.logging import get_logger
 from services.runtime.settings import setting
 from services.runtime.tuning import gc_paused
 from services.runtime.waits import Stream
-
-if TYPE_CHECKING:
-    from services.runtime.compose import Composition
 
 S = TypeVar("S")
 
@@ -1216,7 +1213,7 @@ class EmbeddedBus:
     def __init__(
         self,
         path: str | Path,
-        runners: Sequence[tuple[str, Processor[Any]]] | None = None,
+        runners: Sequence[tuple[str, Processor[Any]]],
         *,
         lag_records: int = 5000,
         synchronous: Synchronous | None = None,
@@ -1226,7 +1223,7 @@ class EmbeddedBus:
         self.log = EmbeddedLog(path, synchronous=synchronous)
         self.event_driven = event_driven
         self.runners: list[Runner[Any]] = [
-            Runner(self.log, proc, name) for name, proc in (runners or default_pipeline())
+            Runner(self.log, proc, name) for name, proc in runners
         ]
         self._interactive = [r for r in self.runners if r.name not in LAGGING]
         self._lagging = [r for r in self.runners if r.name in LAGGING]
@@ -1398,11 +1395,3 @@ class EmbeddedBus:
                 for runner in self.runners:
                     runner.snapshot_if_behind()
         self.log.close()
-
-
-def default_pipeline(composition: Composition | None = None) -> list[tuple[str, Processor[Any]]]:
-    """The reference processors with their consumer names, in the order the bus steps them, from the
-    composition root (default: demo/test mode on the public demo keyring)."""
-    from services.runtime.compose import Composition  # noqa: PLC0415 (the log itself needs no processor)
-
-    return (composition or Composition.demo()).pipeline()

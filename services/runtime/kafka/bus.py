@@ -66,17 +66,13 @@ from pydantic import SecretStr
 from services.core import topics
 from services.core.envelope import Envelope
 from services.runtime import intake
-from services.runtime.compose import OBSERVERS, Composition
+from services.runtime.compose import OBSERVERS, SERVICES, Composition
 from services.runtime.kafka.topic_io import aconsume_all, new_consumer, partitions_of, read_range, rest
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings, environment
 from services.runtime.waits import Stream
 
 T = TypeVar("T")
-
-SERVICES = ("dealer", "settlement", "audit", "monitor")
-"""The services of the demo pipeline, each one worker process (see
-:data:`services.runtime.kafka.worker.PROCESSORS`)."""
 
 QUICK_GROUP_TIMEOUTS: dict[str, Any] = {
     "rebalance_timeout_s": 3.0,
