@@ -75,7 +75,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from services.audit.processor import CHECKPOINT_EVERY
 from services.audit.replay import (
     Report,
     RoundCollector,
@@ -91,12 +90,11 @@ from services.core.signing import DEMO_PUBLIC_KEYS, parse_public_keyring
 from services.runtime.failures import BadInput
 from services.runtime.outputs import check_output
 from services.runtime.progress import progress as how_far
+from services.runtime.settings import checkpoint_every as cadence
 from services.runtime.settings import conventions, setting
 from services.runtime.textfit import printable, printable_data, printable_json
 
 ENV_PUBLIC_KEYRING = "CASINO_PUBLIC_KEYRING"
-
-ENV_CHECKPOINT_EVERY = "CASINO_AUDIT_CHECKPOINT_EVERY"
 
 
 # --- configuration -------------------------------------------------------------------------------
@@ -205,7 +203,7 @@ def replay(
     read twice: first which of them are facts (:func:`survey`), then the replay; a :class:`Source`, a
     list or a tuple is read again, any other iterable is held in memory first.
     """
-    every = checkpoint_every or setting("audit_checkpoint_every") or CHECKPOINT_EVERY
+    every = checkpoint_every or cadence()
     default = public_keys_from(None)[0] if keys is None else keys
     if isinstance(raw_records, Source):
         first: Iterable[bytes | str | Envelope] = raw_records.again()

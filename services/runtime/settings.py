@@ -337,3 +337,12 @@ def setting(name: str, env: Mapping[str, str] | None = None) -> Any:
         return getattr(_one(name, environ=False).model_validate({name: text} if text.strip() else {}), name)
     except ValidationError as exc:
         raise ConfigError(settings_error(exc)) from None
+
+
+def checkpoint_every(env: Mapping[str, str] | None = None) -> int:
+    """The checkpoint cadence, live audit's and the replay's (they must agree):
+    ``CASINO_AUDIT_CHECKPOINT_EVERY``, else audit's default (50)."""
+    from services.audit.processor import CHECKPOINT_EVERY  # noqa: PLC0415 (audit's default, not its code)
+
+    every: int | None = setting("audit_checkpoint_every", env)
+    return every or CHECKPOINT_EVERY
