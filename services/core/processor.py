@@ -47,7 +47,7 @@ from services.core.contract import PAYLOADS, Payload, Written, payload_of, read_
 from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal_encoded, stage_namespace
 from services.core.errors import DomainError, Reason
 from services.core.topics import DEADLETTER
-from services.core.trust import Guard, Sealed
+from services.core.trust import Guard, Refusal, Sealed
 from services.core.values import immutable
 
 S = TypeVar("S")
@@ -278,6 +278,25 @@ def step(
     return [env for env, _bytes in step_encoded(processor, state, record, raw)]
 
 
+def _refused(
+    processor: Processor[S], guard: Guard, record: Envelope, refusal: Refusal, sealed: Sealed | None
+) -> tuple[Envelope, bytes]:
+    """The dead letter of a record the guard refused, sealed (its id derives from the record's hash)."""
+    draft = dead_letter(record, None, refusal.reason.value, refusal.detail, record.topic)
+    refused = seal_encoded(
+        draft,
+        event_id=derive_id(f"refused/{record.hash}", 0, stage_namespace(processor.stage_name())),
+        occurred_at=record.occurred_at,
+        producer=processor.name,
+        cause=record,
+        head=None,
+        auth_for=guard.auth_for,
+    )
+    if sealed is not None:
+        sealed.add(refused[0].event_id, refused[1], guard.own, refused[0].topic)
+    return refused
+
+
 def step_encoded(
     processor: Processor[S],
     state: ProcessorState[S],
@@ -301,19 +320,7 @@ def step_encoded(
         memo = sealed if judge else None  # audit verifies every record independently
         refusal = guard.admit(record, check_hash=judge, raw=raw, bind_key=judge, sealed=memo)
         if refusal is not None:  # not applied: the real record under this id still will be
-            draft = dead_letter(record, None, refusal.reason.value, refusal.detail, record.topic)
-            refused = seal_encoded(
-                draft,
-                event_id=derive_id(f"refused/{record.hash}", 0, stage_namespace(processor.stage_name())),
-                occurred_at=record.occurred_at,
-                producer=processor.name,
-                cause=record,
-                head=None,
-                auth_for=guard.auth_for,
-            )
-            if sealed is not None:
-                sealed.add(refused[0].event_id, refused[1], guard.own, refused[0].topic)
-            return [refused]
+            return [_refused(processor, guard, record, refusal, sealed)]
     try:  # validate at the edge: a malformed payload never reaches handle
         payload = None
         if processor.validates_inputs and record.type in PAYLOADS:

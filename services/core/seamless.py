@@ -49,6 +49,7 @@ from services.core.envelope import Draft, canonical, sha256_hex
 from services.core.errors import Reason
 from services.core.kept import Kept
 from services.core.ledger import table_accounts
+from services.core.values import owned_in_place
 
 SUCCESS: Final = frozenset({"ok", "duplicate"})
 """Answers that mean the operator applied the transaction (now or before)."""
@@ -130,7 +131,7 @@ class Wallet:
     currency: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@owned_in_place
 class SeamlessState:
     """Every account's wallet, and each transaction id ever taken with its request's fingerprint.
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar, dataclass_transform
 
-__all__ = ["fast_replace", "immutable", "replace"]
+__all__ = ["fast_replace", "immutable", "owned_in_place", "replace"]
 
 T = TypeVar("T")
 
@@ -31,6 +31,18 @@ def immutable(cls: type[T]) -> type[T]:
     """``cls`` as a slotted dataclass frozen to the type checker, built without ``object.__setattr__``:
     fields in ``__init__`` order, ``==`` and ``hash`` by fields (see the module docstring)."""
     return dataclass(slots=True, unsafe_hash=True)(cls)
+
+
+@dataclass_transform(frozen_default=True)
+def owned_in_place(cls: type[T]) -> type[T]:
+    """The one exception to immutable state (docs/adr/0005-mutable-state.md), said in the type: a state
+    holder frozen to the type checker, as :func:`immutable`, whose maps its processor changes in place
+    (their history would cost O(history) to copy per record), only once a request passed every check and
+    every event is built, so a refused request leaves it as it was; :func:`services.core.processor.step`
+    owns the holder. The class carries ``IN_PLACE = True``: a test lists the holders."""
+    made = dataclass(slots=True, unsafe_hash=True)(cls)
+    made.IN_PLACE = True  # type: ignore[attr-defined]
+    return made
 
 
 _INIT_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}

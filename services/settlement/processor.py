@@ -60,7 +60,7 @@ from services.core.ledger import (
 )
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import Event, Reactor
-from services.core.values import immutable
+from services.core.values import immutable, owned_in_place
 
 __all__ = [
     "PayoutStage", "WalletStage", "bets_of", "cage_account", "payout_payload", "table_accounts", "with_bet",
@@ -188,7 +188,7 @@ def _refund_due(refused: BetRefused, table_id: str) -> BetRefundDue:
 # --- wallet stage -------------------------------------------------------------------------------
 
 
-@immutable
+@owned_in_place
 class WalletState:
     """Wallet balances and currencies, and the fingerprint of every transfer applied, by id.
 

@@ -115,3 +115,26 @@ def test_fast_replace_refuses_what_dataclasses_replace_refuses() -> None:
         fast_replace(Point(1), z=2)
     with pytest.raises(TypeError):
         fast_replace(_Frozen(1), c=2)
+
+
+def test_the_states_changed_in_place_say_so_in_their_type() -> None:
+    """One state discipline: every processor state is immutable except the holders declared
+    ``@owned_in_place`` (ADR 0005), and those are exactly the two whose history is too big to copy.
+    A new in-place state must be declared, and so shows up here."""
+    import ast  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    from services.core.seamless import SeamlessState  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[2] / "services"
+    declared = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                names = {d.id for d in node.decorator_list if isinstance(d, ast.Name)}
+                if "owned_in_place" in names:
+                    declared.add(node.name)
+    assert declared == {"WalletState", "SeamlessState"}
+    assert WalletState.IN_PLACE and SeamlessState.IN_PLACE  # type: ignore[attr-defined]
+    for state in (DealerState, PayoutState, MonitorState, AccountsState):
+        assert not getattr(state, "IN_PLACE", False), state
