@@ -1,0 +1,1 @@
+"""The migration scripts, one per schema change, in order."""
