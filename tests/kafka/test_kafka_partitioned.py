@@ -52,3 +52,15 @@ def test_three_monitor_replicas_share_the_partitions_and_survive_kills(
     assert restored, "no monitor scope restored from a snapshot"
     for r in restored:
         assert set(r["offsets"]) == {f"{TABLE_EVENTS}[{r['scope']}]", f"{REKEYED}[{r['scope']}]"}, r
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_monitor_replicas_soak(kafka_broker: str, tmp_path: Path, seed: int) -> None:
+    """Seven tables, six coups each, three monitor replicas, four kills per run: nothing written twice,
+    clean with the in-memory digest."""
+    result = soak(
+        kafka_broker, tmp_path, seed=seed, tables=7, coups=6, kills=4, replicated=("monitor",), copies=2
+    )
+    check(result)
+    assert result["kills"] == 4
