@@ -19,7 +19,7 @@ import pytest
 from services.core import topics
 from services.core.envelope import Envelope
 from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings
-from services.runtime.kafka.worker import ensure_topics
+from services.runtime.kafka.worker import EXIT_CONFIG, TopicSpec, ensure_topics, repartition_topic
 from services.runtime.keyring import Keyring
 from services.runtime.settings import Settings
 from tests.helpers import attacks
@@ -29,7 +29,7 @@ from tests.kafka.test_kafka_crash_soak import check, soak
 pytestmark = pytest.mark.kafka
 
 TABLE_EVENTS = "casino.table.events"
-REKEYED = "casino.repartition.monitor.deadletter"
+REKEYED = repartition_topic("monitor", topics.DEADLETTER)
 
 
 def _lines(text: str, event: str) -> list[dict[str, Any]]:
@@ -113,3 +113,32 @@ def test_forgeries_are_alerted_once_by_three_monitor_replicas(
     assert chains and all(seqs == list(range(len(seqs))) for seqs in chains.values()), chains
     working = [w.log("monitor") for w in (main, *extras)]
     assert sum(1 for text in working if any(b["topic"] == REKEYED for b in _lines(text, "batch"))) >= 1
+
+
+def test_a_repartition_topic_of_another_partition_count_stops_the_monitor(
+    kafka_broker: str, tmp_path: Path
+) -> None:
+    """The re-keyed dead letters' topic made by hand with 3 partitions beside table events of 6: the
+    monitor would put a table's dead-letter alerts in another member's partition, so it does not start:
+    one ``copartition_mismatch`` line, exit 78 (as Kafka Streams refuses a topology whose joined topics
+    differ)."""
+    settings = quick_settings(
+        Settings(
+            bootstrap_servers=kafka_broker,
+            topic_prefix=f"c{uuid.uuid4().hex[:10]}.",
+            partitions=6,
+            demo_mode=True,
+        ),
+        env={},
+    )
+    asyncio.run(ensure_topics(settings, [*topics.ALL_TOPICS, TopicSpec(REKEYED, 3, -1)]))
+    workers = Workers(settings, tmp_path, services=("monitor",))
+    workers.start()
+    try:
+        status = workers.procs["monitor"].wait(120)
+    finally:
+        workers.stop()
+    log = workers.log("monitor")
+    assert status == EXIT_CONFIG, log[-2000:]
+    [line] = _lines(log, "copartition_mismatch")
+    assert line["partitions"] == {TABLE_EVENTS: 6, REKEYED: 3}
