@@ -1376,6 +1376,23 @@ class Monitor(Reactor[MonitorState]):
 
     name = "monitor"
     inputs = (topics.TABLE_EVENTS, topics.DEADLETTER)
+    repartitioned: ClassVar[tuple[str, ...]] = (topics.DEADLETTER,)
+    """The inputs a runtime that splits the state by partition re-keys by :meth:`route` first (the
+    dead letters, keyed by source topic, raise alerts on the chain of the table they concern):
+    docs/adr/0011-partitioned-audit-monitor.md."""
+
+    def route(self, record: Envelope) -> str:
+        """The key of the alerts ``record`` (a dead letter) raises, by the very functions that raise
+        them (the table or account it concerns, else its source topic); its own key when it raises
+        none or cannot be read (the key it is handled under then changes nothing)."""
+        try:
+            payload = read_payload(record)
+        except (ValidationError, DomainError):
+            return record.key
+        if not isinstance(payload, DeadLetter):
+            return record.key
+        found = refused_record(record, payload) or dead_letter_alert(record, payload, self.name)
+        return found[0].key if found else record.key
 
     def initial(self) -> MonitorState:
         """No tables watched."""

@@ -33,9 +33,12 @@ pytestmark = pytest.mark.kafka
 REPLICATED = ("dealer", "settlement")
 
 
-def soak(broker: str, logs: Path, *, seed: int, tables: int, coups: int, kills: int) -> dict[str, object]:
-    """One session with the replicas of :data:`REPLICATED` SIGKILLed ``kills`` times after coups chosen
-    by ``seed`` (each started again one coup later); what a test asserts on."""
+def soak(
+    broker: str, logs: Path, *, seed: int, tables: int, coups: int, kills: int,
+    replicated: tuple[str, ...] = REPLICATED, copies: int = 1,
+) -> dict[str, object]:  # fmt: skip
+    """One session with ``copies`` extra replicas of each of ``replicated`` SIGKILLed ``kills`` times
+    after coups chosen by ``seed`` (each started again one coup later); what a test asserts on."""
     settings = quick_settings(
         Settings(
             bootstrap_servers=broker, topic_prefix=f"s{uuid.uuid4().hex[:10]}.", partitions=6,
@@ -47,24 +50,26 @@ def soak(broker: str, logs: Path, *, seed: int, tables: int, coups: int, kills: 
     rng = random.Random(seed)
     total = tables * coups
     moments = sorted(rng.sample(range(1, total), min(kills, total - 1)))
-    victims = {m: rng.choice(REPLICATED) for m in moments}
+    victims = {m: (rng.randrange(copies), rng.choice(replicated)) for m in moments}
     asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
     main = Workers(settings, logs / "main")
-    extra = Workers(settings, logs / "extra", services=REPLICATED)
+    extras = [Workers(settings, logs / f"extra{i}", services=replicated) for i in range(copies)]
     main.start()
-    extra.start()
+    for extra in extras:
+        extra.start()
     played, killed, down = 0, 0, {}
 
     def after_coup() -> None:
         nonlocal played, killed
         played += 1
-        for name, since in list(down.items()):
+        for (copy, name), since in list(down.items()):
             if played > since:  # back one coup later: another rebalance, the partitions move again
-                extra.start([name])
-                del down[name]
+                extras[copy].start([name])
+                del down[(copy, name)]
         victim = victims.get(played)
         if victim is not None and victim not in down:
-            assert extra.kill(victim, signal.SIGKILL) == -signal.SIGKILL
+            copy, name = victim
+            assert extras[copy].kill(name, signal.SIGKILL) == -signal.SIGKILL
             down[victim] = played
             killed += 1
 
@@ -77,13 +82,16 @@ def soak(broker: str, logs: Path, *, seed: int, tables: int, coups: int, kills: 
             records = bus.consume_all()
             took = time.monotonic() - started
     finally:
-        status = {**main.stop(), **{f"{n}#2": c for n, c in extra.stop().items()}}
+        status = dict(main.stop())
+        for i, extra in enumerate(extras):
+            status.update({f"{n}#{i + 2}": c for n, c in extra.stop().items()})
     memory = MemBus()
     Session(memory, seed=seed).run(specs, coups)
-    logs_text = "".join(main.log(n) + extra.log(n) for n in REPLICATED)
+    logs_of = {n: [main.log(n), *[extra.log(n) for extra in extras]] for n in replicated}
+    logs_text = "".join("".join(texts) for texts in logs_of.values())
     return {
         "records": records, "reference": replay(memory.log), "status": status, "kills": killed,
-        "seconds": took, "restored": logs_text.count('"event": "state_restored"'),
+        "seconds": took, "restored": logs_text.count('"event": "state_restored"'), "logs": logs_of,
     }  # fmt: skip
 
 

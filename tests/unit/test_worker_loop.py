@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aiokafka import TopicPartition  # type: ignore[import-untyped]
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor  # type: ignore[import-untyped]
 from aiokafka.errors import CommitFailedError  # type: ignore[import-untyped]
 from aiokafka.partitioner import DefaultPartitioner  # type: ignore[import-untyped]
 from aiokafka.producer.message_accumulator import BatchBuilder  # type: ignore[import-untyped]
@@ -18,18 +19,22 @@ from aiokafka.record.default_records import DefaultRecordBatch  # type: ignore[i
 from structlog.testing import capture_logs
 
 from services.core import topics
+from services.core.envelope import Draft, Envelope, seal, seal_encoded
+from services.core.processor import dead_letter
 from services.runtime import intake
 from services.runtime.compose import Composition
 from services.runtime.kafka.bus import quick_settings
 from services.runtime.kafka.metrics import shell_status
 from services.runtime.kafka.topic_io import Outbox
-from services.runtime.kafka.worker import Shell
+from services.runtime.kafka.worker import Repartition, Shell, repartition_topic
 from services.runtime.logging import configure
 from services.runtime.settings import Settings
 from tests.kafka.toy import Toy, add
 
 SETTINGS = Settings(batch_max=4, batch_wait_ms=7)
 TP0 = TopicPartition(SETTINGS.topic(topics.WALLET_REQUESTS), 0)
+REKEYED = repartition_topic("monitor", topics.DEADLETTER)
+AT = "2026-01-01T00:00:00.000Z"
 TP1 = TopicPartition(SETTINGS.topic(topics.WALLET_REQUESTS), 1)
 
 
@@ -493,10 +498,56 @@ async def test_with_exactly_once_a_batch_outputs_and_offsets_commit_in_one_trans
 
 
 @pytest.mark.parametrize(
-    ("service", "single"), [("dealer", False), ("settlement", False), ("audit", True), ("monitor", True)]
+    ("service", "single"), [("dealer", False), ("settlement", False), ("audit", True), ("monitor", False)]
 )
 def test_only_the_services_whose_state_spans_partitions_take_a_lease(service: str, single: bool) -> None:
-    """Audit and monitor (a pipe over several input topics) run one member at a time; the dealer and
-    settlement (state per input partition) scale out without a lease."""
+    """Audit (a pipe over several input topics keyed differently) runs one member at a time; the dealer,
+    settlement (state per input partition) and the monitor (co-partitioned: docs/adr/0011) scale out
+    without a lease."""
     processors = list(Composition.demo().service(service))
     assert _txn_shell(SETTINGS, service, processors).single is single
+
+
+def _dead_letter(reason: str, *, key: str = "T1", producer: str = "dealer") -> tuple[Envelope, bytes]:
+    """A sealed dead letter of a ``casino.table.inbox`` record keyed ``key``, and its bytes."""
+    draft = Draft("OpenTable", topics.TABLE_INBOX, key, {"table_id": key}, chained=False)
+    original = seal(draft, event_id="o-1", occurred_at=AT, producer="operator", cause=None, head=None)
+    dead = dead_letter(original, None, reason, "why", topics.TABLE_INBOX)
+    return seal_encoded(dead, event_id="d-1", occurred_at=AT, producer=producer, cause=None, head=None)
+
+
+def test_the_monitor_reads_its_dead_letters_rekeyed_beside_the_table_events() -> None:
+    """The monitor's shell (docs/adr/0011): its table pipe reads the table events and the dead letters'
+    repartition topic (one state per partition number, the range assignor), a hop reads the dead
+    letters and passes each on unchanged, keyed by the alert it raises (the table an internal error
+    concerns; the source topic of a refused record); every stage has a snapshot name of its own."""
+    shell = _txn_shell(SETTINGS, "monitor", list(Composition.demo().service("monitor")))
+    table = shell.pipes[0]
+    assert table.inputs == (topics.TABLE_EVENTS, REKEYED) and not table.whole and not shell.single
+    [hop] = shell.routes[SETTINGS.topic(topics.DEADLETTER)]
+    assert isinstance(hop, Repartition) and shell.routes[SETTINGS.topic(REKEYED)] == [table]
+    assert shell.assignment() == {"partition_assignment_strategy": (RangePartitionAssignor,)}
+    assert len({p.stage for p in shell.pipes}) == len(shell.pipes) == 4
+    for reason, key in (("internal_error", "T1"), ("unauthenticated", topics.TABLE_INBOX)):
+        env, raw = _dead_letter(reason)
+        [(out, value)] = hop.apply(topics.DEADLETTER, 2, 9, raw)
+        assert (out.topic, out.key, out.event_id, value) == (REKEYED, key, env.event_id, raw)
+    [(dead, _)] = hop.apply(topics.DEADLETTER, 2, 10, b"{not json")
+    assert (dead.type, dead.topic, dead.producer) == ("DeadLetter", topics.DEADLETTER, "monitor")
+    assert dead.payload["reason"] == "undecodable"
+
+
+def test_the_monitor_routes_a_dead_letter_to_the_key_of_the_alert_it_raises() -> None:
+    """:meth:`Monitor.route` is the key of the alert the monitor raises for a dead letter (its own key
+    when it raises none: the monitor's own dead letters, a reason that raises nothing)."""
+    monitor = Composition.demo().monitor()
+    for reason, producer, key, raised in (
+        ("internal_error", "dealer", "T9", 1),
+        ("unauthenticated", "dealer", topics.TABLE_INBOX, 1),
+        ("internal_error", "monitor", topics.TABLE_INBOX, 0),
+        ("undecodable", "dealer", topics.TABLE_INBOX, 0),
+    ):
+        env, _ = _dead_letter(reason, key="T9", producer=producer)
+        assert monitor.route(env) == key, (reason, producer)
+        _, alerts = monitor.handle(monitor.initial(), env)
+        assert [a.key for a in alerts] == [key] * raised, (reason, producer)

@@ -68,7 +68,7 @@ from services.core.envelope import Envelope
 from services.runtime import intake
 from services.runtime.compose import OBSERVERS, SERVICES, Composition
 from services.runtime.kafka.topic_io import aconsume_all, new_consumer, partitions_of, read_range, rest
-from services.runtime.kafka.worker import ensure_topics
+from services.runtime.kafka.worker import ensure_topics, repartition_topic
 from services.runtime.settings import Settings, environment
 from services.runtime.waits import Stream
 
@@ -138,9 +138,16 @@ def worker_env(settings: Settings) -> dict[str, str]:
 
 def service_inputs(names: Iterable[str] = SERVICES) -> dict[str, tuple[str, ...]]:
     """Each service's input topics (logical), from the processors the composition root builds (their
-    inputs do not depend on the keys)."""
+    inputs do not depend on the keys), with the repartition topics its workers read (the monitor's
+    re-keyed dead letters: a drain waits for them too)."""
     composition = Composition.demo()
-    return {name: tuple(sorted({t for p in composition.service(name) for t in p.inputs})) for name in names}
+    return {
+        name: tuple(sorted({
+            t for p in composition.service(name)
+            for t in (*p.inputs, *(repartition_topic(p.name, r) for r in getattr(p, "repartitioned", ())))
+        }))
+        for name in names
+    }  # fmt: skip
 
 
 def group_id(settings: Settings, service: str) -> str:
@@ -306,7 +313,8 @@ class KafkaBus:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     async def _start(self) -> None:
-        await ensure_topics(self.settings, list(topics.ALL_TOPICS))
+        rekeyed = sorted({t for inputs in self.inputs.values() for t in inputs} - set(topics.ALL_TOPICS))
+        await ensure_topics(self.settings, [*topics.ALL_TOPICS, *rekeyed])  # as the workers make them
         auth = self.settings.aiokafka_auth()
         self._producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap_list, acks="all", **auth)
         await self._producer.start()
@@ -324,7 +332,7 @@ class KafkaBus:
         # Every topic's partitions now, before real_ends assigns the probe (an assigned consumer's
         # metadata covers only its assigned topics): read() may ask for a topic that no service of
         # the bus consumes (a bus of the settlement service alone, reading the wallet events).
-        physical = {self.settings.topic(t): t for t in topics.ALL_TOPICS}
+        physical = {self.settings.topic(t): t for t in (*topics.ALL_TOPICS, *rekeyed)}
         for tp in await partitions_of(self._probe, list(physical)):
             self._tps.setdefault(physical[tp.topic], []).append(tp)
 

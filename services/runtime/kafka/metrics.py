@@ -364,7 +364,7 @@ def shell_status(shell: Any) -> Status:
         return Status(False, {})
     committed: Mapping[Any, int | None] = shell.committed
     restored = shell.restored if getattr(shell, "store", None) is not None else None
-    inputs = {shell.settings.topic(t): pipe for pipe in shell.pipes for t in pipe.processor.inputs}
+    inputs = {shell.settings.topic(t): pipe for pipe in shell.pipes for t in pipe.inputs}
     lag: dict[tuple[str, int], int | None] = {}
     for tp in assignment:
         pipe = inputs.get(tp.topic)

@@ -62,8 +62,11 @@ path. A broker that refuses a transactional producer (Tansu 0.6: ``InitProducerI
 ``UNKNOWN_SERVER_ERROR``) stops the worker: one ``exactly_once_refused`` line, exit :data:`EXIT_CONFIG`.
 
 Limits: the state a record reads must belong to its partition's keys (true of the reference processors,
-which key by table or account); a multi-input processor (audit, monitor) is snapshotted only while one
-worker holds all its input partitions, so such a service runs one member at a time: each replica first
+which key by table or account). A multi-input processor whose inputs are keyed alike once some went
+through a repartition topic (the monitor: :class:`Repartition`, docs/adr/0011) keeps its state per
+partition number, its group assigned by the range assignor (partition *p* of every input to one member),
+and scales out like the others. A multi-input processor keyed otherwise (audit) is snapshotted only while
+one worker holds all its input partitions, so such a service runs one member at a time: each replica first
 takes the service's lease (:mod:`services.runtime.kafka.lease`, docs/adr/0007), the others say so in one
 ``lease_wait`` line and wait; it re-applies its inputs partition by partition, so only its verdicts, not
 the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker (alive but out of
@@ -99,11 +102,11 @@ import re
 import socket
 import sys
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import click
 import faust
@@ -111,6 +114,7 @@ import yaml  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
 from aiokafka.abc import ConsumerRebalanceListener  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor  # type: ignore[import-untyped]
 from aiokafka.errors import (  # type: ignore[import-untyped]
     CommitFailedError,
     KafkaError,
@@ -292,6 +296,12 @@ def _outputs_of(processor: Processor[Any]) -> tuple[str, ...]:
     return outputs if topics.DEADLETTER in outputs else (*outputs, topics.DEADLETTER)
 
 
+def repartition_topic(stage: str, logical: str) -> str:
+    """The logical name of the topic a co-partitioned stage's input ``logical`` is re-keyed to
+    (:class:`Repartition`; the settings' prefix is added like any topic's)."""
+    return f"casino.repartition.{stage}.{logical.removeprefix('casino.')}"
+
+
 # -- the worker --------------------------------------------------------------------------------------
 
 
@@ -308,6 +318,9 @@ class OutputIndex:
     """The service's own keys by key id: when set, only records authenticated by one of them count
     (a forgery written under the id the service is about to derive must not make it skip the real
     output: docs/trust.md)."""
+    passing: frozenset[str] = frozenset()
+    """Physical repartition topics: records of any writer passed on unchanged, known by
+    :func:`passed_id` (a forgery under a real record's event id is another record)."""
     ids: set[str] = field(default_factory=set)
 
     async def read_tail(
@@ -321,6 +334,9 @@ class OutputIndex:
         self.ids = set()
         for msgs in read.values():
             for m in msgs:
+                if m.topic in self.passing:
+                    self.ids.add(passed_id(m.value))
+                    continue
                 event_id, producer = intake.identity_of(m.value)
                 if event_id is not None and producer in self.producers and self._ours(m.value):
                     self.ids.add(event_id)
@@ -335,6 +351,11 @@ class OutputIndex:
         except intake.DecodeError:
             return False
         return not isinstance(verify(env, self.own_keys), Refusal)
+
+
+def passed_id(value: bytes | None) -> str:
+    """How the output index knows a record passed on to a repartition topic: its bytes' digest."""
+    return "sha256:" + hashlib.sha256(value or b"").hexdigest()
 
 
 Output = tuple[Envelope, bytes]
@@ -405,8 +426,18 @@ class Pipe:
         """The worker's own outputs, read back without decoding (:class:`OwnOutputs`); ``None``: none, and
         never for a processor that judges its inputs' bytes itself (audit decodes every record)."""
         self.store = store
-        self.whole = len(processor.inputs) > 1
-        """A multi-input processor (audit, monitor) keeps one state over every input partition."""
+        rekeyed = tuple(getattr(processor, "repartitioned", ()))
+        self.copartitioned = bool(rekeyed)
+        """A multi-input processor whose inputs are keyed alike once ``rekeyed`` ones went through their
+        repartition topics (:class:`Repartition`): its state is per partition number (the monitor)."""
+        self.reads_as = {repartition_topic(processor.name, t): t for t in rekeyed}
+        """Each repartition topic read, to the logical input whose records it holds unchanged."""
+        self.inputs: tuple[str, ...] = tuple(
+            repartition_topic(processor.name, t) if t in rekeyed else t for t in processor.inputs
+        )
+        """The logical topics the pipe reads on Kafka."""
+        self.whole = len(processor.inputs) > 1 and not self.copartitioned
+        """A multi-input processor (audit) keeps one state over every input partition."""
         self.states: dict[int, ProcessorState[Any]] = {}
         self.signed_heads: dict[int, Any] = {}
         """Per scope, what its writer attested (:class:`services.runtime.kafka.attesting.PipeHeads`)."""
@@ -430,6 +461,11 @@ class Pipe:
         self.complete = True
         """A multi-input pipe: whether the worker holds every input partition (else its state covers
         only some and is never snapshotted)."""
+
+    def rename(self, stage: str) -> None:
+        """Name the pipe's state ``stage`` (changelog, local store, dead-letter positions)."""
+        self.stage = stage
+        self.stored_as = f"{self.settings.topic_prefix}{stage}"
 
     def scope(self, partition: int) -> int:
         """The scope a record of input partition ``partition`` belongs to."""
@@ -494,6 +530,7 @@ class Pipe:
         record's log lines name (:meth:`facts`)."""
         self.current = scope = self.scope(partition)
         state = self.state_of(scope)
+        topic = self.reads_as.get(topic, topic)
         try:
             own = self.own.take(value, topic) if self.own is not None else None
             record = own if own is not None else intake.decode(value, topic)
@@ -534,6 +571,58 @@ class Pipe:
         found = {"type": record.type, "event_id": record.event_id, "key": record.key,
                  "table_id": p.get("table_id"), "coup_id": p.get("coup_id")}  # fmt: skip
         return {k: v for k, v in found.items() if v is not None}
+
+
+class _Hop:
+    """What a :class:`Repartition` pipe is to the shell's snapshots: a stage with no state of its own
+    (its snapshots carry only its input offsets and output positions)."""
+
+    validates_inputs = False
+    guard = None
+    writer = ""
+
+    def __init__(self, target: Processor[Any], logical: str) -> None:
+        self.name = target.name
+        self.inputs = (logical,)
+        self.outputs = (repartition_topic(target.name, logical),)
+        self.stage = f"{target.name}-repartition"
+
+    def stage_name(self) -> str:
+        return self.stage
+
+    def initial(self) -> int:
+        return 0
+
+
+class Repartition(Pipe):
+    """The stateless hop in front of a co-partitioned pipe (docs/adr/0011-partitioned-audit-monitor.md,
+    Kafka Streams' repartition topic): each record of one input, its bytes unchanged (signature and
+    hash intact: the pipe behind authenticates them as before), written to the input's repartition
+    topic keyed by ``route(record)`` of the processor behind, so that it lands in the partition number
+    of the keys its outputs go to. A record that does not decode is dead-lettered here, as the pipe
+    behind would have (same position, same id)."""
+
+    def __init__(self, target: Pipe, logical: str, store: state_store.LocalStore | None = None) -> None:
+        super().__init__(cast(Processor[Any], _Hop(target.processor, logical)), target.settings, None, store)
+        self.target = target
+        self.to = repartition_topic(target.processor.name, logical)
+
+    def apply(self, topic: str, partition: int, offset: int, value: bytes | None) -> list[Output]:
+        """The record re-keyed for the repartition topic, or its dead letter."""
+        self.current = partition
+        self.state_of(partition)
+        self.since[partition] = self.since.get(partition, 0) + 1
+        try:
+            record = intake.decode(value, topic)
+        except intake.DecodeError as exc:
+            self.record, self.reason = None, exc.reason.value
+            position = f"dead/{self.target.stage}/{topic}/{partition}/{offset}"
+            dead = intake.dead_letter_of(self.target.processor, exc, topic, position)
+            return [(dead, intake.encode(dead))]
+        self.record, self.reason = record, None
+        key = self.target.processor.route(record)  # type: ignore[attr-defined]
+        assert value is not None
+        return [(record.model_copy(update={"topic": self.to, "key": key}), value)]
 
 
 NOTABLE = frozenset({"DeadLetter", *metrics.REFUSAL_TYPES})
@@ -610,7 +699,14 @@ class Shell:
         """The local state store; ``None``: state in memory only, nothing restored (unit tests)."""
         self.own = OwnOutputs(t for p in processors for t in p.inputs)
         self.pipes = [Pipe(p, settings, self.own, store) for p in processors]
-        self.outputs = sorted({t for p in processors for t in _outputs_of(p)})
+        self.pipes += [
+            Repartition(pipe, logical, store) for pipe in self.pipes for logical in pipe.reads_as.values()
+        ]
+        stages = Counter(pipe.stage for pipe in self.pipes)
+        for pipe in self.pipes:  # two stages of one name (the monitor's three) would share snapshot keys
+            if stages[pipe.stage] > 1 and pipe.processor.writer:
+                pipe.rename(pipe.processor.writer)
+        self.outputs = sorted({t for p in self.pipes for t in _outputs_of(p.processor)})
         self.out_positions: dict[tuple[str, int], int] = {}
         """Per output partition, the next offset after the outputs of the batches landed so far (and
         after what the last restore read): the snapshots' output positions."""
@@ -619,10 +715,13 @@ class Shell:
         not handled (fetched before a rebalance took its partition)."""
         self.restored: set[TopicPartition] = set()
         """The input partitions restored since the last assignment (readiness)."""
-        outputs = sorted({t for p in processors for t in _outputs_of(p)})
         guards = [p.guard for p in processors if p.guard is not None]
         own = {g.own.key_id: g.own for g in guards} if guards else None
-        self.index = OutputIndex(frozenset(p.name for p in processors), tuple(outputs), own)
+        self.passing = frozenset(settings.topic(p.to) for p in self.pipes if isinstance(p, Repartition))
+        """The repartition topics written (records of other writers, passed on unchanged)."""
+        self.index = OutputIndex(
+            frozenset(p.name for p in processors), tuple(self.outputs), own, self.passing
+        )
         self._reader: AIOKafkaConsumer | None = None
         self.consumer: AIOKafkaConsumer | None = None  # the group's consumer (:meth:`run`)
         self.producer: AIOKafkaProducer | None = None
@@ -633,7 +732,7 @@ class Shell:
         self.committed: dict[TopicPartition, int] = {}  # the offsets this worker has committed
         self.routes: dict[str, list[Pipe]] = {}
         for pipe in self.pipes:
-            for logical in pipe.processor.inputs:
+            for logical in pipe.inputs:
                 self.routes.setdefault(settings.topic(logical), []).append(pipe)
         self._one_at_a_time = asyncio.Lock()
         self._landing: asyncio.Future[None] | None = None  # the last batch shipped, until committed
@@ -657,7 +756,7 @@ class Shell:
     @property
     def single(self) -> bool:
         """Whether the service runs as one member at a time: a pipe keeps one state over every input
-        partition (audit, monitor), so a second member holding some of them would write checkpoints
+        partition (audit), so a second member holding some of them would write checkpoints
         and verdicts over half the log. Its other replicas wait for the lease (docs/adr/0007)."""
         return any(pipe.whole for pipe in self.pipes)
 
@@ -688,9 +787,10 @@ class Shell:
         added = []
         outbox = self.outbox
         for env, value in outputs:
-            if env.event_id in self.index.ids:  # written before a crash or a rebalance: never twice
-                continue
             physical = self.settings.topic(env.topic)
+            known = passed_id(value) if physical in self.passing else env.event_id
+            if known in self.index.ids:  # written before a crash or a rebalance: never twice
+                continue
             await outbox.add(physical, intake.encode_key(env), value, env.event_id)
             self.own.keep(env, value)
             added.append(env)
@@ -807,8 +907,9 @@ class Shell:
                 raise
         self._clients()
         assert self.consumer is not None and self.producer is not None
-        self.consumer.subscribe(sorted(self.routes), listener=_Rebalance(self))
         await self._start_producers()
+        await self.ensure_copartitioned()
+        self.consumer.subscribe(sorted(self.routes), listener=_Rebalance(self))
         await self.consumer.start()
         handle = self._transact if self.settings.exactly_once else self._pipelined
         try:
@@ -842,6 +943,7 @@ class Shell:
             heartbeat_interval_ms=int(settings.heartbeat_interval_s * 1000),
             rebalance_timeout_ms=int(settings.rebalance_timeout_s * 1000),
             isolation_level=settings.isolation_level,
+            **self.assignment(),
             **auth,
         )
         self.producer = AIOKafkaProducer(
@@ -852,6 +954,14 @@ class Shell:
             self.snapshot_producer = AIOKafkaProducer(
                 bootstrap_servers=settings.bootstrap_list, acks="all", **auth
             )
+
+    def assignment(self) -> dict[str, Any]:
+        """The group's assignor where a pipe is co-partitioned: the range assignor gives partition *p* of
+        every topic of equal partition count to one member (Kafka Streams' co-partitioning), so one
+        member holds all of a partition number's inputs; else aiokafka's default."""
+        if any(pipe.copartitioned for pipe in self.pipes):
+            return {"partition_assignment_strategy": (RangePartitionAssignor,)}
+        return {}
 
     def transactional(self) -> dict[str, Any]:
         """The producer's transactional settings with ``CASINO_EXACTLY_ONCE`` (else none).
@@ -1085,7 +1195,7 @@ class Shell:
         summary.outputs += len(outputs)
         summary.sent += len(sent)
         for env in sent:
-            if env.type in NOTABLE:
+            if env.type in NOTABLE and not (isinstance(pipe, Repartition) and env.topic == pipe.to):
                 self.log_notable(pipe, summary, offset, env)
         if self._debug:
             facts = {"outputs": len(outputs), "sent": len(sent)}
@@ -1209,12 +1319,31 @@ class Shell:
             out += [TopicPartition(physical, p) for p in sorted(await self.producer.partitions_for(physical))]
         return out
 
+    async def ensure_copartitioned(self) -> None:
+        """Create each co-partitioned pipe's repartition topics with its keyed inputs' partition count
+        (docs/adr/0011-partitioned-audit-monitor.md); inputs of unequal counts (a topic grown, or made
+        by hand) stop the worker: one ``copartition_mismatch`` line, exit :data:`EXIT_CONFIG`."""
+        pipes = [pipe for pipe in self.pipes if pipe.copartitioned]
+        specs = []
+        for pipe in pipes:
+            keyed = [t for t in pipe.inputs if t not in pipe.reads_as]
+            count = len(await self._partitions(keyed[:1]))
+            specs += [TopicSpec(t, count, RETENTION_FOREVER_MS) for t in pipe.reads_as]
+        if specs:
+            await ensure_topics(self.settings, specs)
+        for pipe in pipes:
+            counts = {t: len(await self._partitions([t])) for t in pipe.inputs}
+            if len(set(counts.values())) > 1:
+                _log().critical("copartition_mismatch", stage=pipe.stage, partitions=counts)
+                sys.stderr.flush()
+                os._exit(EXIT_CONFIG)
+
     async def ensure_changelogs(self) -> None:
         """Create each stage's changelog topic (compacted, as many partitions as its most partitioned
         input) where missing."""
         specs = []
         for pipe in self.pipes:
-            most = max([len(await self._partitions([t])) for t in pipe.processor.inputs], default=1)
+            most = max([len(await self._partitions([t])) for t in pipe.inputs], default=1)
             name = state_store.changelog_topic(pipe.stage)
             specs.append(TopicSpec(name, max(most, 1), RETENTION_FOREVER_MS, compact=True))
         await ensure_topics(self.settings, specs)
@@ -1288,7 +1417,7 @@ class Shell:
             tps = [tp for tp in mine if pipe in self.routes[tp.topic]]
             if not tps:
                 continue
-            everything = await self._partitions(pipe.processor.inputs)
+            everything = await self._partitions(pipe.inputs)
             pipe.complete = set(tps) == set(everything)
             scopes = {pipe.scope(tp.partition) for tp in tps}
             for scope in sorted(scopes):
