@@ -21,8 +21,9 @@ AUDIT_FINDINGS: Final = "casino.audit.findings"
 """Keyed by table_id. Written by audit only (chained)."""
 
 MONITOR_ALERTS: Final = "casino.monitor.alerts"
-"""Keyed by table_id (account_id for the per-account stage's alerts). ``AnomalyDetected``; written by the
-monitor only (chained)."""
+"""Keyed by table_id (account_id for the per-account stage's alerts; the source topic for a dead letter's
+alert about a record not keyed by table). ``AnomalyDetected``; written by the monitor only (chained), each
+key by one of its stages."""
 
 CASEWORK: Final = "casino.monitor.casework"
 """Keyed by alert id (the ``AnomalyDetected``'s event id). ``WorkAlert``: an analyst's step on an alert's
@@ -41,6 +42,10 @@ ALL_TOPICS: Final = (
     WALLET_REQUESTS, WALLET_EVENTS, TABLE_INBOX, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, CASEWORK,
     DEADLETTER, ATTEST,
 )  # fmt: skip
+TABLE_KEYED: Final = frozenset({TABLE_INBOX, TABLE_EVENTS})
+"""Topics keyed by table_id."""
+ACCOUNT_KEYED: Final = frozenset({WALLET_REQUESTS, WALLET_EVENTS})
+"""Topics keyed by account_id."""
 EVENT_STREAMS: Final = frozenset({WALLET_EVENTS, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, ATTEST})
 NOT_IN_TREE_HEADS: Final = frozenset({ATTEST})
 """Chained streams audit's tree heads leave out: the writers' signed heads are signed themselves, and

@@ -1342,23 +1342,28 @@ validation that a record found) — the record is set aside and play goes on, so
 
 def dead_letter_alert(rec: Envelope, dead: DeadLetter, own_name: str) -> Alerts:
     """The alert a dead letter raises, if its reason is one of :data:`DEAD_LETTER_ALERTS`. Keyed by the
-    original record's key (the table, or the account) when it is readable, else by the source topic.
+    original record's table when it came from a table-keyed topic (:data:`~services.core.topics.TABLE_KEYED`:
+    the table's own alert chain, which this stage writes), else by the source topic: never by an account
+    or an alert id, whose chains the account and casework stages write (one writer per chain). An
+    account's record names its account in ``account_ids``, so the back office still finds it by account.
     The monitor's own dead letters raise nothing: a failure on a dead letter must not feed itself."""
     found = DEAD_LETTER_ALERTS.get(dead.reason)
     if found is None or rec.producer == own_name:
         return []
-    key = dead.source_topic
+    source = dead.source_topic
+    named = None
     try:
         original = json.loads(dead.original or "")
-        if isinstance(original, dict) and isinstance(original.get("key"), str) and original["key"].strip():
-            key = original["key"]
+        if isinstance(original, dict) and isinstance(original.get("key"), str):
+            named = "".join(original["key"].split())[:256] or None
     except (ValueError, RecursionError):
         pass
-    key = "".join(key.split())[:256] or rec.key
+    key = (named if source in topics.TABLE_KEYED else None) or "".join(source.split())[:256] or rec.key
     detector, severity = found
     original_id = dead.original_event_id
-    subject = {"event_ids": [rec.event_id, *([original_id] if original_id else [])]}
-    source = dead.source_topic
+    subject: dict[str, Any] = {"event_ids": [rec.event_id, *([original_id] if original_id else [])]}
+    if named and source in topics.ACCOUNT_KEYED:
+        subject["account_id"] = named
     observed = {"reason": dead.reason.value, "producer": rec.producer, "source_topic": source}
     return [
         alert(detector, severity, key, subject=subject, observed=observed, threshold={}, detail=dead.detail)
@@ -1383,7 +1388,7 @@ class Monitor(Reactor[MonitorState]):
 
     def route(self, record: Envelope) -> str:
         """The key of the alerts ``record`` (a dead letter) raises, by the very functions that raise
-        them (the table or account it concerns, else its source topic); its own key when it raises
+        them (the table it concerns, else its source topic); its own key when it raises
         none or cannot be read (the key it is handled under then changes nothing)."""
         try:
             payload = read_payload(record)
