@@ -162,6 +162,10 @@ class Survey:
     writers too; a ``day_closed`` or ``shoe_closed`` seal speaks for its writer only)."""
     chain_writer: dict[tuple[str, str], str] = field(default_factory=dict)
     """Chain → the writer whose signed head last named it."""
+    dead: set[str] = field(default_factory=set)
+    """The hashes of the dead letters in the log."""
+    dead_signed: dict[str, str] = field(default_factory=dict)
+    """The hash of each dead letter a valid signed head names → the event id of the first that does."""
     raised: set[tuple[str, str]] = field(default_factory=set)
     """The chains whose attested head rose since a reader last cleared this (the one-pass replay's
     frontier: :mod:`services.audit.replay.onepass`)."""
@@ -204,6 +208,7 @@ class Survey:
         topic, seq = get("topic"), get("seq")
         if seq is None:
             if topic == topics.DEADLETTER:
+                self.dead.add(h)
                 payload = get("payload")
                 refused = payload.get("original_event_id") if isinstance(payload, Mapping) else None
                 if isinstance(refused, str):
@@ -266,6 +271,9 @@ class Survey:
                 str(auth["key_id"]),
                 str(rec.get("event_id")),
             )
+        for dead in payload.get("dead_letters") or ():
+            if short(dead) is not None:
+                self.dead_signed.setdefault(dead, str(rec.get("event_id")))
         for head in payload.get("heads") or ():
             if not isinstance(head, Mapping) or WRITER_OF_TOPIC.get(str(head.get("topic"))) is not principal:
                 continue
@@ -286,6 +294,22 @@ class Survey:
             seal > at for w, seal in self.idle_at.items() if writer_principal(w) is consumer
         )
 
+    def _dead_letters(self, facts: set[str]) -> list[dict[str, Any]]:
+        """The dead letters a signed head names: facts where the log holds them, else a finding each
+        (deleted, or changed: a changed one has another hash)."""
+        out = []
+        for h, attestation in self.dead_signed.items():
+            if h in self.dead:
+                facts.add(h)
+                continue
+            out.append({
+                "reason": ReplayReason.ATTESTED_HEAD_MISSING.value, "severity": "critical", "table_id": "",
+                "subject": {"topic": topics.DEADLETTER, "attestation": attestation}, "expected": h,
+                "recorded": None,
+                "detail": "a dead letter its writer signed is not in the log: deleted or changed",
+            })  # fmt: skip
+        return out
+
     def finish(self) -> Attested:
         """Which records are facts, and what the signed heads say about the log (module docstring)."""
         facts: set[str] = set(self.signed)
@@ -294,6 +318,7 @@ class Survey:
         for chain, (seq, head_hash, attestation) in sorted(self.heads.items()):
             links = self.links.get(chain, {})
             findings += _walk(chain, seq, head_hash, attestation, links, facts, unverified)
+        findings += self._dead_letters(facts)
         consumed: set[str] = set()
         changed_causes: set[str] = set()
         for (topic, key), chain_links in sorted(self.links.items()):

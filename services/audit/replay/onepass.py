@@ -94,8 +94,10 @@ class Frontier:
         if h in self.consumed or h in self.facts or h in s.signed:
             return True
         topic = env.topic
-        if topic == topics.DEADLETTER:  # covered by an alert naming it, else noise: known once the
-            return False if max(s.idle_at.values(), default=-1) > at else None  # pipeline went idle
+        if topic == topics.DEADLETTER:  # named by its writer's signed head (or by an alert), else noise:
+            if h in s.dead_signed:  # known once the pipeline went idle
+                return True
+            return False if max(s.idle_at.values(), default=-1) > at else None
         if (  # a request a processor derived and queued (:meth:`Survey.finish`)
             topic in CONSUMER_OF_TOPIC and env.causation_hash in self.facts
             and env.event_id not in s.refused and s.read_by_consumer(topic, at)
