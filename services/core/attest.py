@@ -107,9 +107,8 @@ def attestation(
             "writer": chain.writer,
             "heads": parts[n] if n < len(parts) else [],
             "seal": seal if n == count - 1 else None,
+            "dead_letters": dead[n] if n < len(dead) else [],
         }
-        if n < len(dead):  # absent when none: an attestation without dead letters is as it always was
-            payload["dead_letters"] = dead[n]
         head = chain.head
         seq = head.seq + 1 if head else 0
         env, raw = seal_encoded(

@@ -39,7 +39,7 @@ class HeadsAttested(Payload):
     writer declares its output complete up to here — ``shoe_closed`` (a shoe closed), ``day_closed``
     (a gaming day ended), ``idle`` (the pipeline went idle); ``None`` for an attestation of a batch.
     ``dead_letters``: the hashes of the dead letters the writer wrote since its last attestation (they
-    are unchained, so each is named; absent from the bytes when there are none)."""
+    are unchained, so each is named; empty in an attestation written before they were)."""
 
     writer: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9._]*$")]
     heads: Annotated[tuple[AttestedHead, ...], Field(max_length=HEADS_MAX)]
