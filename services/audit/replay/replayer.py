@@ -212,7 +212,7 @@ class Replayer:
             self.collector.observe(env)
         topic = env.topic
         if env.seq is not None and topic in topics.EVENT_STREAMS and topic not in topics.NOT_IN_TREE_HEADS:
-            self.trees.on_record(n, env)
+            self.trees.on_record(n, env, want_hash == env.hash)
         if topic in self.inputs:
             self.apply(n, env, want_hash)
         elif topic in topics.EVENT_STREAMS:

@@ -120,8 +120,9 @@ class TreeHeads:
     refused: set[str] = field(default_factory=set)
     """Ids of records a processor refused live (dead letters): an outsider's chain audit never read."""
 
-    def on_record(self, n: int, env: Envelope) -> None:
-        """A chained record of the log (``n``: its index): remember its hash; settle claims waiting."""
+    def on_record(self, n: int, env: Envelope, proven: bool = False) -> None:
+        """A chained record of the log (``n``: its index): remember its hash; settle claims waiting.
+        ``proven``: its hash is the one its content calls for (so lower-case hex: not checked again)."""
         seq = env.seq
         if seq is None:
             return
@@ -130,7 +131,7 @@ class TreeHeads:
         if stream is None:
             stream = self.streams[chain] = _Stream(first_id=env.event_id)
         digest = env.hash
-        if seq == len(stream.index) and len(digest) == 64 and not digest.strip(_HEX):
+        if seq == len(stream.index) and (proven or (len(digest) == 64 and not digest.strip(_HEX))):
             stream.hashes.append(digest)
             stream.index.append(n)
         else:
