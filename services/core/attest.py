@@ -26,12 +26,12 @@ to keep. Ed25519 signatures are deterministic (RFC 8032): the same batch gives t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from services.core import topics
-from services.core.contract.attest import HEADS_MAX
+from services.core.contract.attest import DEAD_LETTERS_MAX, HEADS_MAX
 from services.core.envelope import ChainHead, Draft, Envelope, derive_id, seal_encoded, stage_namespace
 from services.core.trust import Guard
 
@@ -91,17 +91,23 @@ def attestation(
     *,
     occurred_at: str,
     seal: Seal | None = None,
+    dead_letters: Sequence[str] = (),
 ) -> list[tuple[Envelope, bytes]]:
-    """The signed records naming ``heads`` (one, or one per :data:`HEADS_MAX` heads; the last carries
-    ``seal``), with their bytes; ``chain`` advanced past them."""
+    """The signed records naming ``heads`` and the hashes of ``dead_letters`` (one record, or one per
+    :data:`HEADS_MAX` heads or :data:`DEAD_LETTERS_MAX` dead letters; the last carries ``seal``), with
+    their bytes; ``chain`` advanced past them."""
     named = [{"topic": t, "key": k, "seq": h.seq, "hash": h.hash} for (t, k), h in sorted(heads.items())]
     parts = [named[i : i + HEADS_MAX] for i in range(0, len(named), HEADS_MAX)] or [[]]
+    step = DEAD_LETTERS_MAX
+    dead = [list(dead_letters[i : i + step]) for i in range(0, len(dead_letters), step)]
+    count = max(len(parts), len(dead))
     out = []
-    for n, part in enumerate(parts):
+    for n in range(count):
         payload: dict[str, Any] = {
             "writer": chain.writer,
-            "heads": part,
-            "seal": seal if n == len(parts) - 1 else None,
+            "heads": parts[n] if n < len(parts) else [],
+            "seal": seal if n == count - 1 else None,
+            "dead_letters": dead[n] if n < len(dead) else [],
         }
         head = chain.head
         seq = head.seq + 1 if head else 0
@@ -130,15 +136,24 @@ def attest_batch(
     *,
     day_of: Callable[[str], str] = gaming_day,
 ) -> list[tuple[Envelope, bytes]]:
-    """What a writer appends after a batch that wrote ``outputs``: nothing when no chain advanced; else
-    :func:`attest_heads` of the heads they advanced (sealed ``shoe_closed`` when one closed a shoe)."""
+    """What a writer appends after a batch that wrote ``outputs``: nothing when no chain advanced and
+    no dead letter was written; else :func:`attest_heads` of the heads they advanced and the dead
+    letters among them (sealed ``shoe_closed`` when one closed a shoe)."""
     outputs = list(outputs)
     heads = advanced_heads(outputs)
-    if not heads:
+    dead = dead_letters_of(outputs)
+    if not heads and not dead:
         return []
     at = max(env.occurred_at for env in outputs)
     closed = any(env.type == "ShoeClosed" for env in outputs)
-    return attest_heads(chain, heads, guard, occurred_at=at, closed_shoe=closed, day_of=day_of)
+    return attest_heads(
+        chain, heads, guard, occurred_at=at, closed_shoe=closed, day_of=day_of, dead_letters=dead
+    )
+
+
+def dead_letters_of(outputs: Iterable[Envelope]) -> list[str]:
+    """The hashes of the dead letters among ``outputs``, in order (what an attestation names of them)."""
+    return [env.hash for env in outputs if env.topic == topics.DEADLETTER]
 
 
 def attest_heads(
@@ -149,17 +164,21 @@ def attest_heads(
     occurred_at: str,
     closed_shoe: bool = False,
     day_of: Callable[[str], str] = gaming_day,
+    dead_letters: Sequence[str] = (),
 ) -> list[tuple[Envelope, bytes]]:
-    """The attestation of ``heads`` (written up to ``occurred_at``): a ``day_closed`` seal first when
-    they are of a later gaming day than the writer's last attestation, then the heads, sealed
-    ``shoe_closed`` when the batch closed a shoe."""
-    if not heads:
+    """The attestation of ``heads`` and ``dead_letters`` (written up to ``occurred_at``): a
+    ``day_closed`` seal first when they are of a later gaming day than the writer's last attestation,
+    then the heads and the dead letters' hashes, sealed ``shoe_closed`` when the batch closed a shoe."""
+    if not heads and not dead_letters:
         return []
     out: list[tuple[Envelope, bytes]] = []
     if chain.last_at is not None and not chain.sealed and day_of(chain.last_at) < day_of(occurred_at):
         out += attestation(chain, {}, guard, occurred_at=chain.last_at, seal="day_closed")
     at = max(occurred_at, chain.last_at or "")
-    out += attestation(chain, heads, guard, occurred_at=at, seal="shoe_closed" if closed_shoe else None)
+    out += attestation(
+        chain, heads, guard, occurred_at=at, seal="shoe_closed" if closed_shoe else None,
+        dead_letters=dead_letters,
+    )  # fmt: skip
     return out
 
 

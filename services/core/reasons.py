@@ -336,8 +336,9 @@ class ReplayReason(StrEnum):
     HEADS_NOT_EXTENDED = "heads_not_extended"
     """The log does not extend the tree head pinned with ``--expect``: truncated, rolled back or forked."""
     ATTESTED_HEAD_MISSING = "attested_head_missing"
-    """A writer's signed head names a record the log does not hold, or a record below it is missing
-    (signed records deleted or changed: :mod:`services.audit.replay.attested`)."""
+    """A writer's signed head names a record (a chain's head, or a dead letter) the log does not hold,
+    or a record below it is missing (signed records deleted or changed:
+    :mod:`services.audit.replay.attested`)."""
     CAUSE_MISSING = "cause_missing"
     """An attested record names a cause (``causation_hash``) the log does not hold."""
 

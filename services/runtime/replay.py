@@ -49,9 +49,12 @@ calls :meth:`Audit.handle_hashed` itself and drops re-deliveries with a bounded 
 ids (:data:`DEDUP_WINDOW`). A re-delivery further back than the window is still caught: on a chained
 stream its ``seq`` is behind the head (``seq_duplicate``); a repeated ``PayoutIssued`` is a second
 payout for its bet or an orphan left open. Audit drops completed coups and folds round hashes, so the
-state grows with tables, shoes in play and accounts — not with the log — except the tree heads' check,
-which keeps 32 bytes and an index per chained record (a claimed head is checked whenever the claim and
-its record meet, in either order). Findings are kept up to
+state grows with tables, shoes in play and accounts — not with the log — except the tree heads' check
+and the survey of what is attested, which keep each record's hash (and its chain links) and an index
+per chained record (a claimed head is checked whenever the claim and its record meet, in either
+order), and the records the one pass holds back until a signed head covers them
+(:mod:`services.audit.replay.onepass`: at most :data:`~services.audit.replay.onepass.HOLD_MAX`, else
+the log is read twice). Findings are kept up to
 :data:`MAX_FINDINGS_LISTED` and counted beyond.
 
 **Reports.** JSON with a fixed top-level key order and every nested object's keys sorted, nothing from
@@ -80,9 +83,9 @@ from services.audit.replay import (
     RoundCollector,
     Scope,
     iso_instant,
-    replay_records,
 )
-from services.audit.replay.attested import WriterKey, survey, writer_keys
+from services.audit.replay.attested import WriterKey, writer_keys
+from services.audit.replay.onepass import replay_one_pass
 from services.core import topics
 from services.core.envelope import Envelope
 from services.core.errors import DomainError
@@ -168,8 +171,9 @@ def writer_keys_from(
 
 
 class Source:
-    """A log that can be read twice (the replay's first pass, :func:`survey`, then the replay): ``make``
-    gives the records of the replay, ``again`` (default ``make``) those of the first pass."""
+    """A log that can be read again: ``make`` gives the records of the replay, read once
+    (:mod:`services.audit.replay.onepass`) unless it must be replayed in two passes; ``again`` (default
+    ``make``) gives them for the first of those two (the survey of what is attested)."""
 
     def __init__(
         self,
@@ -200,21 +204,18 @@ def replay(
     in the order they were written (``True`` for a SQLite log and its JSONL export; not Kafka, read topic
     by topic); ``expect``: a pinned tree head (:func:`services.runtime.heads.read_heads`) the log must
     extend; ``writers``: the principals' public keys (default :func:`writer_keys_from`). The records are
-    read twice: first which of them are facts (:func:`survey`), then the replay; a :class:`Source`, a
-    list or a tuple is read again, any other iterable is held in memory first.
+    read once (:func:`~services.audit.replay.onepass.replay_one_pass`), or twice where the log calls for
+    it: a :class:`Source`, a list or a tuple is read again, any other iterable is held in memory first.
     """
     every = checkpoint_every or cadence()
     default = public_keys_from(None)[0] if keys is None else keys
-    if isinstance(raw_records, Source):
-        first: Iterable[bytes | str | Envelope] = raw_records.again()
-    else:
-        if not isinstance(raw_records, list | tuple):
-            raw_records = list(raw_records)
-        first = raw_records
-    attested = survey(first, writer_keys_from(None) if writers is None else writers)
-    report = replay_records(raw_records, keys=default, checkpoint_every=every, scope=scope,
-                            collector=collector, ordered=ordered, expect=expect,
-                            attested=attested)  # fmt: skip
+    if not isinstance(raw_records, Source):
+        held = raw_records if isinstance(raw_records, list | tuple) else list(raw_records)
+        raw_records = Source(lambda: held)
+    report = replay_one_pass(raw_records.make, writer_keys_from(None) if writers is None else writers,
+                             again=raw_records.again, keys=default,
+                             checkpoint_every=every, scope=scope, collector=collector, ordered=ordered,
+                             expect=expect)  # fmt: skip
     report.keys_supplied = keys is not None or keys_supplied(None)
     report.keys["supplied"] = report.keys_supplied
     return report

@@ -25,8 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.app.simulator import DEFAULT_TABLES, Session
-from services.audit.replay import Report
+from services.audit.replay import Report, onepass
 from services.audit.replay.attested import writer_keys
+from services.audit.replay.onepass import replay_one_pass, replay_surveyed
 from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.keyring import new_keyring
@@ -271,3 +272,54 @@ def test_outsider_noise_never_changes_the_verdict_or_a_balance(authentic: Log, d
     assert report.verdict == "clean", report.attestation
     assert (report.digest, report.tables) == (clean.digest, clean.tables)
     assert report.attestation["unattested"]["count"] == len(noise)
+
+
+# --- the replay in one pass gives the two-pass replay's report --------------------------------
+
+
+def _both(authentic: Log, recs: list[Rec] | list[bytes]) -> tuple[str, str]:
+    """The report of the replay in one pass and of the same replay in two passes (the survey of the
+    whole log first, :func:`services.audit.replay.onepass.replay_surveyed`), as JSON."""
+    raws = [r if isinstance(r, bytes) else canonical(r) for r in recs]
+    options: dict[str, Any] = {"keys": authentic.checkpoint_keys, "checkpoint_every": 50}
+    one = replay_one_pass(lambda: raws, authentic.writers, **options)
+    two = replay_surveyed(lambda: raws, authentic.writers, **options)
+    return one.to_json(), two.to_json()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), re_sign=st.booleans())
+def test_one_pass_reports_as_two_passes_on_forged_logs(
+    authentic: Log, foreign: Log, data: st.DataObject, re_sign: bool
+) -> None:
+    """Whatever the edit (re-chained, re-signed or not), the one pass's report is byte for byte the
+    two-pass replay's: an answer it gave early that the whole log contradicts sends it to two passes."""
+    name, edit = data.draw(edits(authentic, foreign))
+    forged = rechain(edit(authentic.records))
+    one, two = _both(authentic, resign(forged) if re_sign else forged)
+    assert one == two, (name, re_sign)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_one_pass_reports_as_two_passes_with_outsider_noise(authentic: Log, data: st.DataObject) -> None:
+    """Outsider noise anywhere (held back, then counted as unattested in log order): the same report."""
+    noisy = [canonical(r) for r in authentic.records]
+    for _ in range(data.draw(st.integers(1, 5))):
+        noisy.insert(data.draw(st.integers(0, len(noisy))), _noise(data.draw, authentic.records))
+    one, two = _both(authentic, noisy)
+    assert one == two
+
+
+def test_one_pass_holds_back_only_while_it_must(authentic: Log, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An authentic log is replayed in one pass (never in two), and a log whose records wait for more
+    than :data:`HOLD_MAX` at once is replayed in two passes with the same report."""
+    raws = [canonical(r) for r in authentic.records]
+    two_passes: list[int] = []
+    surveyed = onepass.replay_surveyed
+    monkeypatch.setattr(onepass, "replay_surveyed", lambda *a, **k: two_passes.append(1) or surveyed(*a, **k))
+    one = replay(raws, keys=authentic.checkpoint_keys, writers=authentic.writers).to_json()
+    assert two_passes == []
+    monkeypatch.setattr(onepass, "HOLD_MAX", 3)
+    assert replay(raws, keys=authentic.checkpoint_keys, writers=authentic.writers).to_json() == one
+    assert two_passes == [1]

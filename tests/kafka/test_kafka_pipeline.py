@@ -159,6 +159,10 @@ def test_malformed_records_on_every_input_topic_are_dead_lettered_and_play_goes_
     per_bet = _payouts_per_bet([e for e in records if e.topic == topics.WALLET_REQUESTS])
     assert accepted and set(per_bet) == accepted and set(per_bet.values()) == {1}
     assert sum(1 for e in records if e.type == "CoupResolved") == 2
+    # every dead letter is named by its writer's signed heads (issue 28), the worker's as the embedded's
+    named = {h for e in records if e.topic == topics.ATTEST for h in e.payload.get("dead_letters", [])}
+    dead_hashes = {json.loads(v or b"{}")["hash"] for v in raw_dead}
+    assert dead_hashes and dead_hashes <= named
     # one INFO summary line per batch, whose offset ranges and type counts cover every record handled,
     # and one WARNING line naming the record each dead letter was written for
     lines = [json.loads(line) for line in workers.log("dealer").splitlines() if line.startswith("{")]

@@ -130,7 +130,7 @@ def test_seals_at_shoe_close_day_end_and_idle() -> None:
     assert shoe.payload["seal"] == "shoe_closed" and attest.seal(chain, guard) == []
     attest.attest_batch(chain, [_event(topics.TABLE_EVENTS, "T1", 3)], guard)
     [(idle, _)] = attest.seal(chain, guard)
-    assert idle.payload == {"writer": "dealer", "heads": [], "seal": "idle"}
+    assert idle.payload == {"writer": "dealer", "heads": [], "seal": "idle", "dead_letters": []}
     assert attest.seal(chain, guard) == []
 
 
@@ -152,3 +152,19 @@ def test_only_the_writer_may_attest_its_heads() -> None:
     assert refusal is not None and refusal.reason is Reason.NOT_PERMITTED
     tampered = env.model_copy(update={"auth": {"key_id": env.auth["key_id"], "sig": "00" * 64}})  # type: ignore[index]
     assert isinstance(verify(tampered, ring.by_key_id()), tuple)
+
+
+def test_a_batch_names_the_dead_letters_it_wrote_even_without_a_chain() -> None:
+    """Dead letters are unchained: the attestation names each one's hash, in the order written, and a
+    batch of dead letters alone is attested too."""
+    guard = new_keyring().guard(Principal.DEALER)
+    chain = attest.AttestChain("dealer")
+    dead = [
+        seal_encoded(Draft("DeadLetter", topics.DEADLETTER, topics.TABLE_INBOX, {"n": n}, chained=False),
+                     event_id=f"d-{n}", occurred_at="2026-11-22T20:00:00.000Z", producer="dealer",
+                     cause=None, head=None)[0]
+        for n in range(2)
+    ]  # fmt: skip
+    [(only, _)] = attest.attest_batch(chain, dead, guard)
+    assert only.payload["heads"] == [] and only.payload["dead_letters"] == [d.hash for d in dead]
+    assert attest.attest_batch(chain, [], guard) == []

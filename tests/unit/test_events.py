@@ -390,6 +390,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "writer": "settlement.wallet",
         "heads": [{"topic": "casino.wallet.events", "key": "acct-1", "seq": 4, "hash": D1}],
         "seal": "idle",
+        "dead_letters": [D1],
     },
 }
 """One valid payload per type, every field written out (so that dumping it gives it back exactly)."""

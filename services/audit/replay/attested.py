@@ -162,6 +162,13 @@ class Survey:
     writers too; a ``day_closed`` or ``shoe_closed`` seal speaks for its writer only)."""
     chain_writer: dict[tuple[str, str], str] = field(default_factory=dict)
     """Chain → the writer whose signed head last named it."""
+    dead: set[str] = field(default_factory=set)
+    """The hashes of the dead letters in the log."""
+    dead_signed: dict[str, str] = field(default_factory=dict)
+    """The hash of each dead letter a valid signed head names → the event id of the first that does."""
+    raised: set[tuple[str, str]] = field(default_factory=set)
+    """The chains whose attested head rose since a reader last cleared this (the one-pass replay's
+    frontier: :mod:`services.audit.replay.onepass`)."""
 
     def add(self, raw: bytes | str | Any, at: int | None = None) -> None:
         """Note one record (bytes or an envelope) at position ``at`` (default: the next one); anything
@@ -184,48 +191,53 @@ class Survey:
                 return
         else:  # an envelope
             rec = raw.__dict__
-        if not isinstance(rec, dict):
+        if isinstance(rec, dict):
+            self.note(rec)
+
+    def note(self, rec: Mapping[str, Any], at: int | None = None) -> None:
+        """Note one record read as a JSON object (an envelope's fields, or the parsed bytes) at position
+        ``at`` (default: the one :meth:`add` set). The replay calls this once per record: kept lean
+        (:func:`short` written out)."""
+        if at is not None:
+            self.at = at
+        get = rec.get
+        h = get("hash")
+        if type(h) is not str or len(h) != 64:
             return
-        topic, key, seq = rec.get("topic"), rec.get("key"), rec.get("seq")
-        cause_id = rec.get("causation_id")
-        h = self._note(
-            rec.get("hash"), topic, key, seq, rec.get("prev_hash"), rec.get("causation_hash"), cause_id
-        )
-        if h is not None and seq is None and topic != topics.ATTEST:
+        self.hashes.add(h)
+        topic, seq = get("topic"), get("seq")
+        if seq is None:
             if topic == topics.DEADLETTER:
-                payload = rec.get("payload")
+                self.dead.add(h)
+                payload = get("payload")
                 refused = payload.get("original_event_id") if isinstance(payload, Mapping) else None
                 if isinstance(refused, str):
                     self.refused.add(refused)
-            else:
-                cause = rec.get("causation_hash")
+            elif topic != topics.ATTEST:
+                cause = get("causation_hash")
                 self.requests.append(
-                    (
-                        h,
-                        cause if isinstance(cause, str) else None,
-                        str(rec.get("event_id")),
-                        self.at,
-                        str(topic),
-                    )
+                    (h, cause if type(cause) is str else None, str(get("event_id")), self.at, str(topic))
                 )
-        if h is not None and topic == topics.ATTEST and isinstance(key, str) and type(seq) is int:
+            return
+        key = get("key")
+        if type(seq) is not int or type(key) is not str:
+            return
+        if topic not in WRITER_OF_TOPIC and topic != topics.ATTEST:
+            return
+        links = self.links
+        chain = links.get((topic, key))  # type: ignore[arg-type]
+        if chain is None:
+            chain = links[(topic, key)] = {}  # type: ignore[index]
+        if h not in chain:
+            prev, cause = get("prev_hash"), get("causation_hash")
+            chain[h] = (
+                seq,
+                prev if type(prev) is str and len(prev) == 64 else None,
+                cause if type(cause) is str and len(cause) == 64 else None,
+                str(get("causation_id") or ""),
+            )
+        if topic == topics.ATTEST:
             self._attestation(rec, h, key, seq)
-
-    def _note(  # noqa: PLR0917 (a record's chain fields, once)
-        self, record_hash: object, topic: object, key: object, seq: object, prev: object, cause: object,
-        cause_id: object,
-    ) -> str | None:  # fmt: skip
-        h = short(record_hash)
-        if h is None:
-            return None
-        self.hashes.add(h)
-        if type(seq) is int and isinstance(key, str) and (topic in WRITER_OF_TOPIC or topic == topics.ATTEST):
-            chain = self.links.get((topic, key))  # type: ignore[arg-type]
-            if chain is None:
-                chain = self.links[(topic, key)] = {}  # type: ignore[index]
-            if h not in chain:
-                chain[h] = (seq, short(prev), short(cause), str(cause_id or ""))
-        return h
 
     def _attestation(self, rec: Mapping[str, Any], h: str, writer: str, seq: int) -> None:
         auth, payload = rec.get("auth"), rec.get("payload")
@@ -259,6 +271,9 @@ class Survey:
                 str(auth["key_id"]),
                 str(rec.get("event_id")),
             )
+        for dead in payload.get("dead_letters") or ():
+            if short(dead) is not None:
+                self.dead_signed.setdefault(dead, str(rec.get("event_id")))
         for head in payload.get("heads") or ():
             if not isinstance(head, Mapping) or WRITER_OF_TOPIC.get(str(head.get("topic"))) is not principal:
                 continue
@@ -267,8 +282,9 @@ class Survey:
             hseq, hhash = head.get("seq"), head.get("hash")
             if type(hseq) is int and isinstance(hhash, str) and hseq > self.heads.get(chain, (-1, "", ""))[0]:
                 self.heads[chain] = (hseq, hhash, str(rec.get("event_id")))
+                self.raised.add(chain)
 
-    def _read_by_consumer(self, topic: str, at: int) -> bool:
+    def read_by_consumer(self, topic: str, at: int) -> bool:
         """Whether a writer of the principal that consumes ``topic`` wrote an ``idle`` seal after position
         ``at``: the pipeline went idle after it, so it read the request, and would have refused it had
         it not been its own derivation. An outsider's request
@@ -278,6 +294,22 @@ class Survey:
             seal > at for w, seal in self.idle_at.items() if writer_principal(w) is consumer
         )
 
+    def _dead_letters(self, facts: set[str]) -> list[dict[str, Any]]:
+        """The dead letters a signed head names: facts where the log holds them, else a finding each
+        (deleted, or changed: a changed one has another hash)."""
+        out = []
+        for h, attestation in self.dead_signed.items():
+            if h in self.dead:
+                facts.add(h)
+                continue
+            out.append({
+                "reason": ReplayReason.ATTESTED_HEAD_MISSING.value, "severity": "critical", "table_id": "",
+                "subject": {"topic": topics.DEADLETTER, "attestation": attestation}, "expected": h,
+                "recorded": None,
+                "detail": "a dead letter its writer signed is not in the log: deleted or changed",
+            })  # fmt: skip
+        return out
+
     def finish(self) -> Attested:
         """Which records are facts, and what the signed heads say about the log (module docstring)."""
         facts: set[str] = set(self.signed)
@@ -286,6 +318,7 @@ class Survey:
         for chain, (seq, head_hash, attestation) in sorted(self.heads.items()):
             links = self.links.get(chain, {})
             findings += _walk(chain, seq, head_hash, attestation, links, facts, unverified)
+        findings += self._dead_letters(facts)
         consumed: set[str] = set()
         changed_causes: set[str] = set()
         for (topic, key), chain_links in sorted(self.links.items()):
@@ -299,7 +332,7 @@ class Survey:
         for h, cause, event_id, at, topic in self.requests:  # what a processor derived from a fact and
             if (  # queued (a seamless call behind another): no chained record names it, its cause is a
                 h not in consumed and cause in facts and event_id not in self.refused  # fact, and its
-                and self._read_by_consumer(topic, at)  # consumer went idle after it (it read it)
+                and self.read_by_consumer(topic, at)  # consumer went idle after it (it read it)
             ):  # fmt: skip
                 consumed.add(h)
         sealed = {

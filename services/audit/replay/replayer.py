@@ -165,24 +165,36 @@ class Replayer:
         self.last = None
 
     def feed(self, n: int, raw: bytes | str | Envelope) -> None:
-        """Replay one record (the ``n``-th of the log)."""
-        report = self.report
-        report.records += 1
+        """Replay one record (the ``n``-th of the log), judged by :attr:`attested`."""
         try:
             env, want_hash = decode(raw)
         except (ValueError, ValidationError) as exc:
-            if self.attested is not None:  # no signed head names it: not a fact, nothing to judge
-                self.attested.undecodable(n)
-                return
-            undecodable = {"reason": Reason.UNDECODABLE.value, "severity": Severity.CRITICAL.value,
-                           "table_id": None, "subject": {"record": n}, "detail": str(exc)[:300]}  # fmt: skip
-            self.found(undecodable, None)
+            self.undecodable(n, exc)
             return
+        attested = self.attested
+        self.take(n, env, want_hash, attested is None or attested.admit(env.topic, env.hash, env.event_id))
+
+    def undecodable(self, n: int, exc: Exception) -> None:
+        """A record that does not decode: a finding, or with signed heads at hand an unattested record (no
+        signed head can name it: nothing to judge)."""
+        self.report.records += 1
+        if self.attested is not None:
+            self.attested.undecodable(n)
+            return
+        undecodable = {"reason": Reason.UNDECODABLE.value, "severity": Severity.CRITICAL.value,
+                       "table_id": None, "subject": {"record": n}, "detail": str(exc)[:300]}  # fmt: skip
+        self.found(undecodable, None)
+
+    def take(self, n: int, env: Envelope, want_hash: str, fact: bool) -> None:
+        """Replay one decoded record (the ``n``-th of the log); ``fact``: whether it is a ledger fact (one
+        that is not is only counted)."""
+        report = self.report
+        report.records += 1
         kind = env.type
         types = report.types
         types[kind] = types.get(kind, 0) + 1
         self.last = (n, env)
-        if self.attested is not None and not self.attested.admit(env.topic, env.hash, env.event_id):
+        if not fact:
             if kind == "DeadLetter":  # a refusal notice no alert took up: still counted as refused
                 self.dead_letter(env)
             return
@@ -200,7 +212,7 @@ class Replayer:
             self.collector.observe(env)
         topic = env.topic
         if env.seq is not None and topic in topics.EVENT_STREAMS and topic not in topics.NOT_IN_TREE_HEADS:
-            self.trees.on_record(n, env)
+            self.trees.on_record(n, env, want_hash == env.hash)
         if topic in self.inputs:
             self.apply(n, env, want_hash)
         elif topic in topics.EVENT_STREAMS:
@@ -356,6 +368,22 @@ def _fingerprint(public_hex: str) -> str | None:
         return None
 
 
+def replayer(  # noqa: PLR0917 (the replay's options, once)
+    keys: Mapping[str, str],
+    checkpoint_every: int,
+    scope: Scope | None,
+    collector: RoundCollector | None,
+    ordered: bool | Literal["strict"],
+    expect: Mapping[str, Any] | None,
+) -> Replayer:
+    """A :class:`Replayer` for :func:`replay_records`' options, holding the pinned tree head ``expect``."""
+    r = Replayer(scope or Scope(), keys, checkpoint_every, collector, ordered)
+    if expect is not None:
+        pinned_id, pinned_key = str(expect.get("event_id")), str(expect.get("table_id"))
+        r.trees.on_tree(pinned_id, pinned_key, expect.get("tree"), pinned=True)
+    return r
+
+
 def replay_records(
     raw_records: Iterable[bytes | str | Envelope],
     *,
@@ -374,26 +402,32 @@ def replay_records(
     the log must extend (its checkpoint payload, verified by the caller: :mod:`.tree_head`);
     ``attested``: the facts the first pass found (:func:`services.audit.replay.attested.survey` over the
     same records)."""
-    r = Replayer(scope or Scope(), keys, checkpoint_every, collector, ordered, attested)
-    if expect is not None:
-        pinned_id, pinned_key = str(expect.get("event_id")), str(expect.get("table_id"))
-        r.trees.on_tree(pinned_id, pinned_key, expect.get("tree"), pinned=True)
-    with _frozen_heap():
+    r = replayer(keys, checkpoint_every, scope, collector, ordered, expect)
+    r.attested = attested
+    with frozen_heap():
         feed = r.feed
         for n, raw in enumerate(raw_records):
             feed(n, raw)
     return r.finish()
 
 
-class _frozen_heap:
+class frozen_heap:
     """While the replay streams: the objects that existed before it (modules, validators, schemas: most
     of the heap) frozen out of the cyclic garbage collector (:func:`gc.freeze`), unfrozen after, unless
     the caller had frozen some itself (then nothing is done). Each collection then visits the replay's
     own objects only, not the whole program again and again (docs/performance.md#garbage-collector;
     cycles made meanwhile are still collected)."""
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> frozen_heap:
         self.owned = gc.get_freeze_count() == 0
+        if self.owned:
+            gc.freeze()
+        return self
+
+    def again(self) -> None:
+        """Freeze what lives now too (the one-pass replay, :mod:`.onepass`, after a run of signed heads:
+        the records it holds back, which would otherwise be visited by every collection while they
+        wait), unless the caller had frozen some itself."""
         if self.owned:
             gc.freeze()
 

@@ -22,8 +22,8 @@ claims like any other, and a log that does not hold them — truncated, rolled b
 ``heads_not_extended``, as is a log whose tree head of the same number has another root, or whose tree
 heads stop before the pinned one.
 
-Memory: 32 bytes and one index per chained record (the claimed hashes are checked whenever the claim
-and the record meet, in either order), plus the claims waiting for their record.
+Memory: a reference to its hash and one index per chained record (the claimed hashes are checked
+whenever the claim and the record meet, in either order), plus the claims waiting for their record.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from services.core.merkle import heads_root
 from services.core.reasons import ReplayReason
 
 Chain = tuple[str, str]
+_HEX = "0123456789abcdef"
 Leaf = tuple[str, str, int, str | None]
 
 
@@ -54,9 +55,10 @@ class Claim:
 
 @dataclass(slots=True)
 class _Stream:
-    """A chain's records as the log holds them, in ``seq`` order from 0 (hash bytes, log index)."""
+    """A chain's records as the log holds them, in ``seq`` order from 0 (hash, log index). The hashes
+    are the records' own strings, which the replay's survey holds too (a reference each, not a copy)."""
 
-    hashes: bytearray = field(default_factory=bytearray)
+    hashes: list[str] = field(default_factory=list)
     index: array[int] = field(default_factory=lambda: array("q"))
     first_id: str = ""
 
@@ -118,8 +120,9 @@ class TreeHeads:
     refused: set[str] = field(default_factory=set)
     """Ids of records a processor refused live (dead letters): an outsider's chain audit never read."""
 
-    def on_record(self, n: int, env: Envelope) -> None:
-        """A chained record of the log (``n``: its index): remember its hash; settle claims waiting."""
+    def on_record(self, n: int, env: Envelope, proven: bool = False) -> None:
+        """A chained record of the log (``n``: its index): remember its hash; settle claims waiting.
+        ``proven``: its hash is the one its content calls for (so lower-case hex: not checked again)."""
         seq = env.seq
         if seq is None:
             return
@@ -128,13 +131,9 @@ class TreeHeads:
         if stream is None:
             stream = self.streams[chain] = _Stream(first_id=env.event_id)
         digest = env.hash
-        if seq == len(stream.index) and len(digest) == 64:
-            try:
-                stream.hashes += bytes.fromhex(digest)
-            except ValueError:
-                self.odd.setdefault((chain, seq), (digest, n))
-            else:
-                stream.index.append(n)
+        if seq == len(stream.index) and (proven or (len(digest) == 64 and not digest.strip(_HEX))):
+            stream.hashes.append(digest)
+            stream.index.append(n)
         else:
             self.odd.setdefault((chain, seq), (digest, n))
         if self.pending:
@@ -144,7 +143,7 @@ class TreeHeads:
     def _record(self, chain: Chain, seq: int) -> tuple[str, int] | None:
         stream = self.streams.get(chain)
         if stream is not None and seq < len(stream.index):
-            return stream.hashes[seq * 32 : seq * 32 + 32].hex(), stream.index[seq]
+            return stream.hashes[seq], stream.index[seq]
         return self.odd.get((chain, seq))
 
     def on_tree(self, event_id: str, key: str, tree: Any, *, pinned: bool = False) -> None:

@@ -44,7 +44,9 @@ before the pipeline goes idle (:meth:`Attestor.seal` attests them then)."""
 class Attestor:
     """One runner's attestations (see the module docstring)."""
 
-    __slots__ = ("at", "chain", "closed_shoe", "guard", "log", "pending", "records", "source", "writer")
+    __slots__ = (
+        "at", "chain", "closed_shoe", "dead", "guard", "log", "pending", "records", "source", "writer",
+    )  # fmt: skip
 
     def __init__(self, log: EmbeddedLog, processor: Processor[Any]) -> None:
         self.log = log
@@ -52,6 +54,8 @@ class Attestor:
         self.writer = writer_of(processor)
         self.chain = attest.AttestChain(self.writer)
         self.pending: dict[tuple[str, str], ChainHead] = {}
+        self.dead: list[str] = []
+        """The hashes of the dead letters written since the last attestation (named in the next)."""
         self.records = 0
         self.at = ""
         self.closed_shoe = False
@@ -63,6 +67,7 @@ class Attestor:
         """Resume the chain from the log; unless its last attestation is a seal (which attested all
         before it), every head of ``heads()`` (the runner's state) pending, read when first needed."""
         self.pending, self.records, self.closed_shoe, self.source = {}, 0, False, None
+        self.dead = []
         if self.guard is None:
             return
         raw = self.log.last_internal(topics.ATTEST, self.writer)
@@ -86,7 +91,11 @@ class Attestor:
             self._load()
         pending = self.pending
         for env, _ in outputs:
-            if env.seq is not None and env.topic != topics.ATTEST:
+            if env.topic == topics.DEADLETTER:
+                self.dead.append(env.hash)
+                self.records += 1
+                self.at = max(self.at, env.occurred_at)
+            elif env.seq is not None and env.topic != topics.ATTEST:
                 pending[(env.topic, env.key)] = ChainHead(env.seq, env.hash)
                 self.records += 1
                 self.at = max(self.at, env.occurred_at)
@@ -94,13 +103,14 @@ class Attestor:
 
     def flush(self, *, least: int = ATTEST_EVERY) -> None:
         """Append the attestation of what piled up (inside the open transaction) once ``least``
-        chained records or more did."""
-        if self.guard is None or not self.pending or self.records < least:
+        chained records and dead letters or more did."""
+        if self.guard is None or not (self.pending or self.dead) or self.records < least:
             return
         records = attest.attest_heads(
-            self.chain, self.pending, self.guard, occurred_at=self.at, closed_shoe=self.closed_shoe
-        )
-        self.pending, self.records, self.closed_shoe = {}, 0, False
+            self.chain, self.pending, self.guard, occurred_at=self.at, closed_shoe=self.closed_shoe,
+            dead_letters=self.dead,
+        )  # fmt: skip
+        self.pending, self.dead, self.records, self.closed_shoe = {}, [], 0, False
         self.log.append_encoded(records, internal=True)
 
     def seal(self) -> None:

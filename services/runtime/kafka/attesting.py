@@ -46,6 +46,16 @@ class PipeHeads:
     writer: str
     chain: attest.AttestChain | None = None
     named: dict[tuple[str, str], ChainHead] = field(default_factory=dict)
+    dead: list[str] = field(default_factory=list)
+    """The hashes of the dead letters the pipe wrote for this scope since its last attestation."""
+
+
+def note_dead_letters(pipe: Pipe, partition: int, outputs: Sequence[tuple[Envelope, bytes]]) -> None:
+    """The dead letters among a record's ``outputs`` (read from ``partition``), to be named by the
+    scope's next attestation."""
+    dead = attest.dead_letters_of(env for env, _ in outputs)
+    if dead:
+        _heads_of(pipe, pipe.scope(partition)).dead.extend(dead)
 
 
 def _heads_of(pipe: Pipe, scope: int) -> PipeHeads:
@@ -80,7 +90,7 @@ async def attest_pipes(shell: Shell, parts: Sequence[tuple[Pipe, Sequence[Record
             changed = {
                 k: h for k, h in state.heads.items() if named.get(k) is not h and k[0] != topics.ATTEST
             }
-            if not changed:
+            if not changed and not mine.dead:
                 if drained and mine.chain is not None:
                     records += attest.seal(mine.chain, guard)
                 continue
@@ -93,9 +103,11 @@ async def attest_pipes(shell: Shell, parts: Sequence[tuple[Pipe, Sequence[Record
             ):
                 records += attest.attestation(chain, {}, guard, occurred_at=chain.last_at, seal="day_closed")
             records += attest.attestation(
-                chain, changed, guard, occurred_at=at, seal="idle" if drained else None
-            )
+                chain, changed, guard, occurred_at=at, seal="idle" if drained else None,
+                dead_letters=mine.dead,
+            )  # fmt: skip
             named.update(changed)
+            mine.dead = []
     return len(await shell.send(records)) if records else 0
 
 

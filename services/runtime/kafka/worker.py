@@ -1187,6 +1187,7 @@ class Shell:
         if offset > expected:
             await self.catch_up(pipe, physical, partition, expected, offset)
         outputs = pipe.apply(logical, partition, offset, value)
+        attesting.note_dead_letters(pipe, partition, outputs)
         sent = await self.send(outputs)
         pipe.next_offset[tp] = offset + 1
         self.handled += 1
