@@ -15,11 +15,13 @@ and account stages, in log order on the in-memory bus; audit is left out: it rai
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TextIO
@@ -274,27 +276,103 @@ def _both_fired(adversary: Adversary, log: list[Envelope]) -> bool:
     return caught(log, adversary) is not None and z_test(log, adversary) is not None
 
 
-def adversary_row(case: Case, runs: int, advance: Callable[[], None]) -> AdversaryRow:
-    found: list[int] = []
-    z: list[int] = []
-    detectors: frozenset[str] = frozenset()
-    for i in range(runs):
-        adversary = case.make(2000 + i)
-        detectors = adversary.detectors
-        bus = run(2000 + i, case.rounds, adversary, until=partial(_both_fired, adversary))
-        at = caught(bus.log, adversary)
-        if at is not None:
-            found.append(at)
-        zt = z_test(bus.log, adversary)
-        if zt is not None:
-            z.append(zt)
-        advance()
-    return AdversaryRow(case.label, case.params, ", ".join(sorted(detectors)), runs, found, z, case.rounds)
+def adversary_run(case: Case, i: int) -> tuple[int | None, int | None, frozenset[str]]:
+    """Run ``i`` of ``case``: coups to the monitor's detection and to the z-test's (``None``: never),
+    and the adversary's detectors."""
+    adversary = case.make(2000 + i)
+    bus = run(2000 + i, case.rounds, adversary, until=partial(_both_fired, adversary))
+    return caught(bus.log, adversary), z_test(bus.log, adversary), adversary.detectors
 
 
-def honest_coups(pop: Population, total: int) -> int:
-    """Coups for a population: ``total`` for the light ones, less for the crowded (by bets a coup)."""
-    return max(3, total * 2 // max(pop.weight, 2)) if pop.weight > 2 else total
+def adversary_row(case: Case, results: list[tuple[int | None, int | None, frozenset[str]]]) -> AdversaryRow:
+    """One case's row from its runs' results (:func:`adversary_run`)."""
+    found = [at for at, _, _ in results if at is not None]
+    z = [zt for _, zt, _ in results if zt is not None]
+    detectors = results[0][2] if results else frozenset()
+    return AdversaryRow(case.label, case.params, ", ".join(sorted(detectors)), len(results), found, z,
+                        case.rounds)  # fmt: skip
+
+
+def honest_coups(pop: Population, total: int, crowded: int | None = None) -> int:
+    """Coups for a population: ``total`` for the light ones; for the crowded, ``crowded`` coups of a
+    60-player table and as many bets at a larger one (default: as many bets as ``total`` light coups)."""
+    if pop.weight <= 2:
+        return total
+    return max(3, (crowded * 20 if crowded is not None else total * 2) // pop.weight)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one evaluation plays: every piece is one session, played by :func:`_play` in a worker."""
+
+    quick: bool
+    rounds: int | None
+    coups: int
+    crowded: int | None
+    only: frozenset[str]
+
+    def populations(self) -> list[Population]:
+        return [p for p in POPULATIONS if not self.only or "honest" in self.only or p.name in self.only]
+
+    def cases(self) -> list[Case]:
+        only = self.only
+        return [c for c in cases(self.quick, self.rounds)
+                if not only or c.label in only or f"{c.label}: {c.params}" in only]  # fmt: skip
+
+    def pieces(self, runs: int) -> list[tuple[str, int, int]]:
+        """``("honest", population, 0)`` and ``("run", case, run)``, by index (costliest first, so
+        that the workers end together)."""
+        honest = [("honest", i, 0) for i in range(len(self.populations()))]
+        honest.sort(key=lambda piece: -self._honest_cost(self.populations()[piece[1]]))
+        return honest + [("run", c, i) for c in range(len(self.cases())) for i in range(runs)]
+
+    def _honest_cost(self, pop: Population) -> int:
+        return honest_coups(pop, self.coups, self.crowded) * pop.weight
+
+    def play(self, piece: tuple[str, int, int]) -> Any:
+        kind, index, i = piece
+        if kind == "honest":
+            pop = self.populations()[index]
+            return honest(pop, honest_coups(pop, self.coups, self.crowded), 9000 + POPULATIONS.index(pop))
+        return adversary_run(self.cases()[index], i)
+
+
+def _play(plan: Plan, piece: tuple[str, int, int]) -> Any:
+    return plan.play(piece)
+
+
+def _pieces_played(
+    plan: Plan, runs: int, jobs: int, done: Callable[[str], None], report: bool
+) -> dict[Any, Any]:
+    """Every piece's result, by piece: in this process (``jobs`` 1) or in ``jobs`` worker processes
+    (each piece a seeded session, so the results are the same either way); ``report``: each case's row
+    on stderr once its runs are done (a long run's rows as they come, in case it is cut short)."""
+    pieces = plan.pieces(runs)
+    pops, todo = plan.populations(), plan.cases()
+    results: dict[Any, Any] = {}
+
+    def finish(piece: tuple[str, int, int], result: Any) -> None:
+        results[piece] = result
+        done(what(piece))
+        kind, index, _ = piece
+        if kind == "run" and report and all(("run", index, i) in results for i in range(runs)):
+            print_tables([], [adversary_row(todo[index], [results["run", index, i] for i in range(runs)])],
+                         sys.stderr)  # fmt: skip
+
+    def what(piece: tuple[str, int, int]) -> str:
+        if piece[0] == "honest":
+            return f"honest: {pops[piece[1]].name}"
+        return f"adversary: {todo[piece[1]].label} ({todo[piece[1]].params})"
+
+    if jobs <= 1:
+        for piece in pieces:
+            finish(piece, plan.play(piece))
+        return results
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(_play, plan, piece): piece for piece in pieces}
+        for future in as_completed(futures):
+            finish(futures[future], future.result())
+    return results
 
 
 def evaluate(
@@ -306,37 +384,28 @@ def evaluate(
     out: TextIO | None = None,
     progress: bool = True,
     only: frozenset[str] = frozenset(),
+    jobs: int = 1,
+    crowded: int | None = None,
 ) -> tuple[list[HonestRow], list[AdversaryRow]]:
     """Run everything (printing progress to stderr) and print the two tables; ``only``: the parts to
-    run (``honest`` or population names, and adversary labels such as ``shoe bias``; empty: all)."""
+    run (``honest`` or population names, and adversary labels such as ``shoe bias``; empty: all);
+    ``jobs``: worker processes; ``crowded``: coups of the 60-player table (:func:`honest_coups`)."""
     from rich.progress import Progress  # noqa: PLC0415
 
-    todo = [
-        c for c in cases(quick, rounds) if not only or c.label in only or f"{c.label}: {c.params}" in only
-    ]
-    populations = [p for p in POPULATIONS if not only or "honest" in only or p.name in only]
-    honest_rows: list[HonestRow] = []
-    rows: list[AdversaryRow] = []
-    lines = _TenthLines(len(populations) + len(todo) * runs, progress and not sys.stderr.isatty())
+    plan = Plan(quick, rounds, coups, crowded, only)
+    pops, todo = plan.populations(), plan.cases()
+    lines = _TenthLines(len(pops) + len(todo) * runs, progress and not sys.stderr.isatty())
     with Progress(disable=not progress, transient=True) as bar:
-        task = bar.add_task("honest populations", total=len(populations))
-        for i, pop in enumerate(populations):
-            bar.update(task, description=f"honest: {pop.name}")
-            honest_rows.append(honest(pop, honest_coups(pop, coups), 9000 + i))
-            bar.advance(task)
-            lines.tick(f"honest: {pop.name}")
-        task = bar.add_task("adversaries", total=len(todo) * runs)
-        for case in todo:
-            what = f"adversary: {case.label} ({case.params})"
+        task = bar.add_task("monitor-eval", total=len(pops) + len(todo) * runs)
+
+        def done(what: str) -> None:
             bar.update(task, description=what)
+            bar.advance(task)
+            lines.tick(what)
 
-            def one_run(what: str = what) -> None:
-                bar.advance(task)
-                lines.tick(what)
-
-            rows.append(adversary_row(case, runs, one_run))
-            if not progress:  # a long run's rows as they come (on stderr), in case it is cut short
-                print_tables([], rows[-1:], sys.stderr)
+        results = _pieces_played(plan, runs, jobs, done, not progress)
+    honest_rows = [results["honest", i, 0] for i in range(len(pops))]
+    rows = [adversary_row(c, [results["run", k, i] for i in range(runs)]) for k, c in enumerate(todo)]
     print_tables(honest_rows, rows, sys.stdout if out is None else out)
     return honest_rows, rows
 
@@ -393,16 +462,22 @@ def print_tables(honest_rows: list[HonestRow], rows: list[AdversaryRow], out: Te
 
 def main(args: Any) -> int:
     """``casino-ledger monitor-eval [--quick | --full] [--runs N] [--rounds N] [--honest-coups N]
-    [--no-progress] [--only PART]...``, its options as the command line parsed them (services.cli.app)."""
+    [--crowded-coups N] [--jobs N] [--no-progress] [--only PART]...``, its options as the command line
+    parsed them (services.cli.app)."""
 
     def pick(given: int | None, quick: int, default: int, full: int) -> int:
         if given is not None:
             return int(given)
         return quick if args.quick else full if args.full else default
 
-    runs = pick(args.runs, 1, 3, 10)
-    coups = pick(args.honest_coups, 150, 2_000, 10_000)
-    for value in (runs, coups, *([args.rounds] if args.rounds is not None else [])):
+    runs = pick(args.runs, 1, 3, FULL_RUNS)
+    coups = pick(args.honest_coups, 150, 2_000, FULL_HONEST_COUPS)
+    crowded = args.crowded_coups
+    if crowded is None and args.full:
+        crowded = FULL_CROWDED_COUPS
+    jobs = args.jobs if args.jobs is not None else os.cpu_count() or 1
+    given = [v for v in (args.rounds, args.crowded_coups, args.jobs) if v is not None]
+    for value in (runs, coups, *given):
         if value < 1:
             sys.stderr.write("casino-ledger: error: monitor-eval counts must be positive\n")
             return 2
@@ -413,8 +488,20 @@ def main(args: Any) -> int:
         coups,
         progress=not args.no_progress,
         only=frozenset(args.only or ()),
+        jobs=jobs,
+        crowded=crowded,
     )
     return 0
+
+
+FULL_RUNS = 3
+"""``--full``'s runs per adversary case (each to the detection of both the monitor and the z-test)."""
+
+FULL_HONEST_COUPS = 10_000
+"""``--full``'s coups per light honest population."""
+
+FULL_CROWDED_COUPS = 6_000
+"""``--full``'s coups of the 60-player table (the 300-player table plays a fifth: as many bets)."""
 
 
 __all__ = ["evaluate", "main", "z_test"]
