@@ -558,3 +558,35 @@ class InAndOut(Adversary):
             s.wallet("Withdraw", account, {"amount_minor": self.total - 4 * play.spec.min_minor,
                                            "currency": CURRENCY})  # fmt: skip
         return bets
+
+
+@dataclass(slots=True)
+class Smurfs(Adversary):
+    """Structuring across accounts: :attr:`members` accounts each depositing :attr:`times` amounts just
+    under the reporting threshold (9,000 to 9,900), one deposit every :attr:`every` coups, among the
+    cage's honest customers (the evaluation plays them beside: ``populations`` "cage")."""
+
+    name: ClassVar[str] = "smurfs"
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.CAGE_STRUCTURING})
+    members: int = 8
+    times: int = 2
+    every: int = 1
+    coups: int = 0
+    queue: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        Adversary.__post_init__(self)
+        self.accounts = tuple(f"adv:smurf-{i:02d}" for i in range(self.members))
+        self.queue = [a for _ in range(self.times) for a in self.accounts]
+
+    def start(self, session: Session, plays: Sequence[TablePlay]) -> None:
+        self.tables = tuple(p.spec.table_id for p in plays)[:1]
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        if play.spec.table_id not in self.tables:
+            return bets
+        self.coups += 1
+        if self.queue and self.coups % self.every == 0:
+            amount = REPORTING_THRESHOLD_MINOR - self.rng.randint(1, 10) * 10_000
+            play.session.wallet("Deposit", self.queue.pop(0), {"amount_minor": amount, "currency": CURRENCY})
+        return bets

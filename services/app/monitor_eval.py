@@ -35,13 +35,13 @@ from services.app.adversaries import (
     Oracle,
     PresetShoe,
     RangedShoe,
+    Smurfs,
     Syndicate,
 )
-from services.app.populations import POPULATIONS, Population
+from services.app.populations import POPULATIONS, Population, population
 from services.app.simulator import Session, TableSpec
 from services.core.envelope import Envelope
-from services.core.trust import Principal
-from services.monitor.accounts import AccountMonitor
+from services.monitor.accounts import REPORTING_THRESHOLD_MINOR
 from services.runtime.compose import Composition
 from services.runtime.memory import MemoryBus
 
@@ -54,11 +54,10 @@ Z_AT = 5.0
 
 
 def fast_bus(composition: Composition) -> MemoryBus:
-    """The pipeline's pure processors over a list, in log order: audit left out (it raises no alert),
-    the account stage of the monitor added."""
-    accounts = AccountMonitor()
-    accounts.guard = composition.keyring.guard(Principal.MONITOR)
-    return MemoryBus([*(p for p in composition.processors() if p.name != "audit"), accounts])
+    """The pipeline's pure processors over a list, in log order: audit left out (it raises no alert).
+    (The monitor's account and cage stages are the pipeline's: a second account stage, as this bus
+    once added, wrote every account alert twice.)"""
+    return MemoryBus([p for p in composition.processors() if p.name != "audit"])
 
 
 class Enough(Exception):
@@ -70,12 +69,16 @@ def run(
     rounds: int,
     adversary: Adversary | None = None,
     tables: list[TableSpec] | None = None,
+    *,
     until: Callable[[list[Envelope]], bool] | None = None,
+    beside: Adversary | None = None,
 ) -> MemoryBus:
     """One session of ``rounds`` coups at each table (default: those the adversary needs); ``until``:
-    asked every :data:`CHECK_EVERY` coups with the log so far, ends the session when it says so."""
+    asked every :data:`CHECK_EVERY` coups with the log so far, ends the session when it says so;
+    ``beside``: an honest population playing with the adversary (the cage's customers)."""
     bus = fast_bus(Composition.demo())
-    session = Session(bus, seed=seed, adversaries=[adversary] if adversary else [])
+    playing = [a for a in (beside, adversary) if a is not None]
+    session = Session(bus, seed=seed, adversaries=playing)
     if tables is None:
         variants = adversary.variants if adversary else ("punto_banco",)
         tables = [TableSpec(f"A{i + 1:02d}-{v.replace('_', '-')}", v) for i, v in enumerate(variants)]
@@ -137,8 +140,11 @@ def z_test(log: list[Envelope], adversary: Adversary) -> int | None:
     """The coups (at the adversary's table) after which a plain cumulative z ≥ 5 test fires on the log:
     for a shoe, the favoured side's share of the decided coups; for accounts, their decided even-money
     bets, one observation per coup and side (five accounts on one bet are one bet's evidence); for a
-    linked pair, how often it stood on opposite sides against one in two. ``None``: it never fired."""
+    linked pair, how often it stood on opposite sides against one in two; for deposits, their share just
+    under the reporting threshold against the cage's honest bound. ``None``: it never fired."""
     table = adversary.tables[0] if adversary.tables else None
+    if isinstance(adversary, Smurfs):
+        return _z_deposits(log, table)
     accounts = set(adversary.accounts)
     sides: dict[str, tuple[str, str]] = {}
     coup_sides: dict[str, set[str]] = {}
@@ -175,14 +181,35 @@ def z_test(log: list[Envelope], adversary: Adversary) -> int | None:
     return None
 
 
+def _z_deposits(log: list[Envelope], table: str | None) -> int | None:
+    """The coups after which every deposit so far, in band or not, makes the share just under the
+    reporting threshold (90-100 % of it) z ≥ 5 above the cage's stated honest bound (1 in 10)."""
+    hits = n = 0
+    for coups, e in coups_at(log, table):
+        if e.type != "FundsDeposited":
+            continue
+        amount = int(e.payload["amount_minor"])
+        n, hits = n + 1, hits + (BAND_FLOOR_MINOR <= amount < REPORTING_THRESHOLD_MINOR)
+        if (hits - n * CAGE_P0) / math.sqrt(n * CAGE_P0 * (1 - CAGE_P0)) >= Z_AT:
+            return max(coups, 1)
+    return None
+
+
+BAND_FLOOR_MINOR = REPORTING_THRESHOLD_MINOR * 9 // 10
+CAGE_P0 = 0.1
+"""The z-test's honest share of deposits just under the threshold: the cage's stated bound."""
+
+
 @dataclass(frozen=True, slots=True)
 class Case:
-    """One adversary at one point of its parameter range."""
+    """One adversary at one point of its parameter range (``beside``: the honest population that plays
+    with it, by name)."""
 
     label: str
     params: str
     make: Callable[[int], Adversary]
     rounds: int
+    beside: str | None = None
 
 
 def cases(quick: bool, rounds: int | None) -> list[Case]:
@@ -221,6 +248,12 @@ def cases(quick: bool, rounds: int | None) -> list[Case]:
         for g, split in (((0.06, False),) if quick else ((0.06, False), (0.12, False), (0.12, True)))
     ]  # fmt: skip
     out += [Case("in and out", "59,000 deposited, 40 played", InAndOut, r(20, 20))]
+    out += [
+        Case("structuring across accounts",
+             f"{n} accounts x {t} deposits of 9,000-9,900, one every {k} coups, 1 honest a coup",
+             partial(Smurfs, members=n, times=t, every=k), r(300, 100), "cage")
+        for n, t, k in (((8, 2, 1),) if quick else ((8, 2, 1), (4, 2, 1), (8, 2, 2), (12, 2, 2), (8, 2, 4)))
+    ]  # fmt: skip
     if not quick:
         out += [Case(name, "as in issue #13", cls, r(200, 0)) for name, cls in ADVERSARIES.items()]
     return [c for c in out if c.rounds > 0]
@@ -280,7 +313,8 @@ def adversary_run(case: Case, i: int) -> tuple[int | None, int | None, frozenset
     """Run ``i`` of ``case``: coups to the monitor's detection and to the z-test's (``None``: never),
     and the adversary's detectors."""
     adversary = case.make(2000 + i)
-    bus = run(2000 + i, case.rounds, adversary, until=partial(_both_fired, adversary))
+    beside = population(case.beside).crowd(2000 + i) if case.beside else None
+    bus = run(2000 + i, case.rounds, adversary, until=partial(_both_fired, adversary), beside=beside)
     return caught(bus.log, adversary), z_test(bus.log, adversary), adversary.detectors
 
 
