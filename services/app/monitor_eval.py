@@ -35,7 +35,9 @@ from services.app.adversaries import (
     Oracle,
     PresetShoe,
     RangedShoe,
+    Signalled,
     Smurfs,
+    Sorter,
     Syndicate,
 )
 from services.app.populations import POPULATIONS, Population, population
@@ -145,6 +147,8 @@ def z_test(log: list[Envelope], adversary: Adversary) -> int | None:
     table = adversary.tables[0] if adversary.tables else None
     if isinstance(adversary, Smurfs):
         return _z_deposits(log, table)
+    if isinstance(adversary, Sorter):
+        return _z_first_cards(log, table, adversary.accounts[0])
     accounts = set(adversary.accounts)
     sides: dict[str, tuple[str, str]] = {}
     coup_sides: dict[str, set[str]] = {}
@@ -194,6 +198,30 @@ def _z_deposits(log: list[Envelope], table: str | None) -> int | None:
             return max(coups, 1)
     return None
 
+
+def _z_first_cards(log: list[Envelope], table: str | None, account: str) -> int | None:
+    """The coups after which the account's player bets, one each, make the share of them dealt a 7, 8
+    or 9 as the coup's first card z ≥ 5 above a full 8-deck shoe's 96/416, whatever their stakes."""
+    player: set[str] = set()
+    first: set[str] = set()
+    hits = n = 0
+    for coups, e in coups_at(log, table):
+        if e.key != table:
+            continue
+        p = e.payload
+        if e.type == "BetAccepted" and p["account_id"] == account and p["spot"] == "player":
+            player.add(str(p["coup_id"]))
+        elif e.type == "CardDealt" and p["coup_id"] not in first:
+            first.add(str(p["coup_id"]))
+            if p["coup_id"] in player:
+                n, hits = n + 1, hits + (str(p["card"])[:1] in "789")
+                if (hits - n * FIRST_P) / math.sqrt(n * FIRST_P * (1 - FIRST_P)) >= Z_AT:
+                    return max(coups, 1)
+    return None
+
+
+FIRST_P = 96 / 416
+"""A full 8-deck shoe's share of 7s, 8s and 9s: the z-test's honest chance of a first card."""
 
 BAND_FLOOR_MINOR = REPORTING_THRESHOLD_MINOR * 9 // 10
 CAGE_P0 = 0.1
@@ -248,6 +276,16 @@ def cases(quick: bool, rounds: int | None) -> list[Case]:
         for g, split in (((0.06, False),) if quick else ((0.06, False), (0.12, False), (0.12, True)))
     ]  # fmt: skip
     out += [Case("in and out", "59,000 deposited, 40 played", InAndOut, r(20, 20))]
+    out += [
+        Case("edge sorting", f"player on a 7-9 at 5-{top} minimums, {d:.0%} of the rest a 1-minimum decoy",
+             partial(Sorter, decoys=d, top=top), r(600, 200))
+        for d, top in (((0.5, 25),) if quick else ((0.0, 10), (0.5, 25), (1.0, 25), (1.0, 10)))
+    ]  # fmt: skip
+    out += [
+        Case("dealer's signal", f"{s:.0%} of coups signalled, {big} minimums on them, else 1 on either side",
+             partial(Signalled, signal=s, big=big), r(3000, 0))
+        for s, big in (() if quick else ((0.1, 25), (0.2, 25), (0.2, 10), (0.4, 10)))
+    ]  # fmt: skip
     out += [
         Case("structuring across accounts",
              f"{n} accounts x {t} deposits of 9,000-9,900, one every {k} coups, 1 honest a coup",

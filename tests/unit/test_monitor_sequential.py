@@ -66,7 +66,10 @@ def test_the_detectors_thresholds_are_the_derived_ones() -> None:
     assert mon.BOT_RUN == run_length(Fraction(1, 4), 80_000, Fraction(1, 20)) == 11
     assert mon.PAIR_RUN == run_length(Fraction(1, 2), 80_000, Fraction(1, 20)) == 21
     assert accounts.DEPOSIT_STRUCTURING_AT == binomial_threshold(10, Fraction(1, 10), 10_000) == 7
-    assert cusum_threshold(80_000) == mon.EDGE_H_MICRO
+    assert all(lam < 1 / mon.EDGE_P0 for lam in mon.SORT_LAMBDAS)  # each factor stays positive
+    k = len(mon.SORT_LAMBDAS) + 1  # and the unweighted one
+    sort_h = seq.mixture_threshold(k, 8, "edge_sorting")
+    assert k * 8 * 10_000 * math.exp(-sort_h / MICRO) <= 0.1 and mon.SORT_FLAT < 1 / mon.EDGE_P0
 
 
 def test_the_budget_is_split_once() -> None:
