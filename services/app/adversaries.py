@@ -558,3 +558,84 @@ class InAndOut(Adversary):
             s.wallet("Withdraw", account, {"amount_minor": self.total - 4 * play.spec.min_minor,
                                            "currency": CURRENCY})  # fmt: skip
         return bets
+
+
+@dataclass(slots=True)
+class Smurfs(Adversary):
+    """Structuring across accounts: :attr:`members` accounts each depositing :attr:`times` amounts just
+    under the reporting threshold (9,000 to 9,900), one deposit every :attr:`every` coups, among the
+    cage's honest customers (the evaluation plays them beside: ``populations`` "cage")."""
+
+    name: ClassVar[str] = "smurfs"
+    detectors: ClassVar[frozenset[str]] = frozenset({Detector.CAGE_STRUCTURING})
+    members: int = 8
+    times: int = 2
+    every: int = 1
+    coups: int = 0
+    queue: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        Adversary.__post_init__(self)
+        self.accounts = tuple(f"adv:smurf-{i:02d}" for i in range(self.members))
+        self.queue = [a for _ in range(self.times) for a in self.accounts]
+
+    def start(self, session: Session, plays: Sequence[TablePlay]) -> None:
+        self.tables = tuple(p.spec.table_id for p in plays)[:1]
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        if play.spec.table_id not in self.tables:
+            return bets
+        self.coups += 1
+        if self.queue and self.coups % self.every == 0:
+            amount = REPORTING_THRESHOLD_MINOR - self.rng.randint(1, 10) * 10_000
+            play.session.wallet("Deposit", self.queue.pop(0), {"amount_minor": amount, "currency": CURRENCY})
+        return bets
+
+
+@dataclass(slots=True)
+class Sorter(EdgeSorter):
+    """:class:`EdgeSorter` hiding its edge: on a 7, 8 or 9 it bets player with a stake drawn from 5 to
+    :attr:`top` table minimums; otherwise, one time in :attr:`decoys`, a decoy player bet of one minimum
+    (else banker, as the plain sorter), so that most of its player bets are ordinary."""
+
+    name: ClassVar[str] = "edge_sorter_range"
+    decoys: float = 0.5
+    top: int = 25
+
+    def start(self, session: Session, plays: Sequence[TablePlay]) -> None:
+        Adversary.start(self, session, plays)
+        self.tables = tuple(p.spec.table_id for p in plays if _statistical(p))[:1]
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        t = play.spec.table_id
+        if t not in self.order or t not in self.tables:
+            return bets
+        lo = play.spec.min_minor
+        if self.order[t][self.pos[t]][0] in "789":
+            return [*bets, (self.accounts[0], "player", lo * self.rng.randint(5, self.top))]
+        if self.rng.random() < self.decoys:
+            return [*bets, (self.accounts[0], "player", lo)]
+        return [*bets, (self.accounts[0], "banker", lo * 10)]
+
+
+@dataclass(slots=True)
+class Signalled(Oracle):
+    """Big bets on a dealer's signal: in a share :attr:`signal` of the coups the dealer signals the
+    outcome (he sees the cards: a peek, a marked shoe) and the player stakes :attr:`big` table minimums
+    on the winning side; every other coup he bets one minimum on a side drawn at random."""
+
+    name: ClassVar[str] = "signalled"
+    accounts: tuple[str, ...] = ("adv:signalled",)
+    signal: float = 0.2
+    big: int = 25
+
+    def bets(self, play: TablePlay, bets: Bets) -> Bets:
+        t = play.spec.table_id
+        if t not in self.order:
+            return bets
+        done = _coup_cards(play.config, self.order[t][self.pos[t] : self.pos[t] + 6])
+        outcome = done[1] if done else "tie"
+        lo = play.spec.min_minor
+        if outcome in ("banker", "player") and self.rng.random() < self.signal:
+            return [*bets, (self.accounts[0], outcome, lo * self.big)]
+        return [*bets, (self.accounts[0], self.rng.choice(("banker", "player")), lo)]

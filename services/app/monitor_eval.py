@@ -15,11 +15,13 @@ and account stages, in log order on the in-memory bus; audit is left out: it rai
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TextIO
@@ -33,13 +35,15 @@ from services.app.adversaries import (
     Oracle,
     PresetShoe,
     RangedShoe,
+    Signalled,
+    Smurfs,
+    Sorter,
     Syndicate,
 )
-from services.app.populations import POPULATIONS, Population
+from services.app.populations import POPULATIONS, Population, population
 from services.app.simulator import Session, TableSpec
 from services.core.envelope import Envelope
-from services.core.trust import Principal
-from services.monitor.accounts import AccountMonitor
+from services.monitor.accounts import REPORTING_THRESHOLD_MINOR
 from services.runtime.compose import Composition
 from services.runtime.memory import MemoryBus
 
@@ -52,11 +56,10 @@ Z_AT = 5.0
 
 
 def fast_bus(composition: Composition) -> MemoryBus:
-    """The pipeline's pure processors over a list, in log order: audit left out (it raises no alert),
-    the account stage of the monitor added."""
-    accounts = AccountMonitor()
-    accounts.guard = composition.keyring.guard(Principal.MONITOR)
-    return MemoryBus([*(p for p in composition.processors() if p.name != "audit"), accounts])
+    """The pipeline's pure processors over a list, in log order: audit left out (it raises no alert).
+    (The monitor's account and cage stages are the pipeline's: a second account stage, as this bus
+    once added, wrote every account alert twice.)"""
+    return MemoryBus([p for p in composition.processors() if p.name != "audit"])
 
 
 class Enough(Exception):
@@ -68,12 +71,16 @@ def run(
     rounds: int,
     adversary: Adversary | None = None,
     tables: list[TableSpec] | None = None,
+    *,
     until: Callable[[list[Envelope]], bool] | None = None,
+    beside: Adversary | None = None,
 ) -> MemoryBus:
     """One session of ``rounds`` coups at each table (default: those the adversary needs); ``until``:
-    asked every :data:`CHECK_EVERY` coups with the log so far, ends the session when it says so."""
+    asked every :data:`CHECK_EVERY` coups with the log so far, ends the session when it says so;
+    ``beside``: an honest population playing with the adversary (the cage's customers)."""
     bus = fast_bus(Composition.demo())
-    session = Session(bus, seed=seed, adversaries=[adversary] if adversary else [])
+    playing = [a for a in (beside, adversary) if a is not None]
+    session = Session(bus, seed=seed, adversaries=playing)
     if tables is None:
         variants = adversary.variants if adversary else ("punto_banco",)
         tables = [TableSpec(f"A{i + 1:02d}-{v.replace('_', '-')}", v) for i, v in enumerate(variants)]
@@ -135,8 +142,13 @@ def z_test(log: list[Envelope], adversary: Adversary) -> int | None:
     """The coups (at the adversary's table) after which a plain cumulative z ≥ 5 test fires on the log:
     for a shoe, the favoured side's share of the decided coups; for accounts, their decided even-money
     bets, one observation per coup and side (five accounts on one bet are one bet's evidence); for a
-    linked pair, how often it stood on opposite sides against one in two. ``None``: it never fired."""
+    linked pair, how often it stood on opposite sides against one in two; for deposits, their share just
+    under the reporting threshold against the cage's honest bound. ``None``: it never fired."""
     table = adversary.tables[0] if adversary.tables else None
+    if isinstance(adversary, Smurfs):
+        return _z_deposits(log, table)
+    if isinstance(adversary, Sorter):
+        return _z_first_cards(log, table, adversary.accounts[0])
     accounts = set(adversary.accounts)
     sides: dict[str, tuple[str, str]] = {}
     coup_sides: dict[str, set[str]] = {}
@@ -173,14 +185,59 @@ def z_test(log: list[Envelope], adversary: Adversary) -> int | None:
     return None
 
 
+def _z_deposits(log: list[Envelope], table: str | None) -> int | None:
+    """The coups after which every deposit so far, in band or not, makes the share just under the
+    reporting threshold (90-100 % of it) z ≥ 5 above the cage's stated honest bound (1 in 10)."""
+    hits = n = 0
+    for coups, e in coups_at(log, table):
+        if e.type != "FundsDeposited":
+            continue
+        amount = int(e.payload["amount_minor"])
+        n, hits = n + 1, hits + (BAND_FLOOR_MINOR <= amount < REPORTING_THRESHOLD_MINOR)
+        if (hits - n * CAGE_P0) / math.sqrt(n * CAGE_P0 * (1 - CAGE_P0)) >= Z_AT:
+            return max(coups, 1)
+    return None
+
+
+def _z_first_cards(log: list[Envelope], table: str | None, account: str) -> int | None:
+    """The coups after which the account's player bets, one each, make the share of them dealt a 7, 8
+    or 9 as the coup's first card z ≥ 5 above a full 8-deck shoe's 96/416, whatever their stakes."""
+    player: set[str] = set()
+    first: set[str] = set()
+    hits = n = 0
+    for coups, e in coups_at(log, table):
+        if e.key != table:
+            continue
+        p = e.payload
+        if e.type == "BetAccepted" and p["account_id"] == account and p["spot"] == "player":
+            player.add(str(p["coup_id"]))
+        elif e.type == "CardDealt" and p["coup_id"] not in first:
+            first.add(str(p["coup_id"]))
+            if p["coup_id"] in player:
+                n, hits = n + 1, hits + (str(p["card"])[:1] in "789")
+                if (hits - n * FIRST_P) / math.sqrt(n * FIRST_P * (1 - FIRST_P)) >= Z_AT:
+                    return max(coups, 1)
+    return None
+
+
+FIRST_P = 96 / 416
+"""A full 8-deck shoe's share of 7s, 8s and 9s: the z-test's honest chance of a first card."""
+
+BAND_FLOOR_MINOR = REPORTING_THRESHOLD_MINOR * 9 // 10
+CAGE_P0 = 0.1
+"""The z-test's honest share of deposits just under the threshold: the cage's stated bound."""
+
+
 @dataclass(frozen=True, slots=True)
 class Case:
-    """One adversary at one point of its parameter range."""
+    """One adversary at one point of its parameter range (``beside``: the honest population that plays
+    with it, by name)."""
 
     label: str
     params: str
     make: Callable[[int], Adversary]
     rounds: int
+    beside: str | None = None
 
 
 def cases(quick: bool, rounds: int | None) -> list[Case]:
@@ -219,6 +276,22 @@ def cases(quick: bool, rounds: int | None) -> list[Case]:
         for g, split in (((0.06, False),) if quick else ((0.06, False), (0.12, False), (0.12, True)))
     ]  # fmt: skip
     out += [Case("in and out", "59,000 deposited, 40 played", InAndOut, r(20, 20))]
+    out += [
+        Case("edge sorting", f"player on a 7-9 at 5-{top} minimums, {d:.0%} of the rest a 1-minimum decoy",
+             partial(Sorter, decoys=d, top=top), r(600, 200))
+        for d, top in (((0.5, 25),) if quick else ((0.0, 10), (0.5, 25), (1.0, 25), (1.0, 10)))
+    ]  # fmt: skip
+    out += [
+        Case("dealer's signal", f"{s:.0%} of coups signalled, {big} minimums on them, else 1 on either side",
+             partial(Signalled, signal=s, big=big), r(3000, 0))
+        for s, big in (() if quick else ((0.1, 25), (0.2, 25), (0.2, 10), (0.4, 10)))
+    ]  # fmt: skip
+    out += [
+        Case("structuring across accounts",
+             f"{n} accounts x {t} deposits of 9,000-9,900, one every {k} coups, 1 honest a coup",
+             partial(Smurfs, members=n, times=t, every=k), r(300, 100), "cage")
+        for n, t, k in (((8, 2, 1),) if quick else ((8, 2, 1), (4, 2, 1), (8, 2, 2), (12, 2, 2), (8, 2, 4)))
+    ]  # fmt: skip
     if not quick:
         out += [Case(name, "as in issue #13", cls, r(200, 0)) for name, cls in ADVERSARIES.items()]
     return [c for c in out if c.rounds > 0]
@@ -274,27 +347,104 @@ def _both_fired(adversary: Adversary, log: list[Envelope]) -> bool:
     return caught(log, adversary) is not None and z_test(log, adversary) is not None
 
 
-def adversary_row(case: Case, runs: int, advance: Callable[[], None]) -> AdversaryRow:
-    found: list[int] = []
-    z: list[int] = []
-    detectors: frozenset[str] = frozenset()
-    for i in range(runs):
-        adversary = case.make(2000 + i)
-        detectors = adversary.detectors
-        bus = run(2000 + i, case.rounds, adversary, until=partial(_both_fired, adversary))
-        at = caught(bus.log, adversary)
-        if at is not None:
-            found.append(at)
-        zt = z_test(bus.log, adversary)
-        if zt is not None:
-            z.append(zt)
-        advance()
-    return AdversaryRow(case.label, case.params, ", ".join(sorted(detectors)), runs, found, z, case.rounds)
+def adversary_run(case: Case, i: int) -> tuple[int | None, int | None, frozenset[str]]:
+    """Run ``i`` of ``case``: coups to the monitor's detection and to the z-test's (``None``: never),
+    and the adversary's detectors."""
+    adversary = case.make(2000 + i)
+    beside = population(case.beside).crowd(2000 + i) if case.beside else None
+    bus = run(2000 + i, case.rounds, adversary, until=partial(_both_fired, adversary), beside=beside)
+    return caught(bus.log, adversary), z_test(bus.log, adversary), adversary.detectors
 
 
-def honest_coups(pop: Population, total: int) -> int:
-    """Coups for a population: ``total`` for the light ones, less for the crowded (by bets a coup)."""
-    return max(3, total * 2 // max(pop.weight, 2)) if pop.weight > 2 else total
+def adversary_row(case: Case, results: list[tuple[int | None, int | None, frozenset[str]]]) -> AdversaryRow:
+    """One case's row from its runs' results (:func:`adversary_run`)."""
+    found = [at for at, _, _ in results if at is not None]
+    z = [zt for _, zt, _ in results if zt is not None]
+    detectors = results[0][2] if results else frozenset()
+    return AdversaryRow(case.label, case.params, ", ".join(sorted(detectors)), len(results), found, z,
+                        case.rounds)  # fmt: skip
+
+
+def honest_coups(pop: Population, total: int, crowded: int | None = None) -> int:
+    """Coups for a population: ``total`` for the light ones; for the crowded, ``crowded`` coups of a
+    60-player table and as many bets at a larger one (default: as many bets as ``total`` light coups)."""
+    if pop.weight <= 2:
+        return total
+    return max(3, (crowded * 20 if crowded is not None else total * 2) // pop.weight)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one evaluation plays: every piece is one session, played by :func:`_play` in a worker."""
+
+    quick: bool
+    rounds: int | None
+    coups: int
+    crowded: int | None
+    only: frozenset[str]
+
+    def populations(self) -> list[Population]:
+        return [p for p in POPULATIONS if not self.only or "honest" in self.only or p.name in self.only]
+
+    def cases(self) -> list[Case]:
+        only = self.only
+        return [c for c in cases(self.quick, self.rounds)
+                if not only or c.label in only or f"{c.label}: {c.params}" in only]  # fmt: skip
+
+    def pieces(self, runs: int) -> list[tuple[str, int, int]]:
+        """``("honest", population, 0)`` and ``("run", case, run)``, by index (costliest first, so
+        that the workers end together)."""
+        honest = [("honest", i, 0) for i in range(len(self.populations()))]
+        honest.sort(key=lambda piece: -self._honest_cost(self.populations()[piece[1]]))
+        return honest + [("run", c, i) for c in range(len(self.cases())) for i in range(runs)]
+
+    def _honest_cost(self, pop: Population) -> int:
+        return honest_coups(pop, self.coups, self.crowded) * pop.weight
+
+    def play(self, piece: tuple[str, int, int]) -> Any:
+        kind, index, i = piece
+        if kind == "honest":
+            pop = self.populations()[index]
+            return honest(pop, honest_coups(pop, self.coups, self.crowded), 9000 + POPULATIONS.index(pop))
+        return adversary_run(self.cases()[index], i)
+
+
+def _play(plan: Plan, piece: tuple[str, int, int]) -> Any:
+    return plan.play(piece)
+
+
+def _pieces_played(
+    plan: Plan, runs: int, jobs: int, done: Callable[[str], None], report: bool
+) -> dict[Any, Any]:
+    """Every piece's result, by piece: in this process (``jobs`` 1) or in ``jobs`` worker processes
+    (each piece a seeded session, so the results are the same either way); ``report``: each case's row
+    on stderr once its runs are done (a long run's rows as they come, in case it is cut short)."""
+    pieces = plan.pieces(runs)
+    pops, todo = plan.populations(), plan.cases()
+    results: dict[Any, Any] = {}
+
+    def finish(piece: tuple[str, int, int], result: Any) -> None:
+        results[piece] = result
+        done(what(piece))
+        kind, index, _ = piece
+        if kind == "run" and report and all(("run", index, i) in results for i in range(runs)):
+            print_tables([], [adversary_row(todo[index], [results["run", index, i] for i in range(runs)])],
+                         sys.stderr)  # fmt: skip
+
+    def what(piece: tuple[str, int, int]) -> str:
+        if piece[0] == "honest":
+            return f"honest: {pops[piece[1]].name}"
+        return f"adversary: {todo[piece[1]].label} ({todo[piece[1]].params})"
+
+    if jobs <= 1:
+        for piece in pieces:
+            finish(piece, plan.play(piece))
+        return results
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(_play, plan, piece): piece for piece in pieces}
+        for future in as_completed(futures):
+            finish(futures[future], future.result())
+    return results
 
 
 def evaluate(
@@ -306,37 +456,28 @@ def evaluate(
     out: TextIO | None = None,
     progress: bool = True,
     only: frozenset[str] = frozenset(),
+    jobs: int = 1,
+    crowded: int | None = None,
 ) -> tuple[list[HonestRow], list[AdversaryRow]]:
     """Run everything (printing progress to stderr) and print the two tables; ``only``: the parts to
-    run (``honest`` or population names, and adversary labels such as ``shoe bias``; empty: all)."""
+    run (``honest`` or population names, and adversary labels such as ``shoe bias``; empty: all);
+    ``jobs``: worker processes; ``crowded``: coups of the 60-player table (:func:`honest_coups`)."""
     from rich.progress import Progress  # noqa: PLC0415
 
-    todo = [
-        c for c in cases(quick, rounds) if not only or c.label in only or f"{c.label}: {c.params}" in only
-    ]
-    populations = [p for p in POPULATIONS if not only or "honest" in only or p.name in only]
-    honest_rows: list[HonestRow] = []
-    rows: list[AdversaryRow] = []
-    lines = _TenthLines(len(populations) + len(todo) * runs, progress and not sys.stderr.isatty())
+    plan = Plan(quick, rounds, coups, crowded, only)
+    pops, todo = plan.populations(), plan.cases()
+    lines = _TenthLines(len(pops) + len(todo) * runs, progress and not sys.stderr.isatty())
     with Progress(disable=not progress, transient=True) as bar:
-        task = bar.add_task("honest populations", total=len(populations))
-        for i, pop in enumerate(populations):
-            bar.update(task, description=f"honest: {pop.name}")
-            honest_rows.append(honest(pop, honest_coups(pop, coups), 9000 + i))
-            bar.advance(task)
-            lines.tick(f"honest: {pop.name}")
-        task = bar.add_task("adversaries", total=len(todo) * runs)
-        for case in todo:
-            what = f"adversary: {case.label} ({case.params})"
+        task = bar.add_task("monitor-eval", total=len(pops) + len(todo) * runs)
+
+        def done(what: str) -> None:
             bar.update(task, description=what)
+            bar.advance(task)
+            lines.tick(what)
 
-            def one_run(what: str = what) -> None:
-                bar.advance(task)
-                lines.tick(what)
-
-            rows.append(adversary_row(case, runs, one_run))
-            if not progress:  # a long run's rows as they come (on stderr), in case it is cut short
-                print_tables([], rows[-1:], sys.stderr)
+        results = _pieces_played(plan, runs, jobs, done, not progress)
+    honest_rows = [results["honest", i, 0] for i in range(len(pops))]
+    rows = [adversary_row(c, [results["run", k, i] for i in range(runs)]) for k, c in enumerate(todo)]
     print_tables(honest_rows, rows, sys.stdout if out is None else out)
     return honest_rows, rows
 
@@ -393,16 +534,22 @@ def print_tables(honest_rows: list[HonestRow], rows: list[AdversaryRow], out: Te
 
 def main(args: Any) -> int:
     """``casino-ledger monitor-eval [--quick | --full] [--runs N] [--rounds N] [--honest-coups N]
-    [--no-progress] [--only PART]...``, its options as the command line parsed them (services.cli.app)."""
+    [--crowded-coups N] [--jobs N] [--no-progress] [--only PART]...``, its options as the command line
+    parsed them (services.cli.app)."""
 
     def pick(given: int | None, quick: int, default: int, full: int) -> int:
         if given is not None:
             return int(given)
         return quick if args.quick else full if args.full else default
 
-    runs = pick(args.runs, 1, 3, 10)
-    coups = pick(args.honest_coups, 150, 2_000, 10_000)
-    for value in (runs, coups, *([args.rounds] if args.rounds is not None else [])):
+    runs = pick(args.runs, 1, 3, FULL_RUNS)
+    coups = pick(args.honest_coups, 150, 2_000, FULL_HONEST_COUPS)
+    crowded = args.crowded_coups
+    if crowded is None and args.full:
+        crowded = FULL_CROWDED_COUPS
+    jobs = args.jobs if args.jobs is not None else os.cpu_count() or 1
+    given = [v for v in (args.rounds, args.crowded_coups, args.jobs) if v is not None]
+    for value in (runs, coups, *given):
         if value < 1:
             sys.stderr.write("casino-ledger: error: monitor-eval counts must be positive\n")
             return 2
@@ -413,8 +560,20 @@ def main(args: Any) -> int:
         coups,
         progress=not args.no_progress,
         only=frozenset(args.only or ()),
+        jobs=jobs,
+        crowded=crowded,
     )
     return 0
+
+
+FULL_RUNS = 3
+"""``--full``'s runs per adversary case (each to the detection of both the monitor and the z-test)."""
+
+FULL_HONEST_COUPS = 10_000
+"""``--full``'s coups per light honest population."""
+
+FULL_CROWDED_COUPS = 6_000
+"""``--full``'s coups of the 60-player table (the 300-player table plays a fifth: as many bets)."""
 
 
 __all__ = ["evaluate", "main", "z_test"]

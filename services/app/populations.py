@@ -29,6 +29,11 @@ before the close of betting (the ``CloseBetting`` time minus the terminal's ``Pl
   mean 3 s, 4 % between 0.5 and 1 s, 1 % between 0.1 and 0.5 s (a click as the timer runs out).
 
 So at most 5 % of honest bets come in the last second, and none in its last half at a live table.
+
+**The cage** (:func:`cage_amount`): customers depositing cash at the cashier's cage, a few a coup, each
+from a pool of regulars: round amounts (what people carry: 100 to 20,000, 9,000 and 9,500 among them),
+salaries and wages (uneven amounts of 1,200 to 4,800), and winnings or savings brought back (any amount
+of 50 to 20,000). Some land just under the cash-reporting threshold (10,000) by chance: about 4 %.
 """
 
 from __future__ import annotations
@@ -54,6 +59,12 @@ ONLINE_WINDOW_S = 12
 
 SIDES = ("banker", "player")
 
+ROUND_AMOUNTS = (100, 200, 500, 1_000, 1_000, 2_000, 2_000, 3_000, 5_000, 5_000, 10_000, 20_000)
+"""Round cash deposits (major units), repeated by how often they come."""
+
+CAGE_REGULARS = 400
+"""Customers the cage's deposits come from."""
+
 
 def stamp(at: datetime) -> str:
     """An RFC 3339 UTC time with milliseconds."""
@@ -68,6 +79,18 @@ def honest_lead(rng: random.Random, online: bool, window: float) -> float:
     if u < (0.05 if online else 0.03):
         return rng.uniform(0.5, 1.0)
     return min(window - 0.2, 1.0 + rng.expovariate(1 / (3.0 if online else 4.0)))
+
+
+def cage_amount(rng: random.Random) -> int:
+    """An honest cash deposit in minor units (see the module docstring)."""
+    u = rng.random()
+    if u < 0.03:
+        return rng.choice((9_000, 9_500)) * 100
+    if u < 0.60:
+        return rng.choice(ROUND_AMOUNTS) * 100
+    if u < 0.85:
+        return rng.randint(120_000, 480_000)
+    return rng.randint(5_000, 2_000_000)
 
 
 @dataclass(slots=True)
@@ -122,6 +145,8 @@ class Crowd(Adversary):
     habits: list[Habit] = field(default_factory=list)
     online: tuple[bool, ...] = (False,)
     specs: tuple[TableSpec, ...] = ()
+    deposits: int = 0
+    """Cash deposits at the cage a coup (at the first table's pace), from :data:`CAGE_REGULARS`."""
 
     def start(self, session: Session, plays: Sequence[TablePlay]) -> None:
         """Fund every player (as the cashier) and learn the tables."""
@@ -137,6 +162,9 @@ class Crowd(Adversary):
         lo, hi = play.spec.min_minor, play.spec.max_minor
         s = play.session
         self._grade(play, index, lo, hi)
+        for _ in range(self.deposits if index == 0 else 0):
+            who = f"cust:{self.rng.randrange(CAGE_REGULARS):03d}"
+            s.wallet("Deposit", who, {"amount_minor": cage_amount(self.rng), "currency": "EUR"})
         close = max(s.clock + 1, _seconds(play) + window)
         timed: list[tuple[float, str, str, int]] = []
         for h in self.habits:
@@ -188,6 +216,8 @@ class Population:
     players: Callable[[random.Random], list[Habit]]
     weight: int = 1
     """Relative cost of a coup (bets per coup), so that the evaluation can size its runs."""
+    deposits: int = 0
+    """Cash deposits at the cage a coup (:attr:`Crowd.deposits`)."""
 
     def specs(self) -> list[TableSpec]:
         kinds = ("L", "O")
@@ -197,7 +227,7 @@ class Population:
 
     def crowd(self, seed: int) -> Crowd:
         rng = random.Random(f"population/{self.name}/{seed}")
-        return Crowd(seed=seed, habits=self.players(rng), online=self.tables)
+        return Crowd(seed=seed, habits=self.players(rng), online=self.tables, deposits=self.deposits)
 
 
 MIXED_SIDES = ("banker", "banker", "player", "streak", "chop", "random", "random")
@@ -256,6 +286,9 @@ POPULATIONS: tuple[Population, ...] = (
     Population("whales", "whales betting ties and big banker beside small players", (False,), _whales, 2),
     Population("live-60", "a crowded live table of 60 players", (False,), mixed(60, "live"), 20),
     Population("online-300", "an online table of 300 players", (True,), mixed(300, "web"), 100),
+    Population("cage", "a deposit a coup at the cage from 400 regulars (about 4 % just under the "
+               "reporting threshold by chance), 8 players at a live table", (False,), mixed(8, "cage-t"),
+               2, 1),
 )  # fmt: skip
 """Every honest population of the evaluation, by name."""
 

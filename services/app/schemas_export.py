@@ -74,6 +74,10 @@ TOPICS: Final[Mapping[str, TopicSpec]] = {
     topics.CASEWORK: TopicSpec(
         "alert_id", ("back office",), ("monitor (casework stage)",), FOREVER, chained=False,
     ),
+    topics.CAGE: TopicSpec(
+        "cage_id (one key: the cage)", ("monitor (account stage)",), ("monitor (cage stage)",), FOREVER,
+        chained=False,
+    ),
     topics.DEADLETTER: TopicSpec(
         "source topic", ("every processor",), ("monitor", "operators"),
         "forever (retention.ms=-1): the original bytes are evidence until an operator resolves them",

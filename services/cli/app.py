@@ -256,13 +256,16 @@ def alerts(**o: Any) -> argparse.Namespace:
 
 @cli.command("monitor-eval", short_help="Measure the monitor against honest players and adversaries.")
 @click.option("--quick", is_flag=True, help="A small run (for the tests: a minute or two).")
-@click.option("--full", is_flag=True, help="The whole evaluation (hours on one core).")
+@click.option("--full", is_flag=True, help="The whole evaluation (about 25 minutes on two cores).")
 @click.option(
-    "--runs", type=int, default=None, help="Runs per adversary case.  [default: 3; quick 1; full 10]"
+    "--runs", type=int, default=None, help="Runs per adversary case.  [default: 3; quick 1; full 3]"
 )
 @click.option("--rounds", type=int, default=None, help="Coups per adversary run.  [default: per case]")
 @click.option("--honest-coups", type=int, default=None,
               help="Coups per light honest population.  [default: 2,000; quick 150; full 10,000]")  # fmt: skip
+@click.option("--crowded-coups", type=int, default=None, help="Coups of the 60-player table (the 300-player "
+              "table plays a fifth).  [default: a tenth of --honest-coups; full 6,000]")  # fmt: skip
+@click.option("--jobs", type=int, default=None, help="Worker processes.  [default: the machine's cores]")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option("--only", multiple=True, metavar="PART",
               help="Only this part: 'honest' or an adversary ('shoe bias', 'syndicate', ...); repeatable.")  # fmt: skip

@@ -269,6 +269,7 @@ class Detector(StrEnum):
     GROUP_EDGE = "group_edge"
     LATE_BET = "late_bet"
     IN_AND_OUT = "in_and_out"
+    CAGE_STRUCTURING = "cage_structuring"
 
 
 class Category(StrEnum):
@@ -311,6 +312,7 @@ CATEGORY: Final[Mapping[Detector, Category]] = {
     Detector.GROUP_EDGE: Category.STATISTICAL_OUTLIER,
     Detector.LATE_BET: Category.PAST_POSTING,
     Detector.IN_AND_OUT: Category.STRUCTURING,
+    Detector.CAGE_STRUCTURING: Category.STRUCTURING,
 }
 """The family of each detector, for the back office to group alerts."""
 

@@ -30,6 +30,11 @@ CASEWORK: Final = "casino.monitor.casework"
 case (acknowledge, assign, close with a note), written by the back office only; the monitor's casework
 stage turns each into a chained ``AlertCaseChanged`` on ``casino.monitor.alerts`` (issue #29)."""
 
+CAGE: Final = "casino.monitor.cage"
+"""Keyed by cage (one key: every deposit in one order). ``CageDeposit``: each deposit the monitor's
+account stage reads, handed to its cage stage, which looks across accounts (structuring: many accounts
+each depositing just under the reporting threshold). Written by the monitor only (issue #29)."""
+
 DEADLETTER: Final = "casino.deadletter"
 """Keyed by source topic. The raw record and the reason."""
 
@@ -40,7 +45,7 @@ written by that writer only (chained)."""
 
 ALL_TOPICS: Final = (
     WALLET_REQUESTS, WALLET_EVENTS, TABLE_INBOX, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, CASEWORK,
-    DEADLETTER, ATTEST,
+    CAGE, DEADLETTER, ATTEST,
 )  # fmt: skip
 TABLE_KEYED: Final = frozenset({TABLE_INBOX, TABLE_EVENTS})
 """Topics keyed by table_id."""

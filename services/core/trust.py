@@ -261,6 +261,7 @@ def _policy() -> dict[tuple[str, str], frozenset[Principal]]:
         (topics.TABLE_INBOX, "Decision"): frozenset({p.OPERATOR, p.TERMINAL}),
         (topics.DEADLETTER, "DeadLetter"): SERVICES,
         (topics.CASEWORK, "WorkAlert"): frozenset({p.BACKOFFICE}),
+        (topics.CAGE, "CageDeposit"): frozenset({p.MONITOR}),
     }
     policy.update({(topics.TABLE_INBOX, t): frozenset({p.OPERATOR}) for t in table_commands})
     writers = {
@@ -290,6 +291,7 @@ KEY_FIELDS: Final[Mapping[str, str]] = {
     topics.WALLET_REQUESTS: "account_id",
     topics.TABLE_INBOX: "table_id",
     topics.CASEWORK: "alert_id",
+    topics.CAGE: "cage_id",
 }
 """On request topics, the payload field the record key must equal: a wallet request is keyed by the
 account it moves (settlement applies it to the key's wallet), an inbox record by its table."""
@@ -301,6 +303,7 @@ PRIMARY_CONSUMER: Final[Mapping[str, Principal]] = {
     topics.WALLET_EVENTS: Principal.AUDIT,
     topics.DEADLETTER: Principal.MONITOR,
     topics.CASEWORK: Principal.MONITOR,
+    topics.CAGE: Principal.MONITOR,
 }
 """Of the consumers of a topic, the one whose refusal the monitor reports (several processors read
 some topics and each dead-letters a refused record: one alert per refused record, not one per reader)."""

@@ -7,6 +7,9 @@ through its wallet whatever the table, so this stage sees a player at all tables
 interleaved with a table's); ``table_id`` names the table of the latest evidence (``cage`` for a
 deposit).
 
+Each deposit is also handed on (``CageDeposit`` on ``casino.monitor.cage``, under the one key
+:data:`CAGE`) to the cage stage (:mod:`services.monitor.cage`), which looks across accounts.
+
 Detectors:
 
 * **deposit structuring** — deposits just under the reporting threshold
@@ -33,7 +36,14 @@ from typing import Final
 from pydantic import ValidationError
 
 from services.core import topics
-from services.core.contract import FundsDeposited, FundsWithdrawn, Payload, StakeReserved, read_payload
+from services.core.contract import (
+    CageDeposit,
+    FundsDeposited,
+    FundsWithdrawn,
+    Payload,
+    StakeReserved,
+    read_payload,
+)
 from services.core.envelope import Draft, Envelope
 from services.core.ledger import BPS
 from services.core.processor import Event, Reactor
@@ -143,6 +153,12 @@ def on_withdrawal(player: Player, rec: Envelope, withdrawn: FundsWithdrawn) -> t
     return fresh, [found]
 
 
+def handed(rec: Envelope, deposited: FundsDeposited) -> CageDeposit:
+    """The deposit as the cage stage reads it (:mod:`services.monitor.cage`), under the one cage key."""
+    return CageDeposit(cage_id=CAGE, account_id=rec.key, deposit_id=rec.event_id,
+                       amount_minor=deposited.amount_minor, currency=deposited.currency)  # fmt: skip
+
+
 class AccountMonitor(Reactor[AccountsState]):
     """The per-account stage of the monitor (see the module docstring): a
     :class:`~services.core.processor.Reactor` to the wallet events, in one pass."""
@@ -180,4 +196,7 @@ class AccountMonitor(Reactor[AccountsState]):
         except UNREADABLE:
             return state, []
         players = {**state.players, record.key: player}
-        return AccountsState(players), [a.event(record.occurred_at) for a in out]
+        events = [a.event(record.occurred_at) for a in out]
+        if isinstance(payload, FundsDeposited):  # to the cage stage, which sees every account in one order
+            events.append(Event(CAGE, record.occurred_at, handed(record, payload)))
+        return AccountsState(players), events

@@ -102,11 +102,8 @@ from services.monitor.sequential import (
     bet_increments,
     binomial_tail,
     binomial_threshold,
-    cusum_step,
-    cusum_threshold,
     cusums,
     level,
-    llr_micro,
     mixture_threshold,
     nats,
     run_length,
@@ -217,7 +214,9 @@ class Punter:
     late: tuple[int, ...] = ()
     near_limit: tuple[tuple[int, str], ...] = ()
     seen: int = 0
-    edge_micro: int = 0
+    sort: tuple[int, ...] = ()
+    """``edge_sorting``: the stake-weighted CUSUMs (micro-nats), one per :data:`SORT_LAMBDAS`, and the
+    unweighted one (:data:`SORT_FLAT`)."""
     edge_bets: tuple[str, ...] = ()
     bot: tuple[tuple[str, int, int], ...] = ()
     faced: str = ""
@@ -967,15 +966,18 @@ EDGE_P0: Final = Fraction(3, 10)
 shoe; rounded up to 30 % so that a depleted shoe stays within it. Bets are placed before the deal,
 so an honest player bet is independent of the first card."""
 
-EDGE_P1: Final = Fraction(9, 10)
-"""The edge sorter's player bets: nine in ten come with a 7, 8 or 9 first card."""
+P_SORT: Final = float(EDGE_P0)
 
-EDGE_H_MICRO: Final = cusum_threshold(8 * 10_000)
-"""``edge_sorting`` CUSUM threshold per account: at most 8 player bets per coup, so 80 000
-observations per 10 000 coups; ``h = ln(800 000) ≈ 13.59`` nats (≤ 1/10 false alarm per 10 000)."""
+SORT_LAMBDAS: Final = (0.6, 1.2, 2.0, 2.85)
+"""Bet fractions of ``edge_sorting``'s martingales ``Π(1 + λ·w·(x − 3/10))`` (``x``: the first card
+is a 7, 8 or 9; ``w``: the stake over the account's largest, fixed before the deal), below
+``1/p0 = 10/3``: growth-optimal against about 40, 50, 65 and 90 % of (stake-weighted) player bets
+with such a card. 2.85 is issue #13's single test (9/10 against 3/10); the lower ones find an edge
+sorter who dilutes his bets with small decoys or only sometimes knows the card."""
 
-EDGE_UP: Final = llr_micro(EDGE_P1, EDGE_P0)
-EDGE_DOWN: Final = llr_micro(1 - EDGE_P1, 1 - EDGE_P0)
+SORT_FLAT: Final = 2.85
+"""One more martingale at issue #13's fraction, every player bet weighing 1 (stake ignored): a sorter
+whose stakes vary without telling anything is found by it about as fast as before the weighting."""
 
 BOT_JITTER_MS: Final = 50
 """Delays after the window opened that differ by at most this are "the same timing"."""
@@ -1002,25 +1004,31 @@ PAIR_RUN: Final = run_length(PAIR_REPEAT_MAX, 8 * 10_000, share(Detector.PAIRED_
 def edge_sorting(
     punter: Punter, wager: Wager, first_card: str, rec: Seen, crowd: int = 8
 ) -> tuple[Punter, Alerts]:
-    """CUSUM over an account's player bets: does the coup's first card (dealt after the bet) favour
-    player far more often than chance? Alerts and restarts at :data:`EDGE_H_MICRO`."""
-    hit = first_card[:1] in EDGE_RANKS
-    s = cusum_step(punter.edge_micro, EDGE_UP if hit else EDGE_DOWN)
+    """Stake-weighted CUSUMs over an account's player bets: does the coup's first card (dealt after
+    the bet) favour player far more often than chance, on the bets it stakes most? Weight: the stake
+    over the account's largest even-money stake at the table (fixed before the deal, so that honest
+    bets, independent of the card, keep every martingale's mean at most 1). Alerts and restarts at
+    ``h = ln(K · crowd · 10 000 / share)`` (``K``: the weighted CUSUMs and the unweighted one)."""
+    hit = int(first_card[:1] in EDGE_RANKS)
+    weight = wager.stake_minor / max(punter.max_stake, wager.stake_minor)
+    incs = bet_increments(SORT_LAMBDAS, weight, hit, P_SORT) + bet_increments((SORT_FLAT,), 1.0, hit, P_SORT)
+    stats = cusums(_stats(punter.sort, len(incs)), incs)
+    s = max(stats)
     bets = (*punter.edge_bets, wager.bet_id)[-64:] if s > 0 else ()
-    h = max(EDGE_H_MICRO, cusum_threshold(crowd * 10_000, share(Detector.EDGE_SORTING)))
+    h = mixture_threshold(len(incs), crowd, Detector.EDGE_SORTING)
     if s < h:
-        return replace(punter, edge_micro=s, edge_bets=bets), []
+        return replace(punter, sort=stats, edge_bets=bets), []
     subject = {"event_ids": [rec.event_id], "bet_ids": list(bets), "account_id": wager.account_id,
                "coup_id": rec.coup_id}  # fmt: skip
     observed = {"cusum_nats": nats(s), "bets_in_run": len(bets), "first_card": first_card}
-    threshold = {"cusum_nats": nats(h), "p0": str(EDGE_P0), "p1": str(EDGE_P1),
-                 "ranks": sorted(EDGE_RANKS)}  # fmt: skip
+    threshold = {"cusum_nats": nats(h), "p0": str(EDGE_P0), "lambdas": [str(x) for x in SORT_LAMBDAS],
+                 "ranks": sorted(EDGE_RANKS), "crowd_level": crowd}  # fmt: skip
     detail = f"{wager.account_id}'s player bets come with a 7, 8 or 9 first card far too often"
     found = alert(
         Detector.EDGE_SORTING, Severity.WARNING, rec.key, subject=subject, observed=observed,
         threshold=threshold, detail=detail, honest_probability=f"{math.exp(-s / 1e6):.3g}",
     )  # fmt: skip
-    return replace(punter, edge_micro=0, edge_bets=()), [found]
+    return replace(punter, sort=(), edge_bets=()), [found]
 
 
 def bot_regularity(

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from services.core.processor import Processor
     from services.dealer.processor import Dealer
     from services.monitor.accounts import AccountMonitor
+    from services.monitor.cage import CageMonitor
     from services.monitor.casework import Casework
     from services.monitor.processor import Monitor
     from services.seamless.client import SeamlessConfig
@@ -168,6 +169,14 @@ class Composition:
         self._guarded(made)
         return made
 
+    def cage_monitor(self) -> CageMonitor:
+        """The monitor's cage stage (deposits across accounts, in the cage's one order)."""
+        from services.monitor.cage import CageMonitor  # noqa: PLC0415
+
+        made = CageMonitor()
+        self._guarded(made)
+        return made
+
     def casework(self) -> Casework:
         """The monitor's casework stage (an analyst's steps on alerts' cases, made facts)."""
         from services.monitor.casework import Casework  # noqa: PLC0415
@@ -182,7 +191,7 @@ class Composition:
         if name == "settlement":
             return [self.payout_stage(), self.wallet_stage()]
         if name == "monitor":
-            return [self.monitor(), self.account_monitor(), self.casework()]
+            return [self.monitor(), self.account_monitor(), self.cage_monitor(), self.casework()]
         builders: dict[str, Callable[[], Processor[Any]]] = {
             "dealer": self.dealer, "audit": self.audit, "monitor": self.monitor,
         }  # fmt: skip
@@ -197,6 +206,7 @@ class Composition:
             ("audit", self.audit()),
             ("monitor", self.monitor()),
             ("monitor.accounts", self.account_monitor()),
+            ("monitor.cage", self.cage_monitor()),
             ("monitor.casework", self.casework()),
         ]
 

@@ -29,6 +29,9 @@ class MemoryBus:
         self.cursors: dict[tuple[str, str], int] = {}
         self.chains: dict[str, attest.AttestChain] = {}
         self.attested: dict[str, dict[tuple[str, str], Any]] = {}
+        self._latest: tuple[int, str] = (0, "")
+        """How many records :meth:`seal` has looked at, and the latest ``occurred_at`` among them (the log
+        only grows: each seal reads only what is new, not the whole log again)."""
 
     def seal(self) -> None:
         """Each processor's signed heads (:mod:`services.core.attest`): the chains it advanced since its
@@ -36,7 +39,8 @@ class MemoryBus:
         batches, each drain runs until idle)."""
         if not self.log:
             return
-        at = max(e.occurred_at for e in self.log)
+        seen, latest = self._latest
+        at = max(latest, *(e.occurred_at for e in self.log[seen:])) if seen < len(self.log) else latest
         for proc, state in self.procs:
             if proc.guard is None:
                 continue
@@ -49,6 +53,7 @@ class MemoryBus:
                     e for e, _ in attest.attestation(chain, heads, proc.guard, occurred_at=at, seal="idle")
                 )
                 done.update(heads)
+        self._latest = (len(self.log), at)
 
     def publish(self, envelopes: list[Envelope]) -> None:
         """Append outside records."""

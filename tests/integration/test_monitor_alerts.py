@@ -111,3 +111,19 @@ def test_monitor_eval_refuses_a_non_positive_count(capsys: pytest.CaptureFixture
     """A count of zero is an operator error: one line on stderr, exit 2."""
     assert main(["monitor-eval", "--honest-coups", "0"]) == 2
     assert "positive" in capsys.readouterr().err
+
+
+def test_monitor_eval_in_worker_processes_gives_the_same_tables() -> None:
+    """`--jobs 2` plays each piece (a population, an adversary's run) in a worker process: every piece is
+    a seeded session, so the tables are those of one process."""
+    import io  # noqa: PLC0415
+
+    from services.app.monitor_eval import evaluate  # noqa: PLC0415
+
+    only = frozenset({"loyal-pair", "in and out"})
+    one, two = io.StringIO(), io.StringIO()
+    h1, r1 = evaluate(True, 2, None, 40, out=one, progress=False, only=only, jobs=1)
+    h2, r2 = evaluate(True, 2, None, 40, out=two, progress=False, only=only, jobs=2)
+    assert [h.name for h in h1] == ["loyal-pair"] and [r.label for r in r1] == ["in and out"]
+    assert r1[0].runs == 2 and h1[0].coups == 40
+    assert one.getvalue() == two.getvalue() and h1 == h2 and r1 == r2

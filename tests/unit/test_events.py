@@ -347,6 +347,13 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "detail": "12 wins",
         "honest_probability": "0.000244",
     },
+    "CageDeposit": {
+        "cage_id": "cage",
+        "account_id": "acc:smurf-1",
+        "deposit_id": "e-2",
+        "amount_minor": 980_000,
+        "currency": "EUR",
+    },
     "WorkAlert": {
         "alert_id": "e-9",
         "action": "close",
@@ -623,6 +630,7 @@ DESIGN_TOPICS = [
     (topics.AUDIT_FINDINGS, "AuditFinding, AuditCheckpoint"),
     (topics.MONITOR_ALERTS, "AnomalyDetected, AlertCaseChanged"),
     (topics.CASEWORK, "WorkAlert"),
+    (topics.CAGE, "CageDeposit"),
     (topics.DEADLETTER, "DeadLetter"),
 ]
 

@@ -132,7 +132,7 @@ def test_every_processor_is_guarded_by_its_own_principal() -> None:
     assert names == [
         ("dealer", "dealer"), ("settlement.payout", "settlement"), ("settlement.wallet", "settlement"),
         ("audit", "audit"), ("monitor", "monitor"), ("monitor.accounts", "monitor"),
-        ("monitor.casework", "monitor"),
+        ("monitor.cage", "monitor"), ("monitor.casework", "monitor"),
     ]  # fmt: skip
     dealer = made.dealer()
     assert dealer.shoe_key == ring.key(Principal.DEALER).secret and not dealer.allow_seed_hex

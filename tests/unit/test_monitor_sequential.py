@@ -66,7 +66,10 @@ def test_the_detectors_thresholds_are_the_derived_ones() -> None:
     assert mon.BOT_RUN == run_length(Fraction(1, 4), 80_000, Fraction(1, 20)) == 11
     assert mon.PAIR_RUN == run_length(Fraction(1, 2), 80_000, Fraction(1, 20)) == 21
     assert accounts.DEPOSIT_STRUCTURING_AT == binomial_threshold(10, Fraction(1, 10), 10_000) == 7
-    assert cusum_threshold(80_000) == mon.EDGE_H_MICRO
+    assert all(lam < 1 / mon.EDGE_P0 for lam in mon.SORT_LAMBDAS)  # each factor stays positive
+    k = len(mon.SORT_LAMBDAS) + 1  # and the unweighted one
+    sort_h = seq.mixture_threshold(k, 8, "edge_sorting")
+    assert k * 8 * 10_000 * math.exp(-sort_h / MICRO) <= 0.1 and mon.SORT_FLAT < 1 / mon.EDGE_P0
 
 
 def test_the_budget_is_split_once() -> None:
@@ -137,7 +140,9 @@ def test_deposit_structuring(amounts: list[int], alerts: int) -> None:
     out = []
     for n, amount in enumerate(amounts):
         state, drafts = stage.handle(state, _deposit("acc:1", n, amount))
-        out += drafts
+        handed = [d for d in drafts if d.topic == topics.CAGE]
+        assert [d.payload["amount_minor"] for d in handed] == [amount]  # every deposit, to the cage stage
+        out += [d for d in drafts if d.topic == topics.MONITOR_ALERTS]
     assert len(out) == alerts
     for d in out:
         assert d.key == "acc:1" and d.payload["detector"] == "deposit_structuring"
@@ -176,7 +181,7 @@ def test_in_and_out_with_little_play(deposits: list[int], withdrawn: int, alerts
         out += drafts
     state, drafts = stage.handle(state, _cash("FundsWithdrawn", "acc:2", 99, withdrawn))
     out += drafts
-    found = [d.payload for d in out if d.payload["detector"] == "in_and_out"]
+    found = [d.payload for d in out if d.payload.get("detector") == "in_and_out"]
     assert len(found) == alerts
     for p in found:
         assert p["account_ids"] == ["acc:2"] and p["subject"]["evidence_count"] == len(deposits) + 1

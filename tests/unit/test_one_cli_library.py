@@ -36,4 +36,7 @@ def test_monitor_eval_counts_must_be_positive(capsys: pytest.CaptureFixture[str]
     assert "not allowed with argument --quick" in capsys.readouterr().err
     assert main(["monitor-eval", "--honest-coups", "0", "--no-progress"]) == 2
     assert "positive" in capsys.readouterr().err
+    for option in ("--jobs", "--crowded-coups"):
+        assert main(["monitor-eval", option, "0", "--no-progress"]) == 2, option
+        assert "positive" in capsys.readouterr().err
     assert callable(monitor_eval.main)

@@ -17,9 +17,11 @@ from typing import Annotated, ClassVar, Final, Literal, Self
 
 from pydantic import StringConstraints, model_validator
 
-from services.core.contract.base import Id, OmitsUnset
+from services.core.contract.base import Currency, Id, Minor, OmitsUnset, Payload
 
-__all__ = ["CASE_STEPS", "AlertCaseChanged", "CaseAction", "CaseStatus", "WorkAlert", "case_step"]
+__all__ = [
+    "CASE_STEPS", "AlertCaseChanged", "CageDeposit", "CaseAction", "CaseStatus", "WorkAlert", "case_step",
+]  # fmt: skip
 
 CaseAction = Literal["acknowledge", "assign", "close"]
 """What an analyst may do with an alert."""
@@ -82,3 +84,15 @@ class AlertCaseChanged(OmitsUnset):
     assignee: Id | None = None
     note: Note | None = None
     refused: Literal["step_not_allowed"] | None = None
+
+
+class CageDeposit(Payload):
+    """Monitor (account stage): a deposit made at cage ``cage_id``, handed to the monitor's cage stage
+    on ``casino.monitor.cage`` (one key per cage: the deposits of every account in one order, which the
+    wallet events, keyed by account, do not give). ``deposit_id`` is the ``FundsDeposited`` event's id."""
+
+    cage_id: Id
+    account_id: Id
+    deposit_id: Id
+    amount_minor: Minor
+    currency: Currency

@@ -59,6 +59,7 @@ TOPIC_TYPES: Final[Mapping[str, tuple[type[Payload], ...]]] = {
     topics.AUDIT_FINDINGS: (findings.AuditFinding, findings.AuditCheckpoint),
     topics.MONITOR_ALERTS: (findings.AnomalyDetected, casework.AlertCaseChanged),
     topics.CASEWORK: (casework.WorkAlert,),
+    topics.CAGE: (casework.CageDeposit,),
     topics.DEADLETTER: (findings.DeadLetter,),
     topics.ATTEST: (attest.HeadsAttested,),
 }  # fmt: skip
