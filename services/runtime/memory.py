@@ -29,6 +29,10 @@ class MemoryBus:
         self.cursors: dict[tuple[str, str], int] = {}
         self.chains: dict[str, attest.AttestChain] = {}
         self.attested: dict[str, dict[tuple[str, str], Any]] = {}
+        self.latest = ""
+        """The latest ``occurred_at`` of the records before :attr:`latest_upto` (kept as the log grows, so
+        a seal does not read the whole log again: a long session's drains would cost its square)."""
+        self.latest_upto = 0
 
     def seal(self) -> None:
         """Each processor's signed heads (:mod:`services.core.attest`): the chains it advanced since its
@@ -36,7 +40,9 @@ class MemoryBus:
         batches, each drain runs until idle)."""
         if not self.log:
             return
-        at = max(e.occurred_at for e in self.log)
+        tail = (e.occurred_at for e in self.log[self.latest_upto :])
+        at = self.latest = max(self.latest, max(tail, default=self.latest))
+        self.latest_upto = len(self.log)
         for proc, state in self.procs:
             if proc.guard is None:
                 continue
