@@ -227,6 +227,24 @@ def processing_alone(
     return Figure(name, len(records), wall, cpu)
 
 
+def embedded_runner(settings: Settings, records: list[tuple[str, bytes, bytes]], folder: Path) -> Figure:
+    """(g): the same processor through the embedded runner (:class:`~services.runtime.embedded.log.Runner`
+    on a SQLite log, its default batches and snapshots), the records appended before the clock starts:
+    what issue #31 compares the worker's CPU per record with."""
+    from services.runtime.embedded.log import EmbeddedLog, Runner, run_until_idle  # noqa: PLC0415
+
+    (processor,) = Composition.from_settings(settings).service(SERVICE)
+    with EmbeddedLog(folder / "embedded.db") as log:
+        for logical, key, value in records:
+            log.append_raw(logical, key.decode(), value)
+        runner = Runner(log, processor)
+        cpu_from, started = time.process_time(), time.perf_counter()
+        applied = run_until_idle([runner])
+        cpu, wall = time.process_time() - cpu_from, time.perf_counter() - started
+    assert applied == len(records), (applied, len(records))
+    return Figure("(g) embedded runner (SQLite), same processor", len(records), wall, cpu)
+
+
 # -- (a): the faust agent the worker was until issue #16 (runs in the subprocess) ---------------------
 
 
@@ -448,6 +466,7 @@ def main() -> dict[str, float]:
         sent = sends(broker)
         step = processing_alone(_settings(broker), records)
         logged = processing_alone(_settings(broker), records, logs / "records.log")
+        embedded = embedded_runner(_settings(broker), records, logs)
         agent = [py, "-m", "bench.bench_worker", "agent"]
         loop = [py, "-m", "services.runtime.kafka.worker", SERVICE]
         quiet = {"log_level": "WARNING"}
@@ -472,10 +491,13 @@ def main() -> dict[str, float]:
     print(_line(raw, raw, None))
     print(_line(step, raw, None))
     print(_line(logged, raw, None))
+    print(_line(embedded, raw, None))
+    for f in figures:
+        print(f"{f.name}: {f.cpu_us / embedded.cpu_us:.2f}x the embedded runner's CPU per record (goal: 2)")
     for name, cpu_us in sent.items():
         print(f"(f) {name:<45} {' / '.join(f'{us:.1f}' for us in cpu_us)} CPU us/record "
               f"({SEND_RECORDS:,} records of 1.5 kB, acks per {SEND_CHUNK})")  # fmt: skip
-    every = [*figures, raw, step, logged]
+    every = [*figures, raw, step, logged, embedded]
     return {f"{f.name} cpu_us": f.cpu_us for f in every} | {f"{f.name} per_s": f.per_s for f in every}
 
 

@@ -20,8 +20,9 @@ written after it).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class KeptStore(Protocol):
@@ -102,3 +103,12 @@ class Kept:
     def __repr__(self) -> str:
         where = "a store" if self.bound else f"{len(self.entries)} in memory"
         return f"Kept({where})"
+
+
+def kept_maps(inner: Any) -> list[tuple[str, Kept]]:
+    """The :class:`Kept` fields of a processor's inner state (a dataclass; none otherwise), by field name:
+    what a shell binds to its store."""
+    if not dataclasses.is_dataclass(inner):
+        return []
+    found = ((f.name, getattr(inner, f.name)) for f in dataclasses.fields(inner))
+    return [(name, value) for name, value in found if isinstance(value, Kept)]

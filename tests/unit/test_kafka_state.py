@@ -171,3 +171,49 @@ def test_one_store_used_with_two_topic_prefixes_keeps_them_apart(tmp_path: Path)
     assert "req-acct-1-0" in first.state_of(0).applied
     assert "req-acct-1-0" not in second.state_of(0).applied
     store.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["put", "take", "write"]), st.sampled_from("abc")), max_size=30))
+def test_kept_entries_reach_the_store_only_with_their_snapshot(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, str]]
+) -> None:
+    """However puts, snapshots taken and snapshots written interleave: a kept map answers the last value
+    put under each key; the store holds, per key, the last value of the snapshots written."""
+    store = state_store.LocalStore(tmp_path_factory.mktemp("kept") / "s")
+    kept = state_store.StoredKept(store, "wallet", 0, "transfers")
+    last: dict[str, str] = {}
+    taken: list[dict[str, str]] = []
+    stored: dict[str, str] = {}
+    for n, (op, key) in enumerate(ops):
+        if op == "put":
+            kept.put(key, f"v{n}")
+            last[key] = f"v{n}"
+        elif op == "take":
+            taken.append(kept.take())
+        elif taken:
+            batch = taken.pop(0)
+            store.save("wallet", 0, n, b"{}", kept={"transfers": batch})
+            kept.written(batch)
+            stored |= batch
+    assert {k: kept.get(k) for k in "abc"} == {k: last.get(k) for k in "abc"}
+    assert {k: store.kept_value("wallet", 0, "transfers", k) for k in "abc"} == {
+        k: stored.get(k) for k in "abc"
+    }
+    store.close()
+
+
+def test_kept_entries_are_named_per_scope_and_forgotten_per_scope(tmp_path: Path) -> None:
+    """A changelog record key names its scope's kept entry (and no other scope's); forgetting a scope's
+    entries (a rebuild from the partition's beginning) leaves the other scopes' and the snapshots."""
+    named = state_store.kept_key("wallet", 2, "transfers", "deposit/x/1")
+    assert state_store.kept_entry("wallet", 2, named) == ("transfers", "deposit/x/1")
+    assert state_store.kept_entry("wallet", 1, state_store.kept_key("wallet", 12, "transfers", "t")) is None
+    assert state_store.kept_entry("wallet", 2, state_store.scope_key("wallet", 2)) is None
+    store = state_store.LocalStore(tmp_path / "s")
+    for scope in (1, 2, 12):
+        store.save("wallet", scope, 0, b"{}", kept={"transfers": {"t": str(scope)}})
+    store.forget_kept("wallet", 1)
+    assert [store.kept_value("wallet", s, "transfers", "t") for s in (1, 2, 12)] == [None, "2", "12"]
+    assert store.snapshot("wallet", 1) == (0, b"{}")
+    store.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -551,3 +552,33 @@ def test_the_monitor_routes_a_dead_letter_to_the_key_of_the_alert_it_raises() ->
         assert monitor.route(env) == key, (reason, producer)
         _, alerts = monitor.handle(monitor.initial(), env)
         assert [a.key for a in alerts] == [key] * raised, (reason, producer)
+
+
+def test_a_quiet_scope_behind_the_output_positions_is_snapshotted_again_once_an_interval(
+    tmp_path: Any,
+) -> None:
+    """A scope with nothing applied since its snapshot, whose snapshot names output positions behind the
+    worker's, is due again (at once when stopping, else once the interval has passed since its last
+    one): otherwise every restart would read back every output written since that old snapshot. Not a
+    scope whose positions are current, nor one that is due anyway."""
+    from services.runtime.kafka import state as state_store  # noqa: PLC0415
+
+    shell = _shell(FakeConsumer([]))
+    shell.store = state_store.LocalStore(tmp_path / "store")
+    pipe = shell.pipes[0]
+    old = state_store.Snapshot(
+        pipe.fresh(0), {(topics.WALLET_REQUESTS, 0): 4}, {(topics.WALLET_EVENTS, 0): 3}
+    )
+    for scope in (0, 1, 2):
+        pipe.install(scope, old)
+    shell.out_positions = {(topics.WALLET_EVENTS, 0): 90}
+    pipe.positions[2] = dict(shell.out_positions)
+    pipe.snapped_at = {0: time.monotonic(), 1: time.monotonic(), 2: 0.0}
+    assert shell.quiet_behind(stopping=False, besides=set()) == []  # within the interval
+    due = shell.quiet_behind(stopping=True, besides={(pipe.stage, 1)})
+    assert [(d.scope, d.ids, d.kept) for d in due] == [(0, set(), {})]
+    pipe.positions[0] = dict(shell.out_positions)  # what writing it records
+    assert [d.scope for d in shell.quiet_behind(stopping=True, besides=set())] == [1]
+    pipe.since[1] = 1  # records applied since: the ordinary snapshots' business, not this one's
+    assert shell.quiet_behind(stopping=True, besides=set()) == []
+    shell.store.close()

@@ -78,7 +78,6 @@ skip even the attempt.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
 import time
@@ -90,7 +89,7 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from services.core.envelope import ChainHead, Envelope
-from services.core.kept import Kept
+from services.core.kept import kept_maps
 from services.core.processor import Processor, ProcessorState, initial_state, step_encoded
 from services.core.trust import Sealed
 from services.runtime import intake
@@ -941,16 +940,11 @@ class Runner(Generic[S]):
         """Bind every :class:`~services.core.kept.Kept` field of the processor's state to the ``kept``
         table (named by the field); returns how many in-memory entries were moved there."""
         self._kept = []
-        inner = self.state.inner
-        if not dataclasses.is_dataclass(inner):
-            return 0
         moved = 0
-        for f in dataclasses.fields(inner):
-            value = getattr(inner, f.name)
-            if isinstance(value, Kept):
-                store = LoggedKept(self.log, self.name, f.name, self.ids)
-                moved += value.bind(store)
-                self._kept.append(store)
+        for name, value in kept_maps(self.state.inner):
+            store = LoggedKept(self.log, self.name, name, self.ids)
+            moved += value.bind(store)
+            self._kept.append(store)
         return moved
 
     def _flush_kept(self) -> None:

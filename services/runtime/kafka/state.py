@@ -18,7 +18,12 @@ and then to the local store with the changelog offset it got: a restart restores
 when that offset is the changelog's latest, else from the changelog (another machine's worker).
 
 The ids of the records applied (:class:`StoredIds`) are kept in the local store, written together with
-the snapshot they belong to (never ahead of it); between snapshots they are in memory.
+the snapshot they belong to (never ahead of it); between snapshots they are in memory. So are the
+entries a processor keeps forever (its state's :class:`~services.core.kept.Kept` maps, the wallet stage's
+transfer ids: :class:`StoredKept`), which a snapshot therefore never carries; they also go to the
+changelog, each as a record of its own (:func:`kept_key`) written before the snapshot that covers it, so
+that a worker on another machine rebuilds them from the changelog records after its own local snapshot
+(docs/adr/0010-kafka-kept-entries.md).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 from rocksdict import Options, Rdict, WriteBatch
 
 from services.core.envelope import ChainHead
+from services.core.kept import kept_maps
 from services.core.processor import Processor, ProcessorState
 from services.runtime.embedded import snapshot
 
@@ -60,6 +66,25 @@ def changelog_topic(stage: str) -> str:
 def scope_key(stage: str, scope: int) -> bytes:
     """The changelog record key and local store key of one scope."""
     return f"{stage}/{'all' if scope == WHOLE else scope}".encode()
+
+
+KEPT = b"/k/"
+"""What follows a scope's key in the key of one of its kept entries' changelog records."""
+
+
+def kept_key(stage: str, scope: int, name: str, key: str) -> bytes:
+    """The changelog record key (and local store key, after ``k/``) of the entry ``key`` of the kept map
+    ``name`` of one scope."""
+    return scope_key(stage, scope) + KEPT + name.encode() + b"/" + key.encode()
+
+
+def kept_entry(stage: str, scope: int, record_key: bytes | None) -> tuple[str, str] | None:
+    """The (map name, entry key) a changelog record key of this scope names, ``None`` for any other."""
+    prefix = scope_key(stage, scope) + KEPT
+    if record_key is None or not record_key.startswith(prefix):
+        return None
+    name, _, key = record_key[len(prefix) :].decode().partition("/")
+    return name, key
 
 
 def kind_of(processor: Processor[Any]) -> str:
@@ -170,15 +195,38 @@ class LocalStore:
             return None
         return _POSITION.unpack_from(value)[0], bytes(value[_POSITION.size :])
 
-    def save(self, stage: str, scope: int, position: int, blob: bytes, ids: Iterable[str] = ()) -> None:
-        """Keep ``blob`` as the scope's snapshot, written at changelog offset ``position``, and the ids
-        applied up to it, in one atomic write."""
+    def save(
+        self,
+        stage: str,
+        scope: int,
+        position: int,
+        blob: bytes,
+        ids: Iterable[str] = (),
+        *,
+        kept: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        """Keep ``blob`` as the scope's snapshot, written at changelog offset ``position``, the ids
+        applied up to it and the kept entries written since the last one (by map name), in one atomic
+        write."""
         batch = WriteBatch(raw_mode=True)
         prefix = b"a/" + scope_key(stage, scope) + b"/"
         for event_id in ids:
             batch.put(prefix + event_id.encode(), b"")
+        for name, entries in (kept or {}).items():
+            for key, value in entries.items():
+                batch.put(b"k/" + kept_key(stage, scope, name, key), value.encode())
         batch.put(b"s/" + scope_key(stage, scope), _POSITION.pack(position) + blob)
         self.db.write(batch)
+
+    def kept_value(self, stage: str, scope: int, name: str, key: str) -> str | None:
+        """The value of entry ``key`` of the scope's kept map ``name`` as of its latest local snapshot."""
+        value = self.db.get(b"k/" + kept_key(stage, scope, name, key))
+        return None if value is None else bytes(value).decode()
+
+    def forget_kept(self, stage: str, scope: int) -> None:
+        """Drop every kept entry of the scope (a scope rebuilt from its partition's beginning)."""
+        prefix = b"k/" + scope_key(stage, scope) + KEPT
+        self.db.delete_range(prefix, prefix[:-1] + bytes([prefix[-1] + 1]))
 
     def has_id(self, stage: str, scope: int, event_id: str) -> bool:
         """Whether ``event_id`` was applied in the scope as of its latest local snapshot."""
@@ -218,6 +266,52 @@ class StoredIds:
 
     def __len__(self) -> int:
         return len(self.pending) + sum(map(len, self.taken))
+
+
+class StoredKept:
+    """One :class:`~services.core.kept.Kept` map of a scope's state, kept in the local store (the port's
+    RocksDB adapter, like :class:`StoredIds`): entries written since the last snapshot in memory, then
+    taken by the snapshot being made (:meth:`take`) and answered from memory until it is in the store."""
+
+    def __init__(self, store: LocalStore, stage: str, scope: int, name: str) -> None:
+        self.store, self.stage, self.scope, self.name = store, stage, scope, name
+        self.pending: dict[str, str] = {}
+        self.taken: list[dict[str, str]] = []
+
+    def get(self, key: str, /) -> str | None:
+        found = self.pending.get(key)
+        for taken in reversed(self.taken):
+            if found is not None:
+                break
+            found = taken.get(key)
+        return found if found is not None else self.store.kept_value(self.stage, self.scope, self.name, key)
+
+    def put(self, key: str, value: str, /) -> None:
+        self.pending[key] = value
+
+    def put_many(self, entries: Mapping[str, str], /) -> None:
+        self.pending.update(entries)
+
+    def take(self) -> dict[str, str]:
+        """The entries written since the last :meth:`take`, for the snapshot being made."""
+        taken, self.pending = self.pending, {}
+        self.taken.append(taken)
+        return taken
+
+    def written(self, entries: dict[str, str]) -> None:
+        """``entries`` (from :meth:`take`) are in the store now."""
+        self.taken = [t for t in self.taken if t is not entries]
+
+
+def bind_kept(state: ProcessorState[Any], store: LocalStore, stage: str, scope: int) -> list[StoredKept]:
+    """Bind every kept map of ``state`` to the local store (the in-memory entries of a snapshot written
+    before the store held them move to its pending entries: the next snapshot writes them)."""
+    out = []
+    for name, kept in kept_maps(state.inner):
+        stored = StoredKept(store, stage, scope, name)
+        kept.bind(stored)
+        out.append(stored)
+    return out
 
 
 def min_positions(snaps: Mapping[Any, Snapshot]) -> dict[tuple[str, int], int]:

@@ -439,6 +439,8 @@ class Pipe:
         self.whole = len(processor.inputs) > 1 and not self.copartitioned
         """A multi-input processor (audit) keeps one state over every input partition."""
         self.states: dict[int, ProcessorState[Any]] = {}
+        self.kept: dict[int, list[state_store.StoredKept]] = {}
+        """Per scope, its state's kept maps as bound to the local store (none without a store)."""
         self.signed_heads: dict[int, Any] = {}
         """Per scope, what its writer attested (:class:`services.runtime.kafka.attesting.PipeHeads`)."""
         self.seqs: dict[int, dict[tuple[str, str], int]] = {}
@@ -447,6 +449,8 @@ class Pipe:
         self.since: dict[int, int] = {}
         """Per scope, records applied since its last snapshot."""
         self.snapped_at: dict[int, float] = {}
+        self.positions: dict[int, dict[tuple[str, int], int]] = {}
+        """Per scope, the output positions its latest snapshot names (``Snapshot.outputs``)."""
         self.next_offset: dict[tuple[str, int], int] = {}
         self.current = state_store.WHOLE if self.whole else 0
         """The scope of the record last applied (:attr:`state`)."""
@@ -472,10 +476,12 @@ class Pipe:
         return state_store.WHOLE if self.whole else partition
 
     def fresh(self, scope: int) -> ProcessorState[Any]:
-        """An initial state for ``scope``, its applied ids kept in the store (a set without one)."""
+        """An initial state for ``scope``, its applied ids and kept maps in the store (in memory without
+        one)."""
         fresh = initial_state(self.processor)
         if self.store is not None:
             fresh.applied = state_store.StoredIds(self.store, self.stored_as, scope)
+            self.kept[scope] = state_store.bind_kept(fresh, self.store, self.stored_as, scope)
         return fresh
 
     def state_of(self, scope: int) -> ProcessorState[Any]:
@@ -495,19 +501,27 @@ class Pipe:
         self.states[self.current] = value
 
     def install(self, scope: int, snap: state_store.Snapshot | None) -> None:
-        """Start ``scope`` from ``snap`` (from scratch when ``None``)."""
+        """Start ``scope`` from ``snap`` (from scratch when ``None``: the store's kept entries of the scope
+        are dropped, the records that wrote them are applied again)."""
+        if snap is None and self.store is not None:
+            self.store.forget_kept(self.stored_as, scope)
         fresh = self.fresh(scope)
         if snap is not None:
             snap.state.applied = fresh.applied
             fresh = snap.state
+            if self.store is not None:
+                self.kept[scope] = state_store.bind_kept(fresh, self.store, self.stored_as, scope)
             self.next_offset.update(snap.offsets)
         self.states[scope] = fresh
         self.seqs[scope] = dict(snap.seqs) if snap is not None else {}
+        self.positions[scope] = dict(snap.outputs) if snap is not None else {}
         self.since[scope] = 0
 
     def forget(self) -> None:
         """Drop every scope (a new assignment restores them)."""
         self.states.clear()
+        self.kept.clear()
+        self.positions.clear()
         self.signed_heads.clear()  # a scope assigned again resumes its attestation chain from the log
         self.seqs.clear()
         self.since.clear()
@@ -664,12 +678,14 @@ Shipped = list[tuple[list[str], "asyncio.Future[Any]"]]
 @dataclass(frozen=True, slots=True)
 class Due:
     """A snapshot taken when a batch was handled (the state's data, copied), written once the batch's
-    commit lands (:meth:`Shell.write_snapshots`), with the ids applied since the scope's last one."""
+    commit lands (:meth:`Shell.write_snapshots`), with the ids applied and the kept entries written (by
+    map name) since the scope's last one."""
 
     pipe: Pipe
     scope: int
     data: dict[str, Any]
     ids: set[str]
+    kept: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1096,8 +1112,32 @@ class Shell:
             if any(self.committed.get(tp) != self._next_of(tp) for tp in self.owned or ()):
                 return  # a commit refused by a rebalance: the state is ahead of the group
             due = self.due_snapshots(idle=stopping)
+            due += self.quiet_behind(stopping=stopping, besides={(d.pipe.stage, d.scope) for d in due})
             if due:
                 await self.write_snapshots(due)
+
+    def quiet_behind(self, *, stopping: bool, besides: set[tuple[str, int]]) -> list[Due]:
+        """Snapshots of the scopes with nothing applied since their last one whose output positions are
+        behind the worker's (other scopes wrote since), at most once an interval (``stopping``: at once).
+        Caught up (the caller's condition), such a scope has no record after its offsets, so no output of
+        one lies before the current positions: without this, a quiet partition's old snapshot would make
+        every restart read back every output written since it (the least position of all scopes)."""
+        now, interval = time.monotonic(), self.settings.state_snapshot_interval_s
+        due = []
+        for pipe in self.pipes:
+            for scope in list(pipe.states):
+                if (
+                    pipe.since.get(scope)
+                    or (pipe.stage, scope) in besides
+                    or (pipe.whole and not pipe.complete)
+                ):
+                    continue
+                behind = pipe.positions.get(scope) != self.out_positions and bool(self.out_positions)
+                if behind and (stopping or now - pipe.snapped_at.get(scope, -interval) >= interval):
+                    taken = self.take_snapshot(pipe, scope, now)
+                    if taken is not None:
+                        due.append(taken)
+        return due
 
     def _next_of(self, tp: TopicPartition) -> int | None:
         logical = self.settings.logical(tp.topic)
@@ -1283,13 +1323,15 @@ class Shell:
             _log().warning("snapshot_skipped", stage=pipe.stage, scope=scope, why=str(exc))
             return None
         ids = st.applied.take() if isinstance(st.applied, state_store.StoredIds) else set()
+        kept = {stored.name: stored.take() for stored in pipe.kept.get(scope, ())}
         pipe.since[scope], pipe.snapped_at[scope] = 0, now
-        return Due(pipe, scope, data, ids)
+        return Due(pipe, scope, data, ids, kept)
 
     async def write_snapshots(self, snapshots: Sequence[Due]) -> None:
-        """Write each snapshot to its stage's changelog, then, with the changelog offset it got, to the
-        local store (with the ids it covers). A failed write is not fatal: the scope restores from the
-        last snapshot written and replays the records after it."""
+        """Write each snapshot to its stage's changelog (after the kept entries it covers, a record each),
+        then, with the changelog offset it got, to the local store (with the ids and kept entries it
+        covers). A failed write is not fatal: the scope restores from the last snapshot written and
+        replays the records after it."""
         producer = self.snapshot_producer or self.producer
         assert producer is not None and self.store is not None
         positions = dict(self.out_positions)
@@ -1298,17 +1340,35 @@ class Shell:
             blob = state_store.finish(due.data, positions)
             topic = self.settings.topic(state_store.changelog_topic(stage))
             key = state_store.scope_key(stage, due.scope)
+            partition = max(due.scope, 0)
             try:
-                sent = await producer.send(topic, blob, key=key, partition=max(due.scope, 0))
-                meta = await sent
-                self.store.save(due.pipe.stored_as, due.scope, meta.offset, blob, due.ids)
+                kept = []
+                for name, entries in due.kept.items():
+                    for entry, value in entries.items():
+                        record_key = state_store.kept_key(stage, due.scope, name, entry)
+                        kept.append(
+                            await producer.send(topic, value.encode(), key=record_key, partition=partition)
+                        )
+                for sent in kept:
+                    await sent
+                meta = await (await producer.send(topic, blob, key=key, partition=partition))
+                self.store.save(due.pipe.stored_as, due.scope, meta.offset, blob, due.ids, kept=due.kept)
             except Exception as exc:
                 _log().warning("snapshot_failed", stage=stage, scope=due.scope, error=repr(exc))
                 continue
-            state = due.pipe.states.get(due.scope)
-            if state is not None and isinstance(state.applied, state_store.StoredIds):
-                state.applied.written(due.ids)
+            self.snapshot_written(due)
+            due.pipe.positions[due.scope] = positions
             self.metrics.snapshot(len(blob))
+
+    @staticmethod
+    def snapshot_written(due: Due) -> None:
+        """What ``due`` covers is in the store now: its ids and kept entries no longer held in memory."""
+        state = due.pipe.states.get(due.scope)
+        if state is not None and isinstance(state.applied, state_store.StoredIds):
+            state.applied.written(due.ids)
+        for stored in due.pipe.kept.get(due.scope, ()):
+            if stored.name in due.kept:
+                stored.written(due.kept[stored.name])
 
     async def _partitions(self, logical: Iterable[str]) -> list[TopicPartition]:
         """The partitions of logical topics, from the producer's metadata (a reader's narrows to what it
@@ -1392,11 +1452,28 @@ class Shell:
             _log().warning("snapshot_ignored", stage=stage, scope=scope, why=str(exc))
             return None
         if source == "changelog":
-            self.store.save(pipe.stored_as, scope, offset, blob)
+            since = local[0] + 1 if local is not None else 0
+            kept = await self.kept_since(stage, scope, since, offset)
+            self.store.save(pipe.stored_as, scope, offset, blob, kept=kept)
         offsets = {f"{t}[{p}]": o for (t, p), o in snap.offsets.items()}
         _log().info("state_restored", stage=stage, scope=scope, source=source, changelog_offset=offset,
                     offsets=offsets, bytes=len(blob))  # fmt: skip
         return snap
+
+    async def kept_since(self, stage: str, scope: int, start: int, end: int) -> dict[str, dict[str, str]]:
+        """The kept entries of ``scope`` on its changelog partition from ``start`` to ``end`` (the snapshot
+        restored): what another worker kept since this store's own latest snapshot (everything, for an
+        empty store), by map name."""
+        tp = TopicPartition(self.settings.topic(state_store.changelog_topic(stage)), max(scope, 0))
+        out: dict[str, dict[str, str]] = {}
+        if end <= start:
+            return out
+        read, _ = await read_range(await self.reader(), {tp: start}, {tp: end})
+        for m in read.get(tp, ()):
+            named = state_store.kept_entry(stage, scope, m.key)
+            if named is not None and m.value is not None:
+                out.setdefault(named[0], {})[named[1]] = m.value.decode()
+        return out
 
     async def restore(self, assigned: Iterable[TopicPartition]) -> None:
         """Restore the state of the assigned input partitions, check the log still holds what it says,
