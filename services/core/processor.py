@@ -194,6 +194,20 @@ class Reactor(TypedProcessor[S]):
         return state, drafts_of(events)
 
 
+class Observer(Reactor[S]):
+    """A reactor that only watches (the monitor's account, cage and casework stages): a record the
+    contract refuses changes nothing and causes nothing (through :func:`step` the edge has dead-lettered
+    it first), so a watcher never raises on what it reads."""
+
+    def handle(self, state: S, record: Envelope) -> tuple[S, list[Draft]]:
+        """:meth:`apply` to the record's payload, read here; a refused one passes."""
+        try:
+            payload = read_payload(record)
+        except (ValidationError, DomainError):
+            return state, []
+        return self.apply(state, record, payload)
+
+
 class AppliedIds(Protocol):
     """The ids of the records a processor has applied: a ``set`` in memory, or a store of the shell's
     (the embedded runtime keeps them in the log's file, so they never weigh on a snapshot)."""

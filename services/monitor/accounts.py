@@ -33,8 +33,6 @@ from dataclasses import field
 from fractions import Fraction
 from typing import Final
 
-from pydantic import ValidationError
-
 from services.core import topics
 from services.core.contract import (
     CageDeposit,
@@ -42,12 +40,11 @@ from services.core.contract import (
     FundsWithdrawn,
     Payload,
     StakeReserved,
-    read_payload,
 )
-from services.core.envelope import Draft, Envelope
+from services.core.envelope import Envelope
 from services.core.ledger import BPS
-from services.core.processor import Event, Reactor
-from services.core.reasons import Detector, DomainError, Severity
+from services.core.processor import Event, Observer
+from services.core.reasons import Detector, Severity
 from services.core.values import immutable, replace
 from services.monitor.processor import UNREADABLE, Alerts, alert
 from services.monitor.sequential import binomial_tail, binomial_threshold
@@ -159,7 +156,7 @@ def handed(rec: Envelope, deposited: FundsDeposited) -> CageDeposit:
                        amount_minor=deposited.amount_minor, currency=deposited.currency)  # fmt: skip
 
 
-class AccountMonitor(Reactor[AccountsState]):
+class AccountMonitor(Observer[AccountsState]):
     """The per-account stage of the monitor (see the module docstring): a
     :class:`~services.core.processor.Reactor` to the wallet events, in one pass."""
 
@@ -170,14 +167,6 @@ class AccountMonitor(Reactor[AccountsState]):
     def initial(self) -> AccountsState:
         """No account followed."""
         return AccountsState()
-
-    def handle(self, state: AccountsState, record: Envelope) -> tuple[AccountsState, list[Draft]]:
-        """:meth:`apply` to the record's payload, read here (one the contract refuses passes)."""
-        try:
-            payload = read_payload(record)
-        except (ValidationError, DomainError):
-            return state, []
-        return self.apply(state, record, payload)
 
     def react(
         self, state: AccountsState, record: Envelope, payload: Payload | None

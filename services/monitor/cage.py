@@ -28,13 +28,11 @@ from dataclasses import field
 from fractions import Fraction
 from typing import Final
 
-from pydantic import ValidationError
-
 from services.core import topics
-from services.core.contract import CageDeposit, Payload, read_payload
-from services.core.envelope import Draft, Envelope
-from services.core.processor import Event, Reactor
-from services.core.reasons import Detector, DomainError, Severity
+from services.core.contract import CageDeposit, Payload
+from services.core.envelope import Envelope
+from services.core.processor import Event, Observer
+from services.core.reasons import Detector, Severity
 from services.core.values import immutable, replace
 from services.monitor.accounts import DEPOSIT_BAND_BPS, DEPOSIT_BAND_P0, REPORTING_THRESHOLD_MINOR, in_band
 from services.monitor.processor import Alert, alert
@@ -103,7 +101,7 @@ def found(cage_id: str, cage: Cage) -> Alert:
     )  # fmt: skip
 
 
-class CageMonitor(Reactor[CagesState]):
+class CageMonitor(Observer[CagesState]):
     """The cage stage of the monitor (see the module docstring)."""
 
     name = "monitor"
@@ -113,14 +111,6 @@ class CageMonitor(Reactor[CagesState]):
     def initial(self) -> CagesState:
         """No cage followed."""
         return CagesState()
-
-    def handle(self, state: CagesState, record: Envelope) -> tuple[CagesState, list[Draft]]:
-        """:meth:`apply` to the record's payload, read here (one the contract refuses passes)."""
-        try:
-            payload = read_payload(record)
-        except (ValidationError, DomainError):
-            return state, []
-        return self.apply(state, record, payload)
 
     def react(
         self, state: CagesState, record: Envelope, payload: Payload | None

@@ -19,13 +19,10 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
-from pydantic import ValidationError
-
 from services.core import topics
-from services.core.contract import AlertCaseChanged, CaseStatus, Payload, WorkAlert, case_step, read_payload
-from services.core.envelope import Draft, Envelope
-from services.core.processor import Event, Reactor
-from services.core.reasons import DomainError
+from services.core.contract import AlertCaseChanged, CaseStatus, Payload, WorkAlert, case_step
+from services.core.envelope import Envelope
+from services.core.processor import Event, Observer
 from services.core.values import immutable
 
 
@@ -50,7 +47,7 @@ def work(status: CaseStatus, request: WorkAlert) -> AlertCaseChanged:
     )  # fmt: skip
 
 
-class Casework(Reactor[CasesState]):
+class Casework(Observer[CasesState]):
     """The casework stage of the monitor (see the module docstring)."""
 
     name = "monitor"
@@ -60,15 +57,6 @@ class Casework(Reactor[CasesState]):
     def initial(self) -> CasesState:
         """No case worked."""
         return CasesState()
-
-    def handle(self, state: CasesState, record: Envelope) -> tuple[CasesState, list[Draft]]:
-        """:meth:`apply` to the record's payload, read here (one the contract refuses passes: through
-        ``step`` the edge dead-letters it first)."""
-        try:
-            payload = read_payload(record)
-        except (ValidationError, DomainError):
-            return state, []
-        return self.apply(state, record, payload)
 
     def react(
         self, state: CasesState, record: Envelope, payload: Payload | None
