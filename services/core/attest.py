@@ -153,7 +153,7 @@ def attest_batch(
 
 def dead_letters_of(outputs: Iterable[Envelope]) -> list[str]:
     """The hashes of the dead letters among ``outputs``, in order (what an attestation names of them)."""
-    return [env.hash for env in outputs if env.topic == topics.DEADLETTER]
+    return [env.hash for env in outputs if env.topic in topics.SIGNED_UNCHAINED]
 
 
 def attest_heads(

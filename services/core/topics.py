@@ -51,6 +51,11 @@ TABLE_KEYED: Final = frozenset({TABLE_INBOX, TABLE_EVENTS})
 """Topics keyed by table_id."""
 ACCOUNT_KEYED: Final = frozenset({WALLET_REQUESTS, WALLET_EVENTS})
 """Topics keyed by account_id."""
+SIGNED_UNCHAINED: Final = frozenset({DEADLETTER, CAGE})
+"""Unchained records a service writes that its writer's next ``HeadsAttested`` names by hash
+(``dead_letters``): its dead letters, and the monitor's hand-offs to its cage stage; a regulator then
+tells a deleted or changed one from an outsider's (docs/trust.md)."""
+
 EVENT_STREAMS: Final = frozenset({WALLET_EVENTS, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, ATTEST})
 NOT_IN_TREE_HEADS: Final = frozenset({ATTEST})
 """Chained streams audit's tree heads leave out: the writers' signed heads are signed themselves, and

@@ -393,8 +393,8 @@ def test_a_log_read_topic_by_topic_is_not_taken_for_a_splice(
     a tree head claiming records not read yet shows it is not in written order, so chains that come
     early only by that order are no splice: ``clean``."""
     order = ["casino.wallet.requests", "casino.wallet.events", "casino.table.inbox", "casino.table.events",
-             "casino.audit.findings", "casino.monitor.alerts", "casino.deadletter",
-             "casino.attest"]  # fmt: skip
+             "casino.audit.findings", "casino.monitor.alerts", "casino.monitor.cage",
+             "casino.monitor.casework", "casino.deadletter", "casino.attest"]  # fmt: skip
     by_topic = sorted(records, key=lambda r: order.index(r["topic"]))
     assert any(r["topic"] == "casino.monitor.alerts" for r in records)  # claimed after the findings
     code, report = _replay(_jsonl(tmp_path / "by-topic.jsonl", by_topic), public)

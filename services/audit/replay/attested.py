@@ -207,7 +207,7 @@ class Survey:
         self.hashes.add(h)
         topic, seq = get("topic"), get("seq")
         if seq is None:
-            if topic == topics.DEADLETTER:
+            if topic in topics.SIGNED_UNCHAINED:  # a dead letter or a hand-off: its writer names it
                 self.dead.add(h)
                 payload = get("payload")
                 refused = payload.get("original_event_id") if isinstance(payload, Mapping) else None

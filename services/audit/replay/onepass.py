@@ -94,7 +94,7 @@ class Frontier:
         if h in self.consumed or h in self.facts or h in s.signed:
             return True
         topic = env.topic
-        if topic == topics.DEADLETTER:  # named by its writer's signed head (or by an alert), else noise:
+        if topic in topics.SIGNED_UNCHAINED:  # named by its writer's signed head, else noise:
             if h in s.dead_signed:  # known once the pipeline went idle
                 return True
             return False if max(s.idle_at.values(), default=-1) > at else None

@@ -91,7 +91,7 @@ class Attestor:
             self._load()
         pending = self.pending
         for env, _ in outputs:
-            if env.topic == topics.DEADLETTER:
+            if env.topic in topics.SIGNED_UNCHAINED:  # named by hash in the next attestation
                 self.dead.append(env.hash)
                 self.records += 1
                 self.at = max(self.at, env.occurred_at)
