@@ -40,12 +40,14 @@ def play(broker: str, logs: Path) -> list[Envelope]:
 
 def streams(records: list[Envelope]) -> dict[tuple[str, str], list[str]]:
     """Each (topic, key) stream's record hashes in order, audit's findings stream and the writers'
-    signed heads (they follow the batches, which on Kafka follow the fetches) left out."""
+    signed heads (they follow the batches, which on Kafka follow the fetches) left out. The deposits
+    handed to the monitor's cage stage are compared as a set: the account stage writes them from every
+    wallet-events partition onto the one cage key, so their order is how those partitions interleave."""
     out: dict[tuple[str, str], list[str]] = defaultdict(list)
     for env in records:
         if env.topic not in (topics.AUDIT_FINDINGS, topics.ATTEST):
             out[(env.topic, env.key)].append(env.hash)
-    return dict(out)
+    return {k: sorted(v) if k[0] == topics.CAGE else v for k, v in out.items()}
 
 
 def test_the_same_session_gives_the_same_kafka_log(kafka_broker: str, tmp_path: Path) -> None:
