@@ -190,25 +190,6 @@ class Roads(BaseModel):
     cockroach_pig: list[RoadCell]
 
 
-class Alert(BaseModel):
-    event_id: str
-    occurred_at: str
-    table_id: str
-    account_id: str | None
-    detector: str
-    category: str
-    severity: str
-    subject: dict[str, Any]
-    observed: dict[str, Any]
-    threshold: dict[str, Any]
-    detail: str
-
-
-class Alerts(BaseModel):
-    alerts: list[Alert]
-    next_cursor: str | None
-
-
 class Finding(BaseModel):
     event_id: str
     occurred_at: str

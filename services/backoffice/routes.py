@@ -152,23 +152,17 @@ def install_stream(r: APIRouter, kit: Kit) -> None:
     """Audit findings and the read model's position as server-sent events."""
     Conn = Annotated[Any, Depends(kit.conn)]
 
-    def listing(kind: str) -> Any:
-        def run(  # noqa: PLR0917 (query parameters)
-            c: Conn, table: str | None = None, account: str | None = None,
-            severity: Literal["info", "warning", "critical"] | None = None, since: Time = None,
-            cursor: Cursor = None, limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = 100,
-        ) -> dict[str, Any]:  # fmt: skip
-            filters = {
-                "table_id": table, "account_id": account, "severity": severity,
-                "since": kit.time_param(since, "since"), "cursor": kit.cursor_param(cursor), "limit": limit,
-            }  # fmt: skip
-            return queries.alerts(c, **filters) if kind == "alerts" else queries.findings(c, **filters)
-
-        return run
-
-    r.get("/v1/findings", response_model=Findings, responses=PROBLEMS, tags=["monitoring"],
-            dependencies=[kit.role("findings")], summary="Audit findings, oldest first",
-            )(listing("findings"))  # fmt: skip
+    @r.get("/v1/findings", response_model=Findings, responses=PROBLEMS, tags=["monitoring"],
+           dependencies=[kit.role("findings")], summary="Audit findings, oldest first")  # fmt: skip
+    def run(  # noqa: PLR0917 (query parameters; the name is the OpenAPI operation id's)
+        c: Conn, table: str | None = None, account: str | None = None,
+        severity: Literal["info", "warning", "critical"] | None = None, since: Time = None,
+        cursor: Cursor = None, limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = 100,
+    ) -> dict[str, Any]:  # fmt: skip
+        return queries.findings(
+            c, table_id=table, account_id=account, severity=severity, since=kit.time_param(since, "since"),
+            cursor=kit.cursor_param(cursor), limit=limit,
+        )  # fmt: skip
 
     @r.get("/v1/stream", tags=["tables"], responses=PROBLEMS, dependencies=[kit.role("tables")],
              response_class=StreamingResponse)  # fmt: skip
