@@ -6,15 +6,15 @@ ids from :mod:`services.core.boundary`."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from services.core.ledger import deposit_rows, refund_rows, stake_rows, withdraw_rows
+from services.core.values import immutable
 
 Payload = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable  # built once per transfer, on the wallet stage's path: no frozen __setattr__
 class Moved:
     """What every transfer record carries: its id, the wallet, the amount, and the balance around it."""
 
