@@ -173,7 +173,7 @@ def start(service: str, settings: Settings, data: Path, log: Path) -> subprocess
     env = {**os.environ, **worker_env(settings), "CASINO_DATA_DIR": str(data), "CASINO_LOG_LEVEL": "INFO"}
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "services.runtime.kafka.worker", service],
+            [sys.executable, "-m", "services.cli.worker", service],
             env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
 

@@ -17,7 +17,7 @@ in one transaction per runner batch and reading them back: how long the disk alo
 records that separate the resolution from the last credit.
 
 **Kafka** (:func:`on_kafka`): the same table and players through the Kafka runtime as it runs: the four
-service workers (dealer, settlement, audit, monitor; ``python -m services.runtime.kafka.worker``) on a
+service workers (dealer, settlement, audit, monitor; ``python -m services.cli.worker``) on a
 local Tansu broker, the simulator over :class:`~services.runtime.kafka.bus.KafkaBus` (event driven,
 the test and demo settings of :func:`~services.runtime.kafka.bus.quick_settings`). Per coup the bets
 are published at once; the table closes once the dealer has answered every one (a wait on the table's
@@ -57,7 +57,8 @@ from bench.bench_pipeline import run_raw
 from services.app.simulator import CURRENCY, Session, TablePlay, TableSpec
 from services.core import topics
 from services.core.envelope import Envelope
-from services.runtime.compose import SERVICES, Composition
+from services.core.topics import SERVICES
+from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus, Runner
 from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings
 from services.runtime.kafka.topic_io import new_consumer, partitions_of, read_range

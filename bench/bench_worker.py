@@ -11,7 +11,7 @@ notices, in the order the session wrote them) are handled these ways, (a) and (b
     batch once its acks are in and committing every 2.8 s (faust's default)); once with the default
     log level (INFO: one JSON line per batch and partition; one per record before issue #16's second
     round) and once at ``WARNING``;
-(b) **the worker**: ``python -m services.runtime.kafka.worker dealer`` itself, in a subprocess: a faust
+(b) **the worker**: ``python -m services.cli.worker dealer`` itself, in a subprocess: a faust
     app whose one task owns an ``AIOKafkaConsumer`` in the service's consumer group and an
     ``AIOKafkaProducer``, and hands each ``getmany`` batch to the very same ``Shell.on_batch`` (same
     output index, decode, ``step``, log line, metrics, acks awaited per batch), then commits it;
@@ -468,7 +468,7 @@ def main() -> dict[str, float]:
         logged = processing_alone(_settings(broker), records, logs / "records.log")
         embedded = embedded_runner(_settings(broker), records, logs)
         agent = [py, "-m", "bench.bench_worker", "agent"]
-        loop = [py, "-m", "services.runtime.kafka.worker", SERVICE]
+        loop = [py, "-m", "services.cli.worker", SERVICE]
         quiet = {"log_level": "WARNING"}
         figures.append(
             run_worker_process("(a) faust agent, take_events", agent, _settings(broker), records, logs)

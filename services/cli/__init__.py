@@ -154,7 +154,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """A Kafka stream processor (faust worker)."""
-    from services.runtime.kafka.worker import worker_main  # noqa: PLC0415
+    from services.cli.worker import worker_main  # noqa: PLC0415
 
     run: Any = worker_main
     result: int = run(args)

@@ -381,7 +381,7 @@ def topics_create(**o: Any) -> argparse.Namespace:
     replication and retention; a topic that exists is left as it is."""
     return _done(
         "topics",
-        _handler("services.runtime.kafka.worker", "topics_create_main"),
+        _handler("services.cli.worker", "topics_create_main"),
         topics_command="create",
         **o,
     )

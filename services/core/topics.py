@@ -62,3 +62,12 @@ NOT_IN_TREE_HEADS: Final = frozenset({ATTEST})
 how many a run writes depends on its batching (a resumed run, a Kafka worker per partition), so a tree
 head over them would make audit's own checkpoints differ between runs of the same log."""
 """Topics with exactly one writer per key, whose records carry ``seq`` and ``prev_hash``."""
+
+
+SERVICES: Final = ("dealer", "settlement", "audit", "monitor")
+"""The services, each one Kafka worker (settlement runs both its stages)."""
+
+OBSERVERS: Final = frozenset({"audit", "monitor"})
+"""The services whose outputs no table event or wallet credit waits for: they follow the log and catch
+up on their own (the Kafka bus's ``advance`` does not wait for them, their workers may fetch less often:
+``Settings.observer_fetch_max_wait_ms``)."""

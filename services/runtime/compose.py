@@ -1,7 +1,7 @@
 """The composition root: every processor and its wiring, built in one place from Settings and a Keyring.
 
 The embedded runner (:func:`demo_pipeline` in demo and test mode), the Kafka workers
-(:data:`services.runtime.kafka.worker.PROCESSORS`), ``demo``, ``replay``, ``ingest`` and the tests all get
+(:mod:`services.cli.worker`), ``demo``, ``replay``, ``ingest`` and the tests all get
 their processors here, so that a key, a policy or a cadence is configured once:
 
 * each processor carries the :class:`~services.core.trust.Guard` of its principal (every key to verify
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from services.core.limits import AMOUNT_MAX_MINOR
 from services.core.signing import SigningKey
@@ -41,14 +41,6 @@ if TYPE_CHECKING:
     from services.monitor.processor import Monitor
     from services.seamless.client import SeamlessConfig
     from services.settlement.processor import PayoutStage
-
-SERVICES: Final = ("dealer", "settlement", "audit", "monitor")
-"""The services, each one Kafka worker (settlement runs both its stages)."""
-
-OBSERVERS: Final = frozenset({"audit", "monitor"})
-"""The services whose outputs no table event or wallet credit waits for: they follow the log and catch
-up on their own (the Kafka bus's ``advance`` does not wait for them, their workers may fetch less often:
-``Settings.observer_fetch_max_wait_ms``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,9 +93,9 @@ SURVEY: dict[str, Bad] = {
                               env={"CASINO_DEMO_MODE": "true"}),
     "kafka module worker unreachable": Bad(("dealer", "--broker", "127.0.0.1:1"), "127.0.0.1:1",
                                            env={"CASINO_DEMO_MODE": "true"},
-                                           program=(sys.executable, "-m", "services.runtime.kafka.worker")),
+                                           program=(sys.executable, "-m", "services.cli.worker")),
     "kafka module bad setting": Bad(("create-topics",), "CASINO_PARTITIONS", env={"CASINO_PARTITIONS": "x"},
-                                    program=(sys.executable, "-m", "services.runtime.kafka.worker")),
+                                    program=(sys.executable, "-m", "services.cli.worker")),
     "replay --kafka no port": Bad(("replay", "--kafka", "127.0.0.1:abc"), "host:port"),
     # malformed settings and keys (a password is in the environment: it must not be printed)
     "public keyring not JSON": Bad(("replay", "--db", "{good}"), "foreign.db",

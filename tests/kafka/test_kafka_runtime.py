@@ -64,7 +64,7 @@ def settings_for(broker: str) -> Settings:
 def start_worker(
     settings: Settings, log: Path, *, err: Path | None = None, extra_env: Mapping[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
-    """``python -m services.runtime.kafka.worker toy --factory tests.kafka.toy:make_toy`` configured by env,
+    """``python -m services.cli.worker toy --factory tests.kafka.toy:make_toy`` configured by env,
     its output appended to ``log`` (its standard error to ``err`` when given), ``extra_env`` on top."""
     env = {
         **os.environ,
@@ -85,7 +85,7 @@ def start_worker(
             [
                 sys.executable,
                 "-m",
-                "services.runtime.kafka.worker",
+                "services.cli.worker",
                 "toy",
                 "--factory",
                 "tests.kafka.toy:make_toy",

@@ -1,4 +1,4 @@
-"""A worker started as ``python -m services.runtime.kafka.worker`` (how the bus, the tests and the benches
+"""A worker started as ``python -m services.cli.worker`` (how the bus, the tests and the benches
 start them) tunes the garbage collector as ``casino-ledger worker`` does (services/runtime/tuning.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.runtime.kafka import worker
+from services.cli import worker
 from services.runtime.tuning import THRESHOLDS
 
 

@@ -22,8 +22,9 @@ import pytest
 import yaml
 
 from services.cli import parse
+from services.cli.worker import PROCESSORS
 from services.core import topics
-from services.runtime.kafka.worker import PROCESSORS, load_topic_specs
+from services.runtime.kafka.worker import load_topic_specs
 from services.runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

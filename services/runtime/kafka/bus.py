@@ -1,7 +1,7 @@
 """The simulator's :class:`~services.app.simulator.Bus` over a real Kafka broker (docs/architecture.md).
 
 The very processors of the embedded demo run as separate faust workers, one process per service
-(:class:`Workers`: ``python -m services.runtime.kafka.worker NAME``, configured by ``CASINO_*`` variables);
+(:class:`Workers`: ``python -m services.cli.worker NAME``, configured by ``CASINO_*`` variables);
 :class:`KafkaBus` is the outside party's view of them:
 
 * ``publish`` hands the envelopes to the bus's event loop and returns at once: a task there produces
@@ -65,8 +65,9 @@ from pydantic import SecretStr
 
 from services.core import topics
 from services.core.envelope import Envelope
+from services.core.topics import OBSERVERS, SERVICES
 from services.runtime import intake
-from services.runtime.compose import OBSERVERS, SERVICES, Composition
+from services.runtime.compose import Composition
 from services.runtime.kafka.topic_io import aconsume_all, new_consumer, partitions_of, read_range, rest
 from services.runtime.kafka.worker import ensure_topics, repartition_topic
 from services.runtime.settings import Settings, environment
@@ -178,7 +179,7 @@ class Workers:
             env["CASINO_DATA_DIR"] = str(self.log_dir / f"faust-{name}")
             with (self.log_dir / f"{name}.log").open("ab") as log:
                 self.procs[name] = subprocess.Popen(  # noqa: S603 (our own interpreter and module)
-                    [sys.executable, "-m", "services.runtime.kafka.worker", name],
+                    [sys.executable, "-m", "services.cli.worker", name],
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,

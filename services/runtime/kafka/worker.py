@@ -1,8 +1,9 @@
 """The Kafka runtime: any core :class:`~services.core.processor.Processor` as a worker in a faust app.
 
-One service per process (``casino-ledger worker NAME`` or ``python -m services.runtime.kafka.worker NAME``);
-the service's processors come from :data:`PROCESSORS`. The faust app gives the process its lifecycle,
-signals and web server (``/metrics``, ``/healthz``, ``/readyz``); one app task, :meth:`Shell.run`, owns an
+One service per process (``casino-ledger worker NAME`` or ``python -m services.cli.worker NAME``);
+the service's processors come from its entry point (:data:`services.cli.worker.PROCESSORS`, the
+composition root's). The faust app gives the process its lifecycle, signals and web server
+(``/metrics``, ``/healthz``, ``/readyz``); one app task, :meth:`Shell.run`, owns an
 ``AIOKafkaConsumer`` in the service's consumer group (``{prefix}casino-{service}``) on every input
 topic and an ``AIOKafkaProducer`` (faust's own consumer and producer are not started: see below).
 For each record the worker decodes the bytes (:mod:`services.runtime.intake`; undecodable bytes become a
@@ -91,11 +92,9 @@ The shell tallies what each batch did for :mod:`services.runtime.kafka.metrics` 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import hashlib
-import importlib
 import logging
 import os
 import re
@@ -108,7 +107,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
-import click
 import faust
 import yaml  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
@@ -125,11 +123,11 @@ from faust.app.base import BootStrategy
 from services.core import topics
 from services.core.envelope import Envelope
 from services.core.processor import Processor, ProcessorState, initial_state, step_encoded
+from services.core.topics import OBSERVERS
 from services.core.trust import SEALED_KEPT, PrincipalKey, Refusal, Sealed, verify
 from services.runtime import intake
-from services.runtime.compose import OBSERVERS, SERVICES, Composition
 from services.runtime.embedded import snapshot as snapshot_codec
-from services.runtime.failures import BadInput, one_line
+from services.runtime.failures import BadInput
 from services.runtime.kafka import attesting, metrics
 from services.runtime.kafka import loop as consume_loop
 from services.runtime.kafka import state as state_store
@@ -137,7 +135,6 @@ from services.runtime.kafka.lease import EXIT_LEASE, Lease, LeaseLost
 from services.runtime.kafka.topic_io import (
     BATCH_BYTES,
     Outbox,
-    _settings_for,
     new_consumer,
     probe,
     read_range,
@@ -145,7 +142,6 @@ from services.runtime.kafka.topic_io import (
 from services.runtime.keyring import KeyringError
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
-from services.runtime.tuning import tune_gc
 
 FETCH_WAIT_MS = 1500
 """The consumer's fetch wait where ``CASINO_FETCH_MAX_WAIT_MS`` sets none (faust's, which it replaced).
@@ -175,18 +171,6 @@ RETENTION_FOREVER_MS = -1
 """``retention.ms`` of every topic: game and account records are kept for years (docs/architecture.md)."""
 
 ServiceFactory = Callable[[], "Processor[Any] | Sequence[Processor[Any]]"]
-
-
-def _service(name: str) -> ServiceFactory:
-    def build() -> Sequence[Processor[Any]]:
-        return Composition.from_settings().service(name)
-
-    return build
-
-
-PROCESSORS: dict[str, ServiceFactory] = {name: _service(name) for name in SERVICES}
-"""The services a worker can run: name → factory of its processor(s), each with its own agent, built
-by the composition root (:mod:`services.runtime.compose`) from ``CASINO_KEYRING``/``CASINO_DEMO_MODE``."""
 
 
 def _log() -> Any:
@@ -902,7 +886,7 @@ class Shell:
             os._exit(EXIT_CRASH)
 
     def fetch_wait_ms(self) -> int:
-        """The group consumer's fetch wait: an observer's (:data:`~services.runtime.compose.OBSERVERS`)
+        """The group consumer's fetch wait: an observer's (:data:`~services.core.topics.OBSERVERS`)
         where ``CASINO_OBSERVER_FETCH_MAX_WAIT_MS`` sets one, else ``CASINO_FETCH_MAX_WAIT_MS``, else
         :data:`FETCH_WAIT_MS`."""
         settings = self.settings
@@ -1673,20 +1657,11 @@ class _App(faust.App):
     BootStrategy = _NoKafkaBoot
 
 
-def _import_factory(spec: str) -> ServiceFactory:
-    module, _, attr = spec.partition(":")
-    factory: ServiceFactory = getattr(importlib.import_module(module), attr)
-    return factory
-
-
-def run_worker(name: str, settings: Settings, factory: ServiceFactory | None = None) -> NoReturn:
-    """Run the service ``name`` as a faust worker until a signal stops it (never returns)."""
-    chosen = factory or PROCESSORS.get(name)
-    if chosen is None:
-        known = ", ".join(sorted(PROCESSORS)) or "none registered"
-        raise SystemExit(f"casino-ledger: error: no Kafka service {name!r} (known: {known})")
+def run_worker(name: str, settings: Settings, factory: ServiceFactory) -> NoReturn:
+    """Run the service ``name``, the processor(s) ``factory`` builds (the composition root's, from
+    :mod:`services.cli.worker`), as a faust worker until a signal stops it (never returns)."""
     try:
-        made = factory() if factory else Composition.from_settings(settings).service(name)
+        made = factory()
         processors = _as_processors(made)
     except KeyringError as exc:
         print(f"casino-ledger: error: {exc}", file=sys.stderr)  # noqa: T201
@@ -1713,16 +1688,6 @@ def run_worker(name: str, settings: Settings, factory: ServiceFactory | None = N
     )
     worker.spinner = None  # faust's terminal spinner writes escape sequences to stdout, between log lines
     worker.execute_from_commandline()
-
-
-def worker_main(args: argparse.Namespace) -> int:
-    """``casino-ledger worker NAME [--broker kafka://host:port]``."""
-    from services.runtime.kafka.preflight import preflight  # noqa: PLC0415
-
-    broker = getattr(args, "broker", None)
-    settings = _settings_for(broker, None)
-    preflight(settings)  # a missing data folder or a taken port: one line, exit 2 (not faust's traceback)
-    run_worker(args.name, settings)
 
 
 def create_topics_main(settings: Settings, spec_path: Path) -> int:
@@ -1761,62 +1726,3 @@ def topic_spec_path(settings: Settings) -> Path:
     if chosen.exists() or "topic_spec" in settings.model_fields_set:
         return chosen
     return PACKAGED_TOPIC_SPEC
-
-
-def topics_create_main(args: argparse.Namespace) -> int:
-    """``casino-ledger topics create [--broker HOST:PORT] [--spec PATH]`` (the deploy's topic job)."""
-    try:
-        settings = _settings_for(getattr(args, "broker", None), None)
-    except ValueError as exc:  # a CASINO_* variable that does not validate
-        first = str(exc).splitlines()
-        print(f"casino-ledger: error: bad settings: {' '.join(first[:3])}", file=sys.stderr)  # noqa: T201
-        return 2
-    spec = getattr(args, "spec", None)
-    library = logging.getLogger("aiokafka")
-    level = library.level
-    library.setLevel(logging.CRITICAL)  # its connection errors: our one line says it
-    try:
-        return create_topics_main(settings, Path(spec) if spec else topic_spec_path(settings))
-    finally:
-        library.setLevel(level)
-
-
-@click.command(name="python -m services.runtime.kafka.worker")
-@click.argument("name")
-@click.option("--broker", default=None, help="host:port[,…]  [default: $CASINO_BOOTSTRAP_SERVERS]")
-@click.option("--factory", default=None, help="module:callable returning the processor(s) to run.")
-@click.option("--spec", default=None, help="Topic list for create-topics.  [default: $CASINO_TOPIC_SPEC]")
-def worker_command(name: str, broker: str | None, factory: str | None, spec: str | None) -> int | None:
-    """Run the processor NAME (a service of PROCESSORS), or create-topics."""
-    try:
-        settings = _settings_for(broker, None)
-        if name == "create-topics":
-            return create_topics_main(settings, Path(spec) if spec else topic_spec_path(settings))
-        run_worker(name, settings, _import_factory(factory) if factory else None)
-    except Exception as exc:  # the same one line as `casino-ledger worker` for what an operator can fix
-        line = one_line(exc)
-        if line is None:
-            raise
-        print(f"casino-ledger: error: {line}", file=sys.stderr)  # noqa: T201
-        return 2
-    return None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m services.runtime.kafka.worker NAME [--factory module:attr] | create-topics
-    [--spec PATH]`` (exit 2 for a bad invocation or what an operator can fix)."""
-    tune_gc()  # as ``casino-ledger worker`` does: the workers of the bus, the tests and the benches
-    try:
-        result = worker_command.main(
-            args=list(argv if argv is not None else sys.argv[1:]), standalone_mode=False
-        )
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.Abort:  # click's word for an interrupt
-        return 130
-    return int(result or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
