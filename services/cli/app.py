@@ -363,7 +363,7 @@ def seamless_caller(**o: Any) -> argparse.Namespace:
     """Make the operator wallet calls that settlement's seamless adapter requests
     (casino.wallet.events) and record the answers (casino.wallet.requests); configured by CASINO_*
     (CASINO_SEAMLESS_URL and CASINO_SEAMLESS_SECRET at least). Run exactly one (docs/integration.md)."""
-    return _done("seamless-caller", _handler("services.seamless.kafka_caller", "main_args"), **o)
+    return _done("seamless-caller", _handler("services.cli.seamless_caller", "main_args"), **o)
 
 
 @cli.group(no_args_is_help=False, short_help="Kafka topic administration.")

@@ -1,4 +1,5 @@
-"""The seamless adapter's HTTP shell on Kafka: ``python -m services.seamless.kafka_caller``.
+"""The seamless adapter's HTTP shell on Kafka, run by ``casino-ledger seamless-caller`` (``python -m
+services.cli.seamless_caller``, which composes it).
 
 Runs beside the settlement worker (whose wallet stage is the adapter when ``CASINO_SEAMLESS_URL`` is
 set). It reads ``casino.wallet.events`` from its committed offsets (consumer group
@@ -27,10 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-import sys
 import time
-from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
@@ -40,15 +38,14 @@ from services.core import topics
 from services.core.envelope import Envelope
 from services.core.trust import Guard
 from services.runtime import intake
-from services.runtime.compose import Composition
-from services.runtime.failures import BadInput, ConfigError
+from services.runtime.failures import ConfigError
 from services.runtime.kafka import loop as consume_loop
 from services.runtime.kafka import metrics
-from services.runtime.kafka.lease import EXIT_LEASE, Lease, LeaseLost
-from services.runtime.kafka.topic_io import partitions_of, probe
-from services.runtime.logging import configure, get_logger
+from services.runtime.kafka.lease import Lease
+from services.runtime.kafka.topic_io import partitions_of
+from services.runtime.logging import get_logger
 from services.runtime.settings import Settings
-from services.seamless.client import OperatorClient, answer_envelope
+from services.seamless.client import OperatorClient, SeamlessConfig, answer_envelope
 
 
 def group_of(settings: Settings) -> str:
@@ -92,14 +89,15 @@ async def _answer(
     return answer_envelope(request, answer, guard)
 
 
-async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
-    """Make calls and record answers until ``stop`` is set (or forever)."""
-    composition = Composition.from_settings(settings)
-    if composition.seamless is None:
+async def run(
+    settings: Settings, seamless: SeamlessConfig | None, guard: Guard, stop: asyncio.Event | None = None
+) -> None:
+    """Make calls to the operator wallet ``seamless`` and record answers signed with settlement's
+    ``guard`` (the composition root's) until ``stop`` is set (or forever)."""
+    if seamless is None:
         raise ConfigError("CASINO_SEAMLESS_URL is not set: there is no operator wallet to call")
-    guard = composition.settlement_guard()
-    client = OperatorClient(composition.seamless)
-    gate = asyncio.Semaphore(composition.seamless.concurrency)
+    client = OperatorClient(seamless)
+    gate = asyncio.Semaphore(seamless.concurrency)
     watch = metrics.WorkerMetrics(SERVICE)
     web = None
     if settings.web_enabled:
@@ -211,44 +209,3 @@ async def _start_producer(settings: Settings) -> AIOKafkaProducer:
             f"CASINO_EXACTLY_ONCE=true but the broker refused a transactional producer ({exc!r})"
         ) from None
     return producer
-
-
-async def _until_signalled(settings: Settings) -> None:
-    """:func:`run` until SIGTERM or SIGINT: the batch in hand is finished and committed, then a clean
-    stop (exit 0), as the workers do."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await run(settings, stop)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the caller from ``CASINO_*`` settings; a bad setting or unreachable broker: one line, exit 2."""
-    del argv
-    try:
-        settings = Settings()
-        configure(level=settings.log_level or None, fmt=settings.log_format)
-        probe(settings)
-        asyncio.run(_until_signalled(settings))
-    except (BadInput, ValueError) as exc:
-        from services.runtime.failures import one_line  # noqa: PLC0415
-
-        print(f"casino-ledger: error: {one_line(exc, None) or exc}", file=sys.stderr)  # noqa: T201
-        return 2
-    except LeaseLost as exc:  # another member took over: this one stops (its supervisor restarts it)
-        get_logger("casino_ledger.seamless").critical("caller_fenced", error=str(exc))
-        return EXIT_LEASE
-    except KeyboardInterrupt:
-        return 0
-    return 0
-
-
-def main_args(args: object) -> int:
-    """``casino-ledger seamless-caller`` (it has no options: everything is a ``CASINO_*`` setting)."""
-    del args
-    return main()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

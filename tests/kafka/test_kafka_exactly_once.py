@@ -84,7 +84,7 @@ def test_a_seamless_caller_asked_for_transactions_on_a_broker_without_them_stops
     asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
     env = {**os.environ, **worker_env(settings)}
     done = subprocess.run(
-        [sys.executable, "-m", "services.seamless.kafka_caller"],
+        [sys.executable, "-m", "services.cli.seamless_caller"],
         env=env, capture_output=True, timeout=WAIT_S, check=False,
     )  # fmt: skip
     errors = [line for line in done.stderr.decode().splitlines() if line.startswith("casino-ledger: error:")]

@@ -36,7 +36,7 @@ def _caller(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, **worker_env(settings)}
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "services.seamless.kafka_caller"],
+            [sys.executable, "-m", "services.cli.seamless_caller"],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
