@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from services.backoffice import alerts_api, probes, routes
 from services.backoffice.api_models import Health
 from services.backoffice.apikeys import ApiKey, LiveKeys
-from services.backoffice.commands import Gateway
+from services.backoffice.commands import Gateway, Pipeline
 from services.backoffice.facts import writer_keys_for
 from services.backoffice.kit import PERMISSIONS, Kit, Problem, problem_response
 from services.backoffice.projector import Periods, Projector
@@ -63,6 +63,9 @@ class ServeSettings:
     pipeline_elsewhere: bool = False
     """On the embedded log with the back office's key alone: commands are appended, and another process
     (``casino-ledger pipeline --follow``) runs the pipeline; each command waits for its outcome."""
+    pipeline: Pipeline | None = None
+    """On the embedded log, unless ``pipeline_elsewhere``: the processors the gateway runs (the composition
+    root's, from the ``serve`` command: :func:`services.runtime.compose.keyring_pipeline`)."""
 
 
 # --- the OpenAPI document -----------------------------------------------------------------------------
@@ -177,7 +180,7 @@ def _gateway(settings: ServeSettings, projector: Projector) -> Any:
     """The commands' way in: the embedded log's :class:`Gateway`, or Kafka's with ``settings.kafka``."""
     if settings.kafka is None:
         return Gateway(settings.log_path, projector, keyring_path=settings.keyring_path,
-                       run_pipeline=not settings.pipeline_elsewhere,
+                       run_pipeline=not settings.pipeline_elsewhere, pipeline=settings.pipeline,
                        timeout_s=settings.command_timeout_s)  # fmt: skip
     from services.backoffice.kafka_commands import KafkaGateway  # noqa: PLC0415
 
@@ -242,6 +245,7 @@ def _lifespan(bo: BackOffice, *, follow: bool) -> Any:
 
 def _install_problems(app: FastAPI, bo: BackOffice) -> None:
     """Every error as ``application/problem+json``."""
+
     @app.exception_handler(Problem)
     async def _problem(_request: Request, exc: Problem) -> JSONResponse:
         return problem_response(exc.status, exc.title, exc.detail, **exc.extra)

@@ -318,6 +318,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from services.backoffice.api import ServeSettings, create_app  # noqa: PLC0415
     from services.backoffice.apikeys import KeyringError  # noqa: PLC0415
     from services.backoffice.schema import default_url  # noqa: PLC0415
+    from services.runtime.compose import keyring_pipeline  # noqa: PLC0415
 
     keyring = _keyring(args)
     fatal, refused, alone = _signing_keyring(keyring, args.db) if keyring is not None else (None, None, False)
@@ -335,6 +336,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 log_path=Path(args.db), read_url=default_url(args.db),
                 keyring_path=Path(keyring) if keyring else None, periods=_periods(args),
                 commands_refused=refused, pipeline_elsewhere=alone, command_timeout_s=timeout,
+                pipeline=keyring_pipeline,
             )  # fmt: skip
             app = create_app(settings, engine)
         except KeyringError as exc:

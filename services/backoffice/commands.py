@@ -37,10 +37,8 @@ from services.core import topics
 from services.core.envelope import Envelope, name_id, request
 from services.core.processor import Processor
 from services.core.trust import Principal, authenticate
-from services.runtime.compose import Composition, demo_pipeline
 from services.runtime.embedded.log import EmbeddedLog, LogConflict, Runner, run_until_idle
 from services.runtime.keyring import load_keyring
-from services.runtime.settings import Settings
 
 T = TypeVar("T")
 
@@ -91,14 +89,6 @@ def _as_backoffice(envelope: Envelope, keyring_path: str | Path | None) -> Envel
     if keyring_path is None:
         return envelope
     return authenticate(envelope, load_keyring(keyring_path).key(Principal.BACKOFFICE))
-
-
-def _pipeline(keyring_path: str | Path | None) -> list[tuple[str, Processor[Any]]]:
-    """The processors the gateway runs: the composition root's, on the keyring the API signs with."""
-    if keyring_path is None:
-        return demo_pipeline()
-    settings = Settings().model_copy(update={"keyring": Path(keyring_path)})
-    return Composition.from_settings(settings).pipeline()
 
 
 def request_body(topic: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -152,6 +142,11 @@ def now_rfc3339() -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
+Pipeline = Callable[[str | Path | None], list[tuple[str, Processor[Any]]]]
+"""The processors a gateway runs, given the keyring its API signs with: the composition root's
+(:func:`services.runtime.compose.keyring_pipeline`), handed in by the ``serve`` command."""
+
+
 class Gateway:
     """Appends API commands to the embedded log at ``log_path``, runs the pipeline until idle and
     projects the result, one command at a time, so that the answer reads its own effects; with
@@ -171,12 +166,16 @@ class Gateway:
         clock: Callable[[], str] = now_rfc3339,
         run_pipeline: bool = True,
         timeout_s: float = 15.0,
+        pipeline: Pipeline | None = None,
     ) -> None:
         self.log_path = Path(log_path)
         self.projector = projector
         self.keyring_path = keyring_path
         self.clock = clock
         self.run_pipeline = run_pipeline
+        if run_pipeline and pipeline is None:
+            raise ValueError("a gateway that runs the pipeline needs its processors (pipeline=)")
+        self.pipeline = pipeline
         self.timeout_s = timeout_s
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="backoffice-log")
         self._log: EmbeddedLog | None = None
@@ -188,8 +187,9 @@ class Gateway:
     def _open(self) -> EmbeddedLog:
         if self._log is None:
             self._log = EmbeddedLog(self.log_path)
-            if self.run_pipeline:  # else the services' keys are another process's: it runs the pipeline
-                self._runners = [Runner(self._log, proc, name) for name, proc in _pipeline(self.keyring_path)]
+            if self.pipeline is not None and self.run_pipeline:  # else another process runs the pipeline
+                made = self.pipeline(self.keyring_path)
+                self._runners = [Runner(self._log, proc, name) for name, proc in made]
         return self._log
 
     def close(self) -> None:

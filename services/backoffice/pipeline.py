@@ -56,12 +56,10 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
 def _runners(log: Any, keyring: Path) -> list[Any]:
     """The composition root's processors on ``keyring``, each a runner on ``log``."""
-    from services.runtime.compose import Composition  # noqa: PLC0415
+    from services.runtime.compose import keyring_pipeline  # noqa: PLC0415
     from services.runtime.embedded.log import Runner  # noqa: PLC0415
-    from services.runtime.settings import Settings  # noqa: PLC0415
 
-    settings = Settings().model_copy(update={"keyring": keyring})
-    return [Runner(log, proc, name) for name, proc in Composition.from_settings(settings).pipeline()]
+    return [Runner(log, proc, name) for name, proc in keyring_pipeline(keyring)]
 
 
 def _run(db: Path, keyring: Path, *, follow: bool, stop: threading.Event) -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.core.limits import AMOUNT_MAX_MINOR
@@ -226,3 +227,12 @@ def seamless_config(s: Settings) -> SeamlessConfig | None:
 def demo_pipeline(keyring: Keyring | None = None) -> list[tuple[str, Processor[Any]]]:
     """Demo and test mode's processors (:meth:`Composition.demo`), said as such at every call."""
     return Composition.demo(keyring).pipeline()
+
+
+def keyring_pipeline(keyring_path: str | Path | None) -> list[tuple[str, Processor[Any]]]:
+    """The processors on the keyring at ``keyring_path`` (the back office's gateway runs them with the
+    keyring its API signs with); with none, demo mode's (:func:`demo_pipeline`)."""
+    if keyring_path is None:
+        return demo_pipeline()
+    settings = Settings().model_copy(update={"keyring": Path(keyring_path)})
+    return Composition.from_settings(settings).pipeline()

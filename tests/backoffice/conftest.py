@@ -101,8 +101,15 @@ def free_port() -> int:
 def running_server(log_path: Path, read_url: str, keyring: Path | None) -> Iterator[str]:
     """``serve``'s application on a real uvicorn server on a free loopback port; yields its base URL."""
     from services.backoffice.api import ServeSettings  # noqa: PLC0415
+    from services.runtime.compose import keyring_pipeline  # noqa: PLC0415
 
-    settings = ServeSettings(log_path=log_path, read_url=read_url, keyring_path=keyring, poll_seconds=0.2)
+    settings = ServeSettings(
+        log_path=log_path,
+        read_url=read_url,
+        keyring_path=keyring,
+        poll_seconds=0.2,
+        pipeline=keyring_pipeline,
+    )
     with serving(settings) as url:
         yield url
 
