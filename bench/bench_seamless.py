@@ -35,8 +35,8 @@ from services.core.processor import initial_state, step
 from services.runtime.compose import Composition
 from services.seamless.client import OperatorClient, SeamlessConfig, answer_envelope, body_of, signature
 from services.seamless.reference_wallet import serve
-from services.seamless.stage import SeamlessWalletStage
 from services.settlement.processor import WalletStage
+from services.settlement.seamless_stage import SeamlessWalletStage
 
 CALLS = 2_000
 CONCURRENCY = 8

@@ -65,6 +65,9 @@ class Processor(ABC, Generic[S]):
     :mod:`services.core.attest`); defaults to the stage name. Two processors of one service that write
     chains of their own need two."""
     inputs: ClassVar[tuple[str, ...]]
+    formerly: ClassVar[tuple[str, ...]] = ()
+    """Modules this class was defined in before a move (issue #32): the runtimes' snapshots name the
+    class by module, and one written under an earlier name is still read (no rebuild on upgrade)."""
     validates_inputs: ClassVar[bool] = True
     """Whether :func:`step` validates each input payload before :meth:`handle` (dead-lettering what
     fails). Audit turns it off: it must check a record's hash and chain *before* its content, and an

@@ -54,7 +54,7 @@ class Composition:
     """The largest stake, deposit or withdrawal the dealer and the wallet stage accept."""
     seamless: SeamlessConfig | None = None
     """The operator's wallet (``CASINO_SEAMLESS_*``): when set, settlement's wallet stage is the
-    seamless adapter (:mod:`services.seamless.stage`) for its currencies."""
+    seamless adapter (:mod:`services.settlement.seamless_stage`) for its currencies."""
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> Composition:
@@ -110,7 +110,7 @@ class Composition:
         internal = WalletStage(amount_max_minor=self.amount_max_minor)
         made: Processor[Any] = internal
         if self.seamless is not None:
-            from services.seamless.stage import SeamlessWalletStage  # noqa: PLC0415
+            from services.settlement.seamless_stage import SeamlessWalletStage  # noqa: PLC0415
 
             s = self.seamless
             made = SeamlessWalletStage(internal, currencies=s.currencies, policy=s.policy)

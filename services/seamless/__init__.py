@@ -1,2 +1,3 @@
-"""The seamless wallet (docs/integration.md): the adapter stage, its HTTP shell, the reference operator wallet
-and the reconciliation report."""
+"""The seamless wallet (docs/integration.md): the HTTP client of the operator's wallet, its caller shells
+(embedded and Kafka), the reference operator wallet and the reconciliation report. The adapter stage
+itself is settlement's (``settlement/seamless_stage.py``)."""

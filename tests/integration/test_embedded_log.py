@@ -676,3 +676,27 @@ def test_snapshots_do_not_grow_with_the_records_applied(tmp_path: Path) -> None:
             run_until_idle([resumed])
         assert rows_of(tmp_path / f"log{n}.db") == reference_log(tmp_path / f"ref{n}.db", n)
     assert sizes[1] <= sizes[0] * 1.1
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_snapshot_written_before_a_class_moved_is_read_where_the_move_is_declared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, declared: bool
+) -> None:
+    """A snapshot names its processor's class by module; a class moved to another module (issue #32)
+    declares where it was (``formerly``) and its snapshots are still read, not rebuilt from the log on
+    upgrade. Undeclared, the old snapshot is another class's: ignored, the log replayed. Either way the
+    log is the same."""
+    expected = reference_log(tmp_path / "ref.db", 30)
+    with EmbeddedLog(tmp_path / "log.db") as log:
+        write_inputs(log, 30)
+        Runner(log, Echo(), snapshot_every=5, batch_limit=10).step_batch()
+        moved = "UPDATE snapshots SET kind = replace(kind, ?, 'services.old.home')"
+        log._conn.execute(moved, (Echo.__module__,))
+        if declared:
+            monkeypatch.setattr(Echo, "formerly", ("services.old.home",), raising=False)
+        resumed = Runner(log, Echo(), snapshot_every=5, batch_limit=10)
+        assert (resumed.restored_from is not None) is declared
+        run_until_idle([resumed])
+        assert rows(log) == expected
+        kind = log.load_snapshot("echo")
+        assert kind is not None and Echo.__module__ in kind[1]  # the next snapshot names where it is now

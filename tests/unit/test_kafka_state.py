@@ -217,3 +217,19 @@ def test_kept_entries_are_named_per_scope_and_forgotten_per_scope(tmp_path: Path
     assert [store.kept_value("wallet", s, "transfers", "t") for s in (1, 2, 12)] == [None, "2", "12"]
     assert store.snapshot("wallet", 1) == (0, b"{}")
     store.close()
+
+
+def test_a_snapshot_written_before_a_class_moved_is_read_where_the_move_is_declared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Kafka state store names the class by module as the embedded log does: a snapshot written
+    under a module the class declares it was in (``formerly``) decodes; under any other, it is refused."""
+    toy, st_ = Toy(), initial_state(Toy())
+    step(toy, st_, add("acct-1", 0, 7))
+    blob = state_store.encode(toy, state_store.Snapshot(st_, {(topics.WALLET_REQUESTS, 0): 1}, {}))
+    old = blob.replace(Toy.__module__.encode(), b"services.old.home")
+    assert old != blob
+    with pytest.raises(SnapshotError):
+        state_store.decode(toy, old)
+    monkeypatch.setattr(Toy, "formerly", ("services.old.home",), raising=False)
+    assert state_store.decode(toy, old).state.inner == st_.inner

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from services.app import monitor_eval
-from services.runtime.kafka import metrics, worker
+from services.cli import worker
+from services.runtime.kafka import metrics
 
 
 def test_module_entry_points_refuse_a_bad_invocation(capsys: pytest.CaptureFixture[str]) -> None:

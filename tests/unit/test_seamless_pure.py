@@ -25,7 +25,7 @@ from services.core.seamless import (
     transaction_id,
 )
 from services.seamless.client import answer_envelope
-from services.seamless.stage import AdapterState, SeamlessWalletStage
+from services.settlement.seamless_stage import AdapterState, SeamlessWalletStage
 from tests.helpers.seamless import ModelOperator, check_done
 
 AT = "2026-11-23T00:00:00Z"

@@ -841,9 +841,9 @@ class Runner(Generic[S]):
         self.name = name or processor.name
         self.snapshot_every = snapshot_every
         self.batch_limit = batch_limit
-        qualified = f"{type(processor).__module__}.{type(processor).__qualname__}"
-        self._kind = f"{SNAPSHOT_FORMAT}:{qualified}"
-        self._kinds = {f"{n}:{qualified}": n for n in SNAPSHOT_READ}
+        names = snapshot.class_names(processor)
+        self._kind = f"{SNAPSHOT_FORMAT}:{names[0]}"
+        self._kinds = {f"{n}:{name}": n for n in SNAPSHOT_READ for name in names}
         """The kinds of snapshot this runner reads, with their format number."""
         self._state_type = snapshot.state_type(processor)
         self._logger = get_logger("casino_ledger.embedded")

@@ -570,6 +570,14 @@ def _hints(tp: type) -> dict[str, Any]:
         raise SnapshotError(f"the fields of {tp.__qualname__} have no readable types: {exc}") from None
 
 
+def class_names(processor: Any) -> tuple[str, ...]:
+    """The names a snapshot of ``processor`` may carry for its class: ``module.Qualname`` where it is
+    defined now (the one written), then where it was before a move (``Processor.formerly``)."""
+    cls = type(processor)
+    modules = (cls.__module__, *getattr(cls, "formerly", ()))
+    return tuple(f"{module}.{cls.__qualname__}" for module in modules)
+
+
 def state_type(processor: Any) -> Any:
     """The type of a processor's own state: the ``S`` of its ``Processor[S]`` base, else the class of
     its initial state."""

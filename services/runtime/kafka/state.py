@@ -88,9 +88,14 @@ def kept_entry(stage: str, scope: int, record_key: bytes | None) -> tuple[str, s
 
 
 def kind_of(processor: Processor[Any]) -> str:
-    """What a snapshot must name to be read back into ``processor``: its class."""
-    cls = type(processor)
-    return f"{FORMAT}:{cls.__module__}.{cls.__qualname__}"
+    """What a snapshot of ``processor`` names: its class."""
+    return f"{FORMAT}:{snapshot.class_names(processor)[0]}"
+
+
+def kinds_of(processor: Processor[Any]) -> frozenset[str]:
+    """What a snapshot may name to be read back into ``processor``: its class, also under a module it
+    was moved from (``Processor.formerly``)."""
+    return frozenset(f"{FORMAT}:{name}" for name in snapshot.class_names(processor))
 
 
 @dataclass(slots=True)
@@ -138,7 +143,7 @@ def decode(processor: Processor[Any], blob: bytes) -> Snapshot:
     data = snapshot.loads(blob, dict[str, Any])
     if set(data) != _FIELDS:
         raise snapshot.SnapshotError(f"not a Kafka state snapshot: fields {sorted(data)[:10]}")
-    if (data["format"], data["processor"]) != (FORMAT, kind_of(processor)):
+    if data["format"] != FORMAT or data["processor"] not in kinds_of(processor):
         raise snapshot.SnapshotError("a snapshot of another format or processor")
     heads = snapshot.decode(data["heads"], _Heads)
     state: ProcessorState[Any] = ProcessorState(

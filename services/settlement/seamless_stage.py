@@ -45,6 +45,7 @@ class SeamlessWalletStage(Processor[AdapterState]):
     name = "settlement"
     stage = "settlement.wallet"
     inputs = (topics.WALLET_REQUESTS,)
+    formerly = ("services.seamless.stage",)
 
     def __init__(
         self,
