@@ -38,7 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 schemas: $(STAMP)
-	$(BIN)/python -m services.app.schemas_export
+	$(BIN)/python -m services.tools.schemas_export
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

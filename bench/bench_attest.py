@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.replay import replay_records
 from services.audit.replay.tree_head import TreeHeads
 from services.backoffice.migrate import upgrade
@@ -38,6 +37,7 @@ from services.runtime.embedded import attesting
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.logging import configure
 from services.runtime.replay import Source, read_db, replay
+from services.simulation.simulator import DEFAULT_TABLES, Session
 
 COUPS = int(os.environ.get("BENCH_ATTEST_COUPS", "25"))
 ROUNDS = int(os.environ.get("BENCH_ATTEST_ROUNDS", "3"))

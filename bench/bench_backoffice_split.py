@@ -8,7 +8,7 @@ Both ``serve`` runs are processes of the command line on loopback ports, one req
   read model projected inside the request;
 * **split**: ``serve --keyring keys/backoffice.json`` and ``pipeline --follow`` in two processes: the
   command appended, the pipeline process seeing the log's head move (every
-  :data:`services.backoffice.pipeline.POLL_S`), running to idle, and ``serve`` projecting and polling the
+  :data:`services.cli.pipeline.POLL_S`), running to idle, and ``serve`` projecting and polling the
   read model (every :data:`services.backoffice.commands.POLL_S`) until the outcome is there.
 
 Printed: p50 and p99 of each (ms) and the split's over the baseline's.

@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.processor import boundary_findings
 from services.core import topics, trust
 from services.core.contract import payload_of
 from services.core.envelope import Envelope
 from services.core.trust import POLICY, Principal, authorize
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 COUPS = 20

@@ -30,13 +30,13 @@ import time
 from pathlib import Path
 
 from bench.bench_pipeline import FIXED_BATCH, run_raw
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.processor import Audit
 from services.core.processor import initial_state, step_encoded
 from services.runtime import intake
 from services.runtime.compose import Composition, demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.logging import configure
+from services.simulation.simulator import DEFAULT_TABLES, Session
 
 COUPS = int(os.environ.get("BENCH_FLOOR_COUPS", "40"))
 GOAL = 0.3

@@ -10,7 +10,7 @@ kept entries per record as the played log holds, every one older than the snapsh
 table a start or an ingest touches has the size it would have, and the processors' state stays that
 of the played session (bounded live state is the claim under test: the played sizes show it).
 
-Measured on each copy, in this process (no interpreter start-up): :func:`services.app.ingest.main` of a
+Measured on each copy, in this process (no interpreter start-up): :func:`services.cli.ingest.main` of a
 file of one cashier deposit, as ``casino-ledger ingest --as cashier`` runs it: open the log, append,
 restore the six runners, run the pipeline until idle, summarise. The *first* ingest after the build
 pays whatever the build left for it (a tail since the last snapshot, a format change); then
@@ -39,11 +39,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from services.app import ingest
-from services.app.simulator import DEFAULT_TABLES, Session
+from services.cli import ingest
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.logging import configure
+from services.simulation.simulator import DEFAULT_TABLES, Session
 
 SIZES = [int(s) for s in os.environ.get("BENCH_INGEST_SIZES", "10000,100000").split(",") if s.strip()]
 ROUNDS = max(1, int(os.environ.get("BENCH_INGEST_ROUNDS", "3")))

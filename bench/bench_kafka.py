@@ -47,7 +47,6 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.envelope import name_id, request
 from services.core.trust import Principal, authenticate
@@ -56,6 +55,7 @@ from services.runtime.kafka.topic_io import new_consumer, partitions_of, read_ra
 from services.runtime.keyring import demo_keyring
 from services.runtime.logging import configure
 from services.runtime.settings import Settings
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.broker import tansu
 from tests.helpers.membus import MemBus
 

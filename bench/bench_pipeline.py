@@ -24,11 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core.envelope import Envelope
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.logging import configure
+from services.simulation.simulator import DEFAULT_TABLES, Session
 
 COUPS = 40
 EVENT_DRIVEN = os.environ.get("BENCH_PIPELINE_EVENT_DRIVEN", "1") == "1"

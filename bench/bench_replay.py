@@ -25,11 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.logging import configure
 from services.runtime.replay import read_db, read_jsonl, replay
+from services.simulation.simulator import DEFAULT_TABLES, Session
 
 EVENTS = int(os.environ.get("BENCH_REPLAY_EVENTS", "1000000"))
 ROUNDS = max(1, int(os.environ.get("BENCH_REPLAY_ROUNDS", "3")))

@@ -53,7 +53,6 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
 
-from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.boundary import own_namespace
 from services.core.envelope import Envelope, request
@@ -66,6 +65,7 @@ from services.runtime.kafka.worker import ensure_topics
 from services.runtime.keyring import demo_keyring
 from services.runtime.memory import MemoryBus
 from services.runtime.settings import Settings
+from services.simulation.simulator import Session, demo_tables
 from tests.helpers.broker import tansu
 
 SERVICES = [s for s in os.environ.get("BENCH_RESTART_SERVICES", "settlement,dealer").split(",") if s]

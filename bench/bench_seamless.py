@@ -33,7 +33,8 @@ from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.processor import initial_state, step
 from services.runtime.compose import Composition
-from services.seamless.client import OperatorClient, SeamlessConfig, answer_envelope, body_of, signature
+from services.runtime.settings import SeamlessConfig
+from services.seamless.client import OperatorClient, answer_envelope, body_of, signature
 from services.seamless.reference_wallet import serve
 from services.settlement.processor import WalletStage
 from services.settlement.seamless_stage import SeamlessWalletStage

@@ -26,11 +26,11 @@ from pathlib import Path
 import httpx
 
 from bench.stats import pct
-from services.app.simulator import Session, demo_tables
 from services.backoffice.apikeys import new_key
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.logging import configure
+from services.simulation.simulator import Session, demo_tables
 
 REQUESTS = 1000
 CONCURRENCY = 8

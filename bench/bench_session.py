@@ -42,7 +42,6 @@ from pathlib import Path
 
 from bench.bench_kafka import bus_cpu, raw_hop
 from bench.hop_model import critical_path
-from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import name_id, request
 from services.core.trust import Principal, authenticate
@@ -53,6 +52,7 @@ from services.runtime.keyring import demo_keyring
 from services.runtime.logging import configure
 from services.runtime.replay import read_db, replay
 from services.runtime.settings import Settings
+from services.simulation.simulator import Session, demo_tables
 from tests.helpers.broker import tansu
 
 TABLES = int(os.environ.get("BENCH_SESSION_TABLES", "3"))

@@ -54,7 +54,6 @@ from aiokafka import TopicPartition  # type: ignore[import-untyped]
 
 from bench.bench_kafka import bus_cpu, produce_consume
 from bench.bench_pipeline import run_raw
-from services.app.simulator import CURRENCY, Session, TablePlay, TableSpec
 from services.core import topics
 from services.core.envelope import Envelope
 from services.core.topics import SERVICES
@@ -65,6 +64,7 @@ from services.runtime.kafka.topic_io import new_consumer, partitions_of, read_ra
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.logging import configure
 from services.runtime.settings import Settings
+from services.simulation.simulator import CURRENCY, Session, TablePlay, TableSpec
 from tests.helpers.broker import tansu
 
 PLAYERS = int(os.environ.get("BENCH_SPEED_PLAYERS", "5000"))

@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core.envelope import Envelope
 from services.core.processor import Processor, initial_state, step
 from services.runtime.compose import Composition
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 COUPS = 20

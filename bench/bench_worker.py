@@ -56,7 +56,6 @@ from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
 
 from bench.bench_kafka import produce_consume
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.runtime.compose import Composition
 from services.runtime.kafka import metrics
@@ -64,6 +63,7 @@ from services.runtime.kafka.bus import group_id, quick_settings, worker_env
 from services.runtime.kafka.topic_io import BATCH_BYTES, Outbox, aproduce_raw, new_consumer, partitions_of
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.broker import free_port, tansu
 from tests.helpers.membus import MemBus
 

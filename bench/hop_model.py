@@ -21,11 +21,11 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope
 from services.core.processor import Processor, ProcessorState, initial_state, step
 from services.runtime.compose import Composition
+from services.simulation.simulator import Session, demo_tables
 from tests.helpers.membus import MemBus
 
 STAGES = ("dealer", "settlement.payout", "settlement.wallet")

@@ -16,7 +16,7 @@ outsider's would, and the pipeline refuses it (``unauthenticated``).
 **The back office's key alone** (``serve --db X --keyring backoffice.json``, the key file of ``keys new
 --split DIR``): the gateway runs no pipeline (``run_pipeline=False``); it appends the signed request and
 waits until the read model shows its outcome, which a separate process holding the services' keys makes
-(``casino-ledger pipeline --db X --keyring KEYS --follow``: :mod:`services.backoffice.pipeline`), as
+(``casino-ledger pipeline --db X --keyring KEYS --follow``: :mod:`services.cli.pipeline`), as
 ``serve --kafka`` waits for the workers: :class:`OutcomeTimeout` after ``timeout_s`` (504; a retry with the
 same Idempotency-Key reads the outcome without appending again).
 """
@@ -60,7 +60,7 @@ class PipelineNotRunning(RuntimeError):
 
 def pipeline_runner(log_path: str | Path) -> int | None:
     """The process id of the live ``pipeline`` that holds the log's pipeline lock (``<db>.pipeline.lock``,
-    whose holder writes ``pipeline (pid N)`` into it: :func:`services.backoffice.cli.pipeline_lock`), or
+    whose holder writes ``pipeline (pid N)`` into it: :func:`services.cli.backoffice.pipeline_lock`), or
     ``None``. Read, never locked: a probe that took the lock would refuse a ``pipeline`` starting then."""
     try:
         text = Path(f"{log_path}.pipeline.lock").read_text(encoding="utf-8", errors="replace")

@@ -41,7 +41,6 @@ def _fail(message: str) -> int:
 def cmd_deal(args: argparse.Namespace) -> int:
     """Resolve one coup (or one per stdin line with --batch) from a given card order."""
     from services.core.baccarat import get_variant, resolve  # noqa: PLC0415 (keeps --help fast)
-    from services.core.baccarat.variants.punto_banco import TwoHandGame  # noqa: PLC0415
     from services.core.cards import check_shoe_holds, parse_cards  # noqa: PLC0415
 
     try:
@@ -57,7 +56,7 @@ def cmd_deal(args: argparse.Namespace) -> int:
     except DomainError as exc:
         return _fail(str(exc))
     # forced tableaux take the engine's fast path (same result, tested): --batch of 100k lines in seconds
-    fast = variant.play if isinstance(variant, TwoHandGame) and variant.forced() else None
+    fast = variant.fast_play()
     lines = sys.stdin if args.batch else [args.cards or ""]
     out = sys.stdout
     for lineno, line in enumerate(lines, 1):
@@ -94,14 +93,14 @@ def cmd_odds(args: argparse.Namespace) -> int:
 def cmd_settle(args: argparse.Namespace) -> int:
     """The dispute calculator: one coup and its bets in, acceptance, result and payouts out
     (docs/integration.md)."""
-    from services.app import settle  # noqa: PLC0415
+    from services.simulation import dispute  # noqa: PLC0415
 
-    return settle.main(args)
+    return dispute.main(args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job on the embedded default."""
-    from services.app import demo  # noqa: PLC0415
+    from services.cli import demo  # noqa: PLC0415
 
     return demo.main(args)
 
@@ -199,7 +198,7 @@ def cmd_keys_new(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Outside writers' records into the embedded log, then the pipeline until idle (docs/integration.md)."""
-    from services.app import ingest  # noqa: PLC0415
+    from services.cli import ingest  # noqa: PLC0415
 
     return ingest.main(args)
 

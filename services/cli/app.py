@@ -76,7 +76,7 @@ def _variants() -> Iterable[str]:
 
 
 def _severities() -> Iterable[str]:
-    from services.app.alerts import SEVERITIES  # noqa: PLC0415
+    from services.cli.alerts import SEVERITIES  # noqa: PLC0415
 
     return SEVERITIES
 
@@ -251,7 +251,7 @@ def heads(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
 def alerts(**o: Any) -> argparse.Namespace:
     """What was seen, the threshold, the probability under honest play, the event ids; ends with the
     count by severity."""
-    return _done("alerts", _handler("services.app.alerts", "cmd_alerts"), **o)
+    return _done("alerts", _handler("services.cli.alerts", "cmd_alerts"), **o)
 
 
 @cli.command("monitor-eval", short_help="Measure the monitor against honest players and adversaries.")
@@ -275,7 +275,7 @@ def monitor_eval(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
     coups to detection beside a plain cumulative z >= 5 test on the same log."""
     if o["quick"] and o["full"]:
         raise click.UsageError("argument --full: not allowed with argument --quick", ctx)
-    return _done("monitor-eval", _handler("services.app.alerts", "cmd_monitor_eval"), **o)
+    return _done("monitor-eval", _handler("services.cli.alerts", "cmd_monitor_eval"), **o)
 
 
 @cli.command(short_help="Outside records into the embedded log, then run the pipeline.")
@@ -398,7 +398,7 @@ def _periods(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _bo(name: str) -> Callable[[argparse.Namespace], int]:
-    return _handler("services.backoffice.cli", name)
+    return _handler("services.cli.backoffice", name)
 
 
 @cli.command(short_help="The back-office HTTP API and page over the read model.")
@@ -431,7 +431,7 @@ def serve(ctx: click.RichContext, /, **o: Any) -> argparse.Namespace:
 def pipeline(**o: Any) -> argparse.Namespace:
     """Run the processors on the embedded log until idle (--follow: and whenever new records arrive), with
     the services' keys, so that `serve --db` can run on the back office's key file alone. One per log."""
-    return _done("pipeline", _handler("services.backoffice.pipeline", "cmd_pipeline"), **o)
+    return _done("pipeline", _handler("services.cli.pipeline", "cmd_pipeline"), **o)
 
 
 @cli.group(no_args_is_help=False, short_help="API keys for serve.")

@@ -29,7 +29,7 @@ from services.core.limits import AMOUNT_MAX_MINOR
 from services.core.signing import SigningKey
 from services.core.trust import Guard, Principal
 from services.runtime.keyring import Keyring, KeyringError, demo_keyring, load_keyring, require_private
-from services.runtime.settings import Settings, checkpoint_every
+from services.runtime.settings import SeamlessConfig, Settings, checkpoint_every
 
 if TYPE_CHECKING:
     from services.audit.processor import Audit
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from services.monitor.cage import CageMonitor
     from services.monitor.casework import Casework
     from services.monitor.processor import Monitor
-    from services.seamless.client import SeamlessConfig
     from services.settlement.processor import PayoutStage
 
 
@@ -213,7 +212,6 @@ def seamless_config(s: Settings) -> SeamlessConfig | None:
     if not s.seamless_url:
         return None
     from services.core.seamless import RetryPolicy  # noqa: PLC0415
-    from services.seamless.client import SeamlessConfig  # noqa: PLC0415
 
     policy = RetryPolicy(s.seamless_backoff_base_ms, s.seamless_backoff_max_ms, s.seamless_debit_window_ms)
     return SeamlessConfig(

@@ -21,6 +21,7 @@ import os
 import re
 import ssl
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -38,6 +39,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
+from services.core.seamless import RetryPolicy
 from services.runtime.failures import ConfigError, settings_error
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -346,3 +348,34 @@ def checkpoint_every(env: Mapping[str, str] | None = None) -> int:
 
     every: int | None = setting("audit_checkpoint_every", env)
     return every or CHECKPOINT_EVERY
+
+
+@dataclass(frozen=True, slots=True)
+class SeamlessConfig:
+    """Where the operator's wallet is and how to reach it (``CASINO_SEAMLESS_*``)."""
+
+    url: str
+    secret: SecretStr
+    currencies: frozenset[str] | None = None
+    timeout_s: float = 2.0
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    concurrency: int = 16
+    verify: bool = True
+    ca_file: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+
+    def __repr__(self) -> str:
+        return f"SeamlessConfig(url={self.url!r}, currencies={self.currencies!r}, secret=<hidden>)"
+
+    def tls(self) -> ssl.SSLContext | bool:
+        """httpx's ``verify``: a context with the CA bundle and client certificate, or a bool."""
+        if not self.verify:
+            return False
+        if self.ca_file is None and self.client_cert is None:
+            return True
+        context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+        if self.client_cert is not None:
+            key = str(self.client_key) if self.client_key else None
+            context.load_cert_chain(str(self.client_cert), key)
+        return context

@@ -1,5 +1,6 @@
 """The records a bus has read for the simulator's waits, one :class:`Stream` per topic and key, indexed
-for the hints a wait's match may carry (``among``, ``after_seq``: :class:`services.app.simulator.Match`).
+for the hints a wait's match may carry (``among``, ``after_seq``:
+:class:`services.simulation.simulator.Match`).
 
 Both buses use it: the embedded bus (:meth:`services.runtime.embedded.log.EmbeddedBus.wait`) and the
 Kafka bus (:meth:`services.runtime.kafka.bus.KafkaBus.wait`). Without the hints a wait looks through

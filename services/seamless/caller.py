@@ -21,7 +21,8 @@ from services.core.envelope import Envelope, parse_record
 from services.core.processor import Processor
 from services.core.trust import Guard
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, run_until_idle, seal_idle
-from services.seamless.client import OperatorClient, SeamlessConfig, answer_envelope
+from services.runtime.settings import SeamlessConfig
+from services.seamless.client import OperatorClient, answer_envelope
 
 CALLER_NAME = "settlement.seamless"
 """The caller's consumer name in the log (its committed offset)."""

@@ -16,58 +16,24 @@ import asyncio
 import hashlib
 import hmac
 import json
-import ssl
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import SecretStr
 
 from services.core import topics
 from services.core.envelope import Draft, Envelope, derive_id, seal, stage_namespace
-from services.core.seamless import REFUSED, SUCCESS, RetryPolicy
+from services.core.seamless import REFUSED, SUCCESS
 from services.core.trust import Guard
+from services.runtime.settings import SeamlessConfig
 
 CALLER_STAGE = "settlement.seamless"
 """The namespace of the answers' derived ids (the HTTP shell's own)."""
 
 PROTOCOL_FIELDS = ("transaction_id", "account_id", "round_id", "bet_id", "amount_minor", "currency")
 """The body of every call (``reference_transaction_id`` is added on a rollback)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SeamlessConfig:
-    """Where the operator's wallet is and how to reach it (``CASINO_SEAMLESS_*``)."""
-
-    url: str
-    secret: SecretStr
-    currencies: frozenset[str] | None = None
-    timeout_s: float = 2.0
-    policy: RetryPolicy = field(default_factory=RetryPolicy)
-    concurrency: int = 16
-    verify: bool = True
-    ca_file: Path | None = None
-    client_cert: Path | None = None
-    client_key: Path | None = None
-
-    def __repr__(self) -> str:
-        return f"SeamlessConfig(url={self.url!r}, currencies={self.currencies!r}, secret=<hidden>)"
-
-    def tls(self) -> ssl.SSLContext | bool:
-        """httpx's ``verify``: a context with the CA bundle and client certificate, or a bool."""
-        if not self.verify:
-            return False
-        if self.ca_file is None and self.client_cert is None:
-            return True
-        context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
-        if self.client_cert is not None:
-            key = str(self.client_key) if self.client_key else None
-            context.load_cert_chain(str(self.client_cert), key)
-        return context
 
 
 def signature(secret: bytes, body: bytes) -> str:

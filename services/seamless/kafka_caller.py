@@ -44,8 +44,8 @@ from services.runtime.kafka import metrics
 from services.runtime.kafka.lease import Lease
 from services.runtime.kafka.topic_io import partitions_of
 from services.runtime.logging import get_logger
-from services.runtime.settings import Settings
-from services.seamless.client import OperatorClient, SeamlessConfig, answer_envelope
+from services.runtime.settings import SeamlessConfig, Settings
+from services.seamless.client import OperatorClient, answer_envelope
 
 
 def group_of(settings: Settings) -> str:

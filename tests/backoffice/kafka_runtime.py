@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.app.simulator import Session, demo_tables
 from services.backoffice.apikeys import ROLES, new_key
 from services.backoffice.migrate import upgrade
 from services.backoffice.schema import READ_DB_ENV, make_engine
@@ -25,6 +24,7 @@ from services.runtime.kafka.bus import quick_settings, running, worker_env
 from services.runtime.kafka.topic_io import aconsume_raw
 from services.runtime.keyring import new_keyring, save_keyring, save_split
 from services.runtime.settings import Settings
+from services.simulation.simulator import Session, demo_tables
 from tests.backoffice.conftest import pg_schema_url, serving, wait_until
 
 

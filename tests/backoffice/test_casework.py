@@ -13,8 +13,6 @@ from typing import Any
 import httpx
 import pytest
 
-from services.app.adversaries import Hedger
-from services.app.simulator import Session, demo_tables
 from services.backoffice import alert_queries as aq
 from services.backoffice import exports
 from services.backoffice.facts import writer_keys_for
@@ -27,6 +25,8 @@ from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.keyring import load_keyring
 from services.runtime.replay import read_db, replay
+from services.simulation.adversaries import Hedger
+from services.simulation.simulator import Session, demo_tables
 from tests.backoffice.conftest import make_keyring, running_server
 
 http = httpx.Client(timeout=60)

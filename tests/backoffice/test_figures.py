@@ -15,9 +15,9 @@ import httpx
 import pytest
 from sqlalchemy import Engine
 
-from services.app.demo import summarise
 from services.backoffice import exports, queries
 from services.backoffice.projector import Projector
+from services.cli.demo import summarise
 from services.core.baccarat import VARIANTS
 from services.runtime.embedded.log import EmbeddedLog
 from services.runtime.replay import read_db, replay

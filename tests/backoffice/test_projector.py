@@ -11,10 +11,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, func, select
 
-from services.app.demo import summarise
 from services.backoffice import queries
 from services.backoffice import schema as s
 from services.backoffice.projector import INPUTS, Periods, Projector, dump_rows
+from services.cli.demo import summarise
 from services.runtime.embedded.log import EmbeddedLog
 from tests.backoffice.folds import fold, records
 

@@ -215,7 +215,7 @@ def test_an_unexpected_exception_is_one_line_and_status_70(tmp_path: Path) -> No
     on) prints one line with a hint and exits 70; the traceback appears only with ``CASINO_DEBUG=1``."""
     boom = tmp_path / "sitecustomize.py"
     boom.write_text(
-        "import services.app.demo as d\n"
+        "import services.cli.demo as d\n"
         "def _boom(*a, **k):\n    raise ZeroDivisionError('boom')\n"
         "d._play = _boom\n"
     )
@@ -285,7 +285,7 @@ def test_resume_starts_a_demo_killed_before_it_stored_its_options(tmp_path: Path
 def test_a_demo_killed_midway_and_resumed_ends_as_an_uninterrupted_one(tmp_path: Path) -> None:
     """`demo --resume` SIGKILLed at seeded moments and run again each time (the first run finds no file
     and starts the session) ends with the log streams and the digest of a demo never interrupted."""
-    from services.app import demo as _demo  # noqa: F401, PLC0415 (imported once, before the forks)
+    from services.cli import demo as _demo  # noqa: F401, PLC0415 (imported once, before the forks)
     from services.cli import main  # noqa: PLC0415
 
     # long enough that six kills land inside the work even on an idle machine (the embedded runner's

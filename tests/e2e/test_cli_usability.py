@@ -20,9 +20,9 @@ import click
 import pytest
 from rich.console import Console
 
-from services.app.demo import COLUMNS, TableSummary, plural, render_tables
 from services.cli import main
 from services.cli.app import cli
+from services.cli.demo import COLUMNS, TableSummary, plural, render_tables
 from services.core.baccarat import VARIANTS
 from services.core.figures import Figures
 

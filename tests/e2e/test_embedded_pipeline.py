@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.keyring import demo_keyring
 from services.runtime.replay import read_db, replay
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.kill import run_with_kills
 from tests.helpers.streams import log_streams
 

@@ -17,9 +17,9 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, sync_playwright
 
 import services.settlement.processor as settlement_mod
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.cli import main
 from services.core.ledger import Accounts, table_accounts
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 CHROMIUM = "/usr/bin/chromium"

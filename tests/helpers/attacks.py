@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.app.simulator import DEFAULT_TABLES, Bus, Session, TablePlay
 from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.trust import Principal, PrincipalKey, authenticate
 from services.runtime.keyring import Keyring
+from services.simulation.simulator import DEFAULT_TABLES, Bus, Session, TablePlay
 
 TABLE = DEFAULT_TABLES[0]
 T = TABLE.table_id

@@ -1,4 +1,4 @@
-"""One contract for the simulator's buses (:class:`services.app.simulator.Bus`), asserted once here and
+"""One contract for the simulator's buses (:class:`services.simulation.simulator.Bus`), asserted once here and
 run against each bus by a subclass that gives the ``bus`` fixture: the in-memory bus
 (``tests/unit/test_bus_contract.py``), the embedded bus (``tests/integration/test_bus_contract.py``) and
 the Kafka bus (``tests/kafka/test_bus_contract.py``).

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.contract import RefusalReason
 from services.core.envelope import Draft, Envelope, name_id, parse_record, request
@@ -24,6 +23,7 @@ from services.runtime.embedded.log import (
     Runner,
     run_until_idle,
 )
+from services.simulation.simulator import DEFAULT_TABLES, Session
 
 COMPOSITION = Composition.demo()
 CASHIER = COMPOSITION.keyring.key(Principal.CASHIER)

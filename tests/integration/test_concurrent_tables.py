@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from services.app.adversaries import ADVERSARIES
-from services.app.simulator import Session, TablePlay, TableSpec, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.simulation.adversaries import ADVERSARIES
+from services.simulation.simulator import Session, TablePlay, TableSpec, demo_tables
 from tests.helpers.membus import MemBus
 from tests.helpers.shuffled import ShuffledBus
 

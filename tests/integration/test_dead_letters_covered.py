@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.replay.attested import writer_keys
 from services.core import topics
 from services.core.envelope import request
@@ -21,6 +20,7 @@ from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.keyring import new_keyring
 from services.runtime.replay import read_db, replay
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.integration.test_tamper_hypothesis import Rec, canonical, rechain
 
 

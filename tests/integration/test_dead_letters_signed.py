@@ -18,7 +18,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.replay.attested import writer_keys
 from services.core import topics
 from services.core.envelope import request
@@ -26,6 +25,7 @@ from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.keyring import new_keyring
 from services.runtime.replay import read_db, replay
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.integration.test_tamper_hypothesis import Rec, canonical, content_hash, rechain
 
 AT = "2026-11-22T21:00:00.000Z"

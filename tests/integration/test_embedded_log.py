@@ -17,7 +17,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.envelope import (
     Draft,
@@ -45,6 +44,7 @@ from services.runtime.failures import ConfigError
 from services.runtime.intake import EPOCH_OCCURRED_AT
 from services.runtime.logging import bound, configure, get_logger
 from services.runtime.replay import read_db, replay
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.kill import run_with_kills
 from tests.helpers.membus import MemBus
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.trust import authenticate
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, LogConflict
 from services.runtime.replay import read_db, replay
+from services.simulation.simulator import Session, demo_tables
 from tests.helpers.bus_contract import CASHIER, account, deposit
 from tests.helpers.streams import log_streams, whole_log
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.replay import replay
+from services.simulation.simulator import Session, demo_tables
 from tests.helpers.membus import MemBus
 from tests.helpers.streams import log_streams
 

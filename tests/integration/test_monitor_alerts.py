@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from services.app.adversaries import Structurer
-from services.app.simulator import Session, TableSpec
 from services.cli import main
 from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus
+from services.simulation.adversaries import Structurer
+from services.simulation.simulator import Session, TableSpec
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +89,8 @@ def test_monitor_eval_quick_honest_within_budget_and_strong_adversaries_caught()
     budget held); each strong adversary is caught by one of its detectors."""
     import io  # noqa: PLC0415
 
-    from services.app.monitor_eval import evaluate  # noqa: PLC0415
-    from services.app.populations import POPULATIONS  # noqa: PLC0415
+    from services.simulation.monitor_eval import evaluate  # noqa: PLC0415
+    from services.simulation.populations import POPULATIONS  # noqa: PLC0415
 
     out = io.StringIO()
     honest, rows = evaluate(True, 1, None, 150, out=out, progress=False)
@@ -118,7 +118,7 @@ def test_monitor_eval_in_worker_processes_gives_the_same_tables() -> None:
     a seeded session, so the tables are those of one process."""
     import io  # noqa: PLC0415
 
-    from services.app.monitor_eval import evaluate  # noqa: PLC0415
+    from services.simulation.monitor_eval import evaluate  # noqa: PLC0415
 
     only = frozenset({"loyal-pair", "in and out"})
     one, two = io.StringIO(), io.StringIO()

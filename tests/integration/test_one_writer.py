@@ -24,7 +24,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.replay.attested import writer_keys
 from services.backoffice import alert_queries as aq
 from services.backoffice.migrate import upgrade
@@ -41,6 +40,7 @@ from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, LogConflict
 from services.runtime.keyring import Keyring, new_keyring
 from services.runtime.replay import read_db, replay
 from services.settlement.processor import WalletStage, WalletState
+from services.simulation.simulator import DEFAULT_TABLES, Session
 
 Rec = dict[str, Any]
 AT = "2026-11-22T21:00:00.000Z"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.replay import read_db, replay
+from services.simulation.simulator import DEFAULT_TABLES, Session
 
 TABLES = list(DEFAULT_TABLES[:3])
 COUPS = 14

@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 
 import pytest
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.envelope import Envelope, name_id, parse_record, request
 from services.core.processor import Processor
@@ -19,6 +18,7 @@ from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, Runner, run_until_idle
 from services.runtime.keyring import demo_keyring
 from services.runtime.replay import read_db, replay
+from services.simulation.simulator import DEFAULT_TABLES, Session
 
 POISON_OPEN_TABLE: list[tuple[str, dict[str, Any]]] = [
     ("russian_classic", {"options": {"punters": "3"}}),  # raised TypeError in the dealer

@@ -15,12 +15,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.backoffice.exports import csv_cell, to_csv
 from services.cli import main
 from services.core import topics
 from services.core.envelope import Draft, Envelope, seal
 from services.runtime.textfit import fit, printable, printable_data, printable_json
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 FAKE = "\x1b[2J\x1b[H\rverdict: clean\x08\x1b]0;x\x07"

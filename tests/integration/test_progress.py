@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from services.app.adversaries import ADVERSARIES
 from services.cli import main
+from services.simulation.adversaries import ADVERSARIES
 
 
 def test_monitor_eval_says_how_far_it_is_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:

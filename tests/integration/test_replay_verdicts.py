@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.cli import main
 from services.core import topics
 from services.core.envelope import canonical, request, sha256_hex
 from services.runtime.compose import Composition
 from services.runtime.keyring import demo_keyring, load_keyring
 from services.runtime.replay import read_db
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.keys import demo_keyring_file
 from tests.helpers.membus import MemBus
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, parse_record, request
 from services.core.trust import Principal, Sealed, authenticate
 from services.runtime.compose import Composition, demo_pipeline
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, Runner, run_until_idle
 from services.runtime.keyring import demo_keyring
+from services.simulation.simulator import Session, demo_tables
 from tests.helpers.spies import count_verify
 from tests.helpers.streams import whole_log
 

@@ -12,14 +12,15 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from services.app.simulator import Session, demo_tables
 from services.cli import main
 from services.core.seamless import RetryPolicy
 from services.runtime.compose import Composition
 from services.runtime.replay import read_db, replay
+from services.runtime.settings import SeamlessConfig
 from services.seamless.caller import SeamlessBus
-from services.seamless.client import SeamlessConfig, signature
+from services.seamless.client import signature
 from services.seamless.reference_wallet import Faults, export, serve
+from services.simulation.simulator import Session, demo_tables
 from tests.helpers.seamless import check_done
 
 SECRET = "reference-wallet-test-secret"

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core.processor import Processor
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded import snapshot
@@ -24,6 +23,7 @@ from services.runtime.embedded.log import (
     Runner,
     run_until_idle,
 )
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 

@@ -24,7 +24,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.replay import Report, onepass
 from services.audit.replay.attested import writer_keys
 from services.audit.replay.onepass import replay_one_pass, replay_surveyed
@@ -32,6 +31,7 @@ from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus
 from services.runtime.keyring import new_keyring
 from services.runtime.replay import read_db, replay
+from services.simulation.simulator import DEFAULT_TABLES, Session
 
 Rec = dict[str, Any]
 

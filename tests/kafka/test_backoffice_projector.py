@@ -12,7 +12,6 @@ import pytest
 from aiokafka.partitioner import murmur2  # type: ignore[import-untyped]
 from sqlalchemy import Engine
 
-from services.app.simulator import Session, demo_tables
 from services.backoffice import queries
 from services.backoffice.kafka_facts import HEADS_TOPICS, KafkaFacts
 from services.backoffice.kafka_follow import follow_kafka, source_of
@@ -25,6 +24,7 @@ from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.kafka.topic_io import aproduce_raw
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
+from services.simulation.simulator import Session, demo_tables
 from tests.backoffice.test_unattested import MILLION, forge
 
 pytestmark = pytest.mark.kafka

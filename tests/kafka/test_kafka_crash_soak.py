@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.replay import replay
 from services.runtime.settings import Settings
+from services.simulation.simulator import Session, demo_tables
 from tests.helpers.membus import MemBus
 
 pytestmark = pytest.mark.kafka

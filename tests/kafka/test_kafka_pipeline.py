@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.replay import Report
 from services.core import topics
 from services.core.envelope import Envelope, request
@@ -31,6 +30,7 @@ from services.runtime.kafka.worker import ensure_topics
 from services.runtime.keyring import demo_keyring, new_keyring, save_keyring
 from services.runtime.replay import replay
 from services.runtime.settings import Settings
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 pytestmark = pytest.mark.kafka

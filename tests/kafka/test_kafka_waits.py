@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.compose import demo_pipeline
@@ -24,6 +23,7 @@ from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
 from services.runtime.kafka.bus import quick_settings, running
 from services.runtime.replay import replay
 from services.runtime.settings import Settings
+from services.simulation.simulator import Session, demo_tables
 
 pytestmark = pytest.mark.kafka
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.runtime.compose import Composition
 from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings, worker_env
@@ -24,6 +23,7 @@ from services.runtime.kafka.worker import ensure_topics
 from services.runtime.replay import replay
 from services.runtime.settings import Settings
 from services.seamless.reference_wallet import serve
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.seamless import check_done
 
 pytestmark = pytest.mark.kafka

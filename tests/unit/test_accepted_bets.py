@@ -7,13 +7,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.baccarat.coup import Coup
 from services.core.envelope import request
 from services.core.ledger import Wager
 from services.core.processor import initial_state, step
 from services.dealer.processor import ACCEPTED_COUPS_KEPT, AcceptedBets, Dealer
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 IDS = [f"b{n}" for n in range(8)]

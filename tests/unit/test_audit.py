@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.processor import Audit, TableDigest, same_postings, table_digest
 from services.audit.replay import Scope
 from services.audit.replay import replayer as replay_mod
@@ -29,6 +28,7 @@ from services.core.signing import (
 )
 from services.runtime.replay import replay
 from services.runtime.report_html import render_html
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 KEY = SigningKey("unit-key", bytes(range(32)))

@@ -16,7 +16,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.processor import Audit
 from services.core import topics
 from services.core.attest import AttestChain, attestation
@@ -26,6 +25,7 @@ from services.core.signing import DEMO_PUBLIC_KEYS
 from services.core.trust import Principal
 from services.runtime.keyring import demo_keyring
 from services.runtime.replay import replay
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 EVERY = 5

@@ -16,13 +16,13 @@ import pytest
 
 import services.dealer.processor as dealer_mod
 import services.settlement.processor as settlement_mod
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core.baccarat.engine import CoupResult, TableConfig
 from services.core.contract import Written
 from services.core.envelope import Envelope
 from services.core.ledger import Accounts, Payout, Wager, table_accounts
 from services.core.signing import DEMO_PUBLIC_KEYS
 from services.runtime.replay import replay
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 SIDE_SPOTS = (

@@ -7,13 +7,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.baccarat import TableConfig
 from services.core.baccarat.coup import Coup, coup_opened, evolve
 from services.core.contract import BettingOpened, CoupResolved, TableOpened, payload_of
 from services.core.envelope import Envelope
 from services.core.processor import initial_state, step
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 

@@ -11,7 +11,6 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.baccarat import TableConfig, get_variant
 from services.core.contract import Transfer, dump_payload, read_payload, to_draft
@@ -21,6 +20,7 @@ from services.dealer.processor import Dealer, DealingBegan, Reached, ShoeSeeded
 from services.monitor.accounts import AccountMonitor
 from services.monitor.processor import Monitor
 from services.settlement.processor import PayoutStage, WalletStage
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 AT = "2026-11-23T17:00:00.000Z"

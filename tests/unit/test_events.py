@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.processor import Audit
 from services.core import contract as events
 from services.core import topics
@@ -34,6 +33,7 @@ from services.core.envelope import Draft, Envelope, canonical, parse_record, req
 from services.core.errors import DomainError
 from services.core.processor import Processor, dead_letter, initial_state, step
 from services.core.reasons import FindingReason, Reason, RefusalReason
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 AT = "2026-11-22T21:04:05.123Z"

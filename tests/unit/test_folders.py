@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grimp
 
-from services.app import layout
+from services.tools import layout
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ def arrows() -> Counter[tuple[str, str]]:
 
 
 def test_the_docs_show_the_tree_as_it_is() -> None:
-    """The layout blocks of docs/architecture.md and the README are what ``python -m services.app.layout``
+    """The layout blocks of docs/architecture.md and the README are what ``python -m services.tools.layout``
     makes of the tree now: a module moved, added or removed without the docs fails here."""
     for doc, with_modules in layout.DOCS.items():
         assert layout.current(doc.read_text()) == layout.block(with_modules=with_modules), doc.name

@@ -20,7 +20,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.audit.processor import Audit
 from services.core import topics
 from services.core.baccarat import VARIANTS
@@ -31,6 +30,7 @@ from services.core.processor import Processor, ProcessorState, step
 from services.dealer.processor import Dealer
 from services.monitor.processor import Monitor
 from services.settlement.processor import PayoutStage, WalletStage
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 AT = "2026-11-22T23:00:00.000Z"

@@ -16,7 +16,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.baccarat import VARIANTS, get_variant, resolve
 from services.core.baccarat.odds import enumerate_coups, grade_counts
@@ -41,6 +40,7 @@ from services.monitor.processor import (
     WIN_STREAK_LENGTH,
     Monitor,
 )
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 EPOCH = datetime(2026, 11, 22, 20, 0, 0, tzinfo=UTC)

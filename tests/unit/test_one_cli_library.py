@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.app import monitor_eval
 from services.cli import worker
 from services.runtime.kafka import metrics
+from services.simulation import monitor_eval
 
 
 def test_module_entry_points_refuse_a_bad_invocation(capsys: pytest.CaptureFixture[str]) -> None:

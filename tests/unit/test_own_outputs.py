@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.envelope import Envelope
 from services.runtime import intake
 from services.runtime.compose import Composition
 from services.runtime.kafka.worker import OwnOutputs, Pipe
 from services.runtime.settings import Settings
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 from tests.helpers.spies import count_verify
 from tests.kafka.toy import add

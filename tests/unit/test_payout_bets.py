@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.app.simulator import CURRENCY, Session, TablePlay, TableSpec
 from services.core.baccarat import get_variant
 from services.core.ledger import Wager
 from services.runtime.embedded import snapshot
@@ -21,6 +20,7 @@ from services.settlement.processor import (
     bets_of,
     with_bet,
 )
+from services.simulation.simulator import CURRENCY, Session, TablePlay, TableSpec
 from tests.helpers.membus import MemBus
 
 

@@ -6,12 +6,12 @@ from collections import Counter
 
 import pytest
 
-from services.app.simulator import CURRENCY, DEFAULT_TABLES, Session, TablePlay, TableSpec
 from services.core import topics
 from services.core.envelope import Envelope, canonical, request, sha256_hex
 from services.core.processor import initial_state, step
 from services.runtime.replay import replay
 from services.settlement.processor import WalletStage
+from services.simulation.simulator import CURRENCY, DEFAULT_TABLES, Session, TablePlay, TableSpec
 from tests.helpers.membus import MemBus
 
 

@@ -34,7 +34,7 @@ CLEAN = [
     "settlement/processor.py",
     "monitor/processor.py",
     "monitor/accounts.py",
-    "app/adversaries.py",
+    "simulation/adversaries.py",
     "audit/processor.py",
     "runtime/replay.py",
     "runtime/kafka/metrics.py",

@@ -15,7 +15,6 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from services import cli
-from services.app import readme
 from services.core import topics
 from services.core.baccarat import VARIANTS, apply_card, engine, get_variant, resolve, start
 from services.core.baccarat.engine import ROUNDING_NAMES
@@ -29,6 +28,7 @@ from services.core.processor import initial_state, step
 from services.core.shoe import play_window
 from services.dealer.processor import Dealer
 from services.settlement.processor import WalletStage
+from services.tools import readme
 
 # --- the dealer, driven record by record --------------------------------------------------------------
 
@@ -186,7 +186,7 @@ def test_the_readme_tables_are_the_declarations() -> None:
     """docs/games.md's table of each variant's settings is generated from the code and equal to it."""
     text = readme.README.read_text(encoding="utf-8")
     assert readme.section(text, readme.SETTINGS_BEGIN, readme.SETTINGS_END) == readme.settings_markdown(), (
-        "run `python -m services.app.readme`"
+        "run `python -m services.tools.readme`"
     )
     for variant in VARIANTS:
         assert f"**`{variant}`**" in text
@@ -455,7 +455,7 @@ def test_settle_is_what_the_engine_pays() -> None:
     """The calculator's payouts are the variant's own settlement of the coup the engine resolves."""
     given_input, _ = readme_examples()[0]
     data = json.loads(given_input)
-    from services.app.settle import settle_text  # noqa: PLC0415
+    from services.simulation.dispute import settle_text  # noqa: PLC0415
 
     answer = settle_text(given_input)
     variant = get_variant(data["variant"])

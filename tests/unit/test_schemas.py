@@ -11,11 +11,11 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from services.app import schemas_export
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core import topics
 from services.core.contract import PAYLOADS, SCHEMA_VERSIONS, TOPIC_OF_TYPE
 from services.core.envelope import Envelope
+from services.simulation.simulator import DEFAULT_TABLES, Session
+from services.tools import schemas_export
 from tests.helpers.membus import MemBus
 from tests.unit.test_events import SAMPLES
 

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from services.app.demo import summarise
-from services.app.simulator import Session, TableSpec
+from services.cli.demo import summarise
 from services.core.baccarat.variants.french_club import COVER_SPOT
 from services.runtime.replay import replay
+from services.simulation.simulator import Session, TableSpec
 from tests.helpers.membus import MemBus
 
 TABLE = "T05-french-club"

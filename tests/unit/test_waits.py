@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.app.simulator import Match
 from services.core.envelope import Envelope, request
 from services.runtime.waits import Stream
+from services.simulation.simulator import Match
 
 IDS = ["b1", "b2", "c1", "c2", "x"]
 

@@ -10,7 +10,6 @@ import pytest
 
 import services.dealer.processor as dealer_mod
 import services.settlement.processor as settlement_mod
-from services.app.simulator import DEFAULT_TABLES, Session
 from services.core.contract import (
     FLAT,
     PAYLOADS,
@@ -25,6 +24,7 @@ from services.core.contract import (
 from services.core.envelope import request
 from services.core.processor import initial_state, step
 from services.settlement.processor import WalletStage
+from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
 AT = "2026-11-23T17:00:00.000Z"

@@ -246,6 +246,11 @@ class Variant(ABC):
     enumerable: ClassVar[bool] = True
     """Whether exact odds by full enumeration finish in reasonable time (false for the multi-hand games)."""
 
+    def fast_play(self) -> Callable[[Sequence[Card]], CoupResult] | None:
+        """A function resolving a coup straight from its cards, where the tableau leaves no choice
+        (the same :class:`CoupResult` as :func:`resolve`, tested); ``None``: go through :func:`resolve`."""
+        return None
+
     def config(self, **overrides: Any) -> TableConfig:
         """This variant's default configuration with ``overrides``, after checking them against
         :meth:`settings` (:func:`~services.core.baccarat.settings.config_errors`): anything undeclared,

@@ -1196,7 +1196,7 @@ class EmbeddedBus:
     once, else runs the stages as :meth:`advance` does and looks again. So every table's turn goes out
     before the pipeline runs, and the runners read several records a batch, half as many batches
     (docs/performance.md#embedded-group-commit). The session's waits keep
-    every stream's order as in lockstep (:class:`services.app.simulator.Session`), so every stream, the
+    every stream's order as in lockstep (:class:`services.simulation.simulator.Session`), so every stream, the
     digest included, is the same; only the interleaving of the streams in the log differs (another
     export), the same for the same seed, run after run. Commits come at the end of a wait (once
     ``group_records`` records piled up): a crash leaves the log of a moment the session was waiting, and

@@ -1,4 +1,5 @@
-"""The simulator's :class:`~services.app.simulator.Bus` over a real Kafka broker (docs/architecture.md).
+"""The simulator's :class:`~services.simulation.simulator.Bus` over a real Kafka broker
+(docs/architecture.md).
 
 The very processors of the embedded demo run as separate faust workers, one process per service
 (:class:`Workers`: ``python -m services.cli.worker NAME``, configured by ``CASINO_*`` variables);

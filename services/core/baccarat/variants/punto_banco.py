@@ -149,6 +149,10 @@ class TwoHandGame(Variant):
         due), so :meth:`play` may compute the coup directly."""
         return type(self).next_step is TwoHandGame.next_step
 
+    def fast_play(self) -> Callable[[Sequence[Card]], CoupResult] | None:
+        """:meth:`play` where the tableau is forced (:meth:`forced`)."""
+        return self.play if self.forced() else None
+
     def deal(self, cards: Sequence[Card], pos: int = 0) -> DealtCoup:
         """The forced tableau computed straight from the cards, for the coup whose first card is
         ``cards[pos]``: ``(player cards, banker cards, player total, banker total, natural)``.

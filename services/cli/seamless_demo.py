@@ -21,16 +21,15 @@ from typing import Any
 from pydantic import SecretStr
 from rich.console import Console
 
-from services.app.demo import META_KEY, invoked_as, open_composition, render, say_written, summarise
-from services.app.simulator import Session, TableSpec
+from services.cli.demo import META_KEY, invoked_as, open_composition, render, say_written, summarise
 from services.runtime.compose import seamless_config
 from services.runtime.failures import one_line
 from services.runtime.replay import Source, read_db, replay
-from services.runtime.settings import Settings, setting
+from services.runtime.settings import SeamlessConfig, Settings, setting
 from services.seamless.caller import SeamlessBus
-from services.seamless.client import SeamlessConfig
 from services.seamless.reconcile import ours_from, reconcile
 from services.seamless.reference_wallet import export, serve
+from services.simulation.simulator import Session, TableSpec
 
 
 def main_seamless(

@@ -27,7 +27,6 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
-from services.app.simulator import Session, TableSpec, demo_tables
 from services.audit.replay import Report
 from services.core import figures
 from services.core.baccarat import VARIANTS
@@ -39,6 +38,7 @@ from services.runtime.keyring import KeyringError, load_keyring, new_keyring, sa
 from services.runtime.replay import PUBLIC_KEYRING_SUFFIX, Source, read_db, replay
 from services.runtime.settings import Settings, conventions, setting
 from services.runtime.textfit import printable, printable_data
+from services.simulation.simulator import Session, TableSpec, demo_tables
 
 DEFAULT_COUPS = 60
 
@@ -318,7 +318,7 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "kafka", None):
         return _main_kafka(args, console, tables, coups, seed)
     if getattr(args, "seamless", None) is not None:
-        from services.app.seamless_demo import main_seamless  # noqa: PLC0415
+        from services.cli.seamless_demo import main_seamless  # noqa: PLC0415
 
         return main_seamless(args, console, tables, coups, seed, db or _default_db(seed), options)
     from services.runtime.embedded.log import EmbeddedBus  # noqa: PLC0415
@@ -346,7 +346,7 @@ def main(args: argparse.Namespace) -> int:
     )
     render(console, summarise(read_db(path)), report, str(path), path, replay_cmd)
     say_written(console, path)
-    from services.backoffice.cli import serve_hint  # noqa: PLC0415
+    from services.cli.backoffice import serve_hint  # noqa: PLC0415
 
     title, commands, after = serve_hint(path, invoked_as())
     console.print(title)

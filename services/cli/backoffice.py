@@ -308,7 +308,7 @@ def _listen(host: str, port: int) -> Any:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve the API and the page over the read model beside ``--db`` (or ``CASINO_READ_DB``)."""
     if getattr(args, "kafka", None):
-        from services.backoffice.kafka_serve import serve_kafka  # noqa: PLC0415
+        from services.cli.serve_kafka import serve_kafka  # noqa: PLC0415
 
         return serve_kafka(args)
     if (err := _check_db(args.db)) is not None:

@@ -3,7 +3,7 @@
 Nothing here knows a detector: the module imports no part of :mod:`services.monitor`, and the habits
 below are what surveillance staff and the gaming literature describe, not what a test would pass.
 A population plays through the simulator's adversary hook (:class:`Crowd`, an
-:class:`~services.app.adversaries.Adversary` that replaces the simulator's own bettors), so its bets go
+:class:`~services.simulation.adversaries.Adversary` that replaces the simulator's own bettors), so its bets go
 through the real pipeline: terminal ``PlaceBet`` requests, the wallet, the dealer with real 8-deck
 shoes, settlement and the monitor.
 
@@ -45,11 +45,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar
 
-from services.app.adversaries import Adversary, Bets, _bet
-from services.app.simulator import EPOCH, TableSpec
+from services.simulation.adversaries import Adversary, Bets, _bet
+from services.simulation.simulator import EPOCH, TableSpec
 
 if TYPE_CHECKING:
-    from services.app.simulator import Session, TablePlay
+    from services.simulation.simulator import Session, TablePlay
 
 LIVE_WINDOW_S = 20
 """Seconds a live table's betting window stays open."""

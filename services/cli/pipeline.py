@@ -7,7 +7,7 @@ in the read model (:mod:`services.backoffice.commands`). This command holds the 
 keyring the log was written with) and runs the processors until idle; with ``--follow`` it then watches
 the log's head (every :data:`POLL_S`) and runs them again whenever a record arrives, until SIGTERM or
 Ctrl-C ends it between two runs. One process runs the pipeline on a log: it holds ``<db>.pipeline.lock``
-(:func:`~services.backoffice.cli.pipeline_lock`), as a ``serve`` that holds every key does.
+(:func:`~services.cli.backoffice.pipeline_lock`), as a ``serve`` that holds every key does.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from services.backoffice.cli import _check_db, _fail, _keyring, _signing_keyring, pipeline_lock
+from services.cli.backoffice import _check_db, _fail, _keyring, _signing_keyring, pipeline_lock
 
 POLL_S = 0.01
 """How often ``--follow`` looks at the log's head."""

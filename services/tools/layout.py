@@ -1,7 +1,7 @@
 """The code's layout as the docs show it, generated from the tree: every package under ``services/`` with
 the first sentence of its docstring and its modules.
 
-``python -m services.app.layout`` rewrites the block between the layout markers in docs/architecture.md
+``python -m services.tools.layout`` rewrites the block between the layout markers in docs/architecture.md
 (folders and modules) and in the README (top-level folders); a test checks that both equal what this
 module makes of the tree now, so a moved, added or removed module shows in the docs or fails the test.
 """
@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BEGIN, END = "<!-- layout:begin (python -m services.app.layout) -->", "<!-- layout:end -->"
+BEGIN, END = "<!-- layout:begin (python -m services.tools.layout) -->", "<!-- layout:end -->"
 DOCS = {ROOT / "docs" / "architecture.md": True, ROOT / "README.md": False}
 """Each document with a layout block, and whether it lists the modules (else top-level folders only)."""
 

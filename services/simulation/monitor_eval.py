@@ -4,9 +4,9 @@ Two tables, both from sessions played through the pipeline's real processors (th
 terminals, cashier, operator and 8-deck shoes; the dealer, settlement's two stages, the monitor's table
 and account stages, in log order on the in-memory bus; audit is left out: it raises no alert):
 
-* **honest populations** (:mod:`services.app.populations`, which knows nothing of the detectors):
+* **honest populations** (:mod:`services.simulation.populations`, which knows nothing of the detectors):
   warning-or-worse alerts per 10 000 honest coups (the goal: at most 1 for every population);
-* **adversaries over their parameter range** (:mod:`services.app.adversaries`): how many runs were
+* **adversaries over their parameter range** (:mod:`services.simulation.adversaries`): how many runs were
   caught by one of the adversary's detectors naming it, the median coups (at its table) to the first
   such alert, and beside it the median coups at which a plain cumulative z ≥ 5 test on the same log
   would have fired (:func:`z_test`, written here, not in the monitor; the goal: at most twice it).
@@ -26,7 +26,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TextIO
 
-from services.app.adversaries import (
+from services.core.envelope import Envelope
+from services.monitor.accounts import REPORTING_THRESHOLD_MINOR
+from services.runtime.compose import Composition
+from services.runtime.memory import MemoryBus
+from services.simulation.adversaries import (
     ADVERSARIES,
     Adversary,
     Dumper,
@@ -40,12 +44,8 @@ from services.app.adversaries import (
     Sorter,
     Syndicate,
 )
-from services.app.populations import POPULATIONS, Population, population
-from services.app.simulator import Session, TableSpec
-from services.core.envelope import Envelope
-from services.monitor.accounts import REPORTING_THRESHOLD_MINOR
-from services.runtime.compose import Composition
-from services.runtime.memory import MemoryBus
+from services.simulation.populations import POPULATIONS, Population, population
+from services.simulation.simulator import Session, TableSpec
 
 WARNING_OR_WORSE = frozenset({"warning", "critical"})
 

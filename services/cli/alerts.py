@@ -118,6 +118,6 @@ def cmd_alerts(args: argparse.Namespace) -> int:
 
 def cmd_monitor_eval(args: argparse.Namespace) -> int:
     """Run the monitor's evaluation (``monitor_eval.main``)."""
-    from services.app.monitor_eval import main  # noqa: PLC0415
+    from services.simulation.monitor_eval import main  # noqa: PLC0415
 
     return main(args)

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from services.backoffice.cli import _fail, _keyring, _listen, _periods, _read_db, _shown, open_read_model
+from services.cli.backoffice import _fail, _keyring, _listen, _periods, _read_db, _shown, open_read_model
 
 
 def backoffice_key(path: str | None) -> tuple[str | None, str | None]:

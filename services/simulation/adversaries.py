@@ -1,6 +1,6 @@
 """Cheaters for the simulator (issue #13): named, seeded strategies that play inside the rules.
 
-Each adversary is consulted by :class:`services.app.simulator.Session` through a small hook
+Each adversary is consulted by :class:`services.simulation.simulator.Session` through a small hook
 (``start``, ``shoe``, ``bets``, ``closed``, ``dealt``, ``resolved``) and writes its records as the
 outside principal that would write them, with the session's keyring: bets as a terminal, deposits
 as the cashier, card reads as the shoe, table commands and decisions as the operator. They are
@@ -32,7 +32,7 @@ from services.core.trust import Principal, authenticate
 from services.monitor.accounts import REPORTING_THRESHOLD_MINOR
 
 if TYPE_CHECKING:
-    from services.app.simulator import Session, TablePlay
+    from services.simulation.simulator import Session, TablePlay
 
 Bets = list[tuple[str, str, int]]
 CURRENCY = "EUR"
@@ -370,7 +370,7 @@ class Bot(Adversary):
     def bets(self, play: TablePlay, bets: Bets) -> Bets:
         """Its own bet, timed to the millisecond (the window opened at the session's last second)."""
         if _statistical(play):
-            from services.app.simulator import EPOCH  # noqa: PLC0415 (the simulator imports us)
+            from services.simulation.simulator import EPOCH  # noqa: PLC0415 (the simulator imports us)
 
             at = EPOCH + timedelta(seconds=play.session.clock, milliseconds=800)
             _bet(play, self.accounts[0], "banker", play.spec.min_minor * 7,
@@ -391,7 +391,7 @@ ADVERSARIES: dict[str, type[Adversary]] = {
 def _timed(play: TablePlay, bets: Bets, mine: list[tuple[str, str, int, float]], rng: random.Random) -> None:
     """Write ``bets`` (the other players': seconds before the close) and ``mine`` (each with its own
     lead in seconds) with their own times, and set the coup's close after them."""
-    from services.app.simulator import EPOCH  # noqa: PLC0415 (the simulator imports us)
+    from services.simulation.simulator import EPOCH  # noqa: PLC0415 (the simulator imports us)
 
     s = play.session
     close = s.clock + 20

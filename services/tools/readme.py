@@ -1,6 +1,6 @@
 """The generated parts of docs/games.md: each variant's settings table and the ``settle`` examples.
 
-``python -m services.app.readme`` rewrites them in ``docs/games.md`` between their markers; tests check
+``python -m services.tools.readme`` rewrites them in ``docs/games.md`` between their markers; tests check
 that the doc and the code agree (the tables equal the variants' declarations, and every example's
 printed answer is what ``casino-ledger settle`` prints).
 """
@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from services.app.settle import render, settle_text
 from services.core.baccarat import VARIANTS
 from services.core.baccarat.settings import settings_table
+from services.simulation.dispute import render, settle_text
 
 README = Path(__file__).resolve().parents[2] / "docs" / "games.md"
 """The document that holds the generated parts (the README once did; the name stayed)."""

@@ -113,7 +113,7 @@ class Session:
     rng: random.Random = field(init=False)
     stats: dict[str, int] = field(default_factory=dict)
     adversaries: list[Any] = field(default_factory=list)
-    """Cheating strategies the session consults (:mod:`services.app.adversaries`; hook only)."""
+    """Cheating strategies the session consults (:mod:`services.simulation.adversaries`; hook only)."""
     outbox: list[Envelope] = field(default_factory=list)
     """Records written but not yet published: they go to the bus in one call when the session next
     waits for the pipeline (:meth:`advance`), not one append per record."""
@@ -166,7 +166,8 @@ class Session:
         self, type_: str, table_id: str, payload: dict[str, Any], occurred_at: str | None = None
     ) -> None:
         """Write one table command to the table's inbox, as the operator (a card read: as the shoe);
-        ``occurred_at``: its own time (a population's close of betting, :mod:`services.app.populations`)."""
+        ``occurred_at``: its own time (a population's close of betting,
+        :mod:`services.simulation.populations`)."""
         play = self.plays.get(table_id) if type_ in RESOLVING else None
         if play is not None and play.in_play is not None and self.event_driven:
             # the coup may resolve: every payout due to its bettors elsewhere goes first (settle_due)
@@ -221,7 +222,7 @@ class Session:
         return found
 
     def side_bet(self, bet: Envelope) -> None:
-        """Write a bet an adversary made itself (:func:`services.app.adversaries._bet`): the table
+        """Write a bet an adversary made itself (:func:`services.simulation.adversaries._bet`): the table
         waits for it as for its own (:meth:`TablePlay.coup`)."""
         self.outbox.append(bet)
         self.side_bets.append(bet)
