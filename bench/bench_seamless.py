@@ -36,7 +36,7 @@ from services.runtime.compose import Composition
 from services.seamless.client import OperatorClient, SeamlessConfig, answer_envelope, body_of, signature
 from services.seamless.reference_wallet import serve
 from services.seamless.stage import SeamlessWalletStage
-from services.settlement.processor import WalletStage
+from services.settlement.wallet_stage import WalletStage
 
 CALLS = 2_000
 CONCURRENCY = 8

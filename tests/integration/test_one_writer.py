@@ -40,7 +40,7 @@ from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, LogConflict
 from services.runtime.keyring import Keyring, new_keyring
 from services.runtime.replay import read_db, replay
-from services.settlement.processor import WalletStage, WalletState
+from services.settlement.wallet_stage import WalletStage, WalletState
 
 Rec = dict[str, Any]
 AT = "2026-11-22T21:00:00.000Z"

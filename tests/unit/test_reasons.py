@@ -31,7 +31,8 @@ CODE_ENUMS: tuple[type[StrEnum], ...] = (
 CLEAN = [
     "core/processor.py",
     "dealer/processor.py",
-    "settlement/processor.py",
+    "settlement/payout_stage.py",
+    "settlement/wallet_stage.py",
     "monitor/processor.py",
     "monitor/accounts.py",
     "app/adversaries.py",
