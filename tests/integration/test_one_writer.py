@@ -35,7 +35,7 @@ from services.core.contract import DeadLetter, Payload
 from services.core.envelope import Envelope, name_id, request
 from services.core.processor import Event
 from services.core.trust import Principal, authenticate
-from services.monitor.processor import dead_letter_alert
+from services.monitor.dead_letters import dead_letter_alert
 from services.runtime.compose import Composition
 from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, LogConflict
 from services.runtime.keyring import Keyring, new_keyring
