@@ -42,7 +42,7 @@ from pathlib import Path
 from services.app import ingest
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.logging import configure
 
 SIZES = [int(s) for s in os.environ.get("BENCH_INGEST_SIZES", "10000,100000").split(",") if s.strip()]

@@ -29,7 +29,7 @@ from bench.stats import pct
 from services.app.simulator import Session, demo_tables
 from services.backoffice.apikeys import new_key
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.logging import configure
 
 REQUESTS = 1000

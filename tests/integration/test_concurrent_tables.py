@@ -17,7 +17,8 @@ from services.app.simulator import Session, TablePlay, TableSpec, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from tests.helpers.membus import MemBus
 from tests.helpers.shuffled import ShuffledBus
 

@@ -13,7 +13,7 @@ import pytest
 from services.app.simulator import Session, demo_tables
 from services.core.envelope import Envelope
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.replay import read_db, replay
 from tests.helpers.attested import assert_every_chain_head_attested
 from tests.helpers.streams import log_streams, whole_log

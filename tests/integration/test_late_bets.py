@@ -12,7 +12,8 @@ from services.app.simulator import Session, demo_tables
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.replay import replay
 from tests.helpers.membus import MemBus
 from tests.helpers.streams import log_streams

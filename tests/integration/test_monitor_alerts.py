@@ -12,7 +12,7 @@ from services.app.adversaries import Structurer
 from services.app.simulator import Session, TableSpec
 from services.cli import main
 from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 
 
 @pytest.fixture(scope="module")

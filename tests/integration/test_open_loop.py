@@ -10,7 +10,8 @@ import pytest
 
 from services.app.simulator import DEFAULT_TABLES, Session
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.replay import read_db, replay
 
 TABLES = list(DEFAULT_TABLES[:3])

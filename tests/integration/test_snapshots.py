@@ -18,12 +18,8 @@ from services.app.simulator import DEFAULT_TABLES, Session
 from services.core.processor import Processor
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded import snapshot
-from services.runtime.embedded.log import (
-    SNAPSHOT_FORMAT,
-    EmbeddedLog,
-    Runner,
-    run_until_idle,
-)
+from services.runtime.embedded.runner import SNAPSHOT_FORMAT, Runner, run_until_idle
+from services.runtime.embedded.store import EmbeddedLog
 from tests.helpers.membus import MemBus
 
 
