@@ -34,7 +34,8 @@ from services.backoffice.projector import INPUTS, Projector
 from services.backoffice.schema import make_engine
 from services.runtime.compose import Composition
 from services.runtime.embedded import attesting
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.logging import configure
 from services.runtime.replay import Source, read_db, replay
 from services.simulation.simulator import DEFAULT_TABLES, Session

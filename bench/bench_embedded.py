@@ -20,7 +20,8 @@ from typing import ClassVar, Literal
 from services.core import topics
 from services.core.envelope import Draft, Envelope, name_id, request
 from services.core.processor import Processor
-from services.runtime.embedded.log import EmbeddedLog, Runner, run_until_idle
+from services.runtime.embedded.runner import Runner, run_until_idle
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.logging import configure
 
 BATCH = 500

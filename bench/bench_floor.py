@@ -34,7 +34,8 @@ from services.audit.processor import Audit
 from services.core.processor import initial_state, step_encoded
 from services.runtime import intake
 from services.runtime.compose import Composition, demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.logging import configure
 from services.simulation.simulator import DEFAULT_TABLES, Session
 

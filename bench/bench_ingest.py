@@ -41,7 +41,7 @@ from pathlib import Path
 
 from services.cli import ingest
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.logging import configure
 from services.simulation.simulator import DEFAULT_TABLES, Session
 

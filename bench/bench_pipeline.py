@@ -12,7 +12,7 @@ own (#16): the same records in transactions of :data:`FIXED_BATCH` with ``synchr
 per commit), whatever the log's setting.
 
 Run: ``.venv/bin/python -m bench pipeline``. The session runs event driven on the bus, as the demo's
-(:class:`~services.runtime.embedded.log.EmbeddedBus`); ``BENCH_PIPELINE_EVENT_DRIVEN=0`` plays it
+(:class:`~services.runtime.embedded.bus.EmbeddedBus`); ``BENCH_PIPELINE_EVENT_DRIVEN=0`` plays it
 advancing the bus after every table's turn instead.
 """
 
@@ -26,7 +26,8 @@ from pathlib import Path
 
 from services.core.envelope import Envelope
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.logging import configure
 from services.simulation.simulator import DEFAULT_TABLES, Session
 

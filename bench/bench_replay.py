@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.logging import configure
 from services.runtime.replay import read_db, read_jsonl, replay
 from services.simulation.simulator import DEFAULT_TABLES, Session

@@ -36,8 +36,8 @@ from services.runtime.compose import Composition
 from services.runtime.settings import SeamlessConfig
 from services.seamless.client import OperatorClient, answer_envelope, body_of, signature
 from services.seamless.reference_wallet import serve
-from services.settlement.processor import WalletStage
 from services.settlement.seamless_stage import SeamlessWalletStage
+from services.settlement.wallet_stage import WalletStage
 
 CALLS = 2_000
 CONCURRENCY = 8

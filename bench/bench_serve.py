@@ -28,7 +28,7 @@ import httpx
 from bench.stats import pct
 from services.backoffice.apikeys import new_key
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.logging import configure
 from services.simulation.simulator import Session, demo_tables
 

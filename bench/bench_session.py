@@ -46,7 +46,7 @@ from services.core import topics
 from services.core.envelope import name_id, request
 from services.core.trust import Principal, authenticate
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.kafka.bus import KafkaBus, quick_settings, running
 from services.runtime.keyring import demo_keyring
 from services.runtime.logging import configure

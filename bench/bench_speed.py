@@ -58,7 +58,8 @@ from services.core import topics
 from services.core.envelope import Envelope
 from services.core.topics import SERVICES
 from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedBus, Runner
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.runner import Runner
 from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings
 from services.runtime.kafka.topic_io import new_consumer, partitions_of, read_range
 from services.runtime.kafka.worker import ensure_topics

@@ -228,10 +228,11 @@ def processing_alone(
 
 
 def embedded_runner(settings: Settings, records: list[tuple[str, bytes, bytes]], folder: Path) -> Figure:
-    """(g): the same processor through the embedded runner (:class:`~services.runtime.embedded.log.Runner`
+    """(g): the same processor through the embedded runner (:class:`~services.runtime.embedded.runner.Runner`
     on a SQLite log, its default batches and snapshots), the records appended before the clock starts:
     what issue #31 compares the worker's CPU per record with."""
-    from services.runtime.embedded.log import EmbeddedLog, Runner, run_until_idle  # noqa: PLC0415
+    from services.runtime.embedded.runner import Runner, run_until_idle  # noqa: PLC0415
+    from services.runtime.embedded.store import EmbeddedLog  # noqa: PLC0415
 
     (processor,) = Composition.from_settings(settings).service(SERVICE)
     with EmbeddedLog(folder / "embedded.db") as log:

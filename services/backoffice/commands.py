@@ -37,7 +37,8 @@ from services.core import topics
 from services.core.envelope import Envelope, name_id, request
 from services.core.processor import Processor
 from services.core.trust import Principal, authenticate
-from services.runtime.embedded.log import EmbeddedLog, LogConflict, Runner, run_until_idle
+from services.runtime.embedded.runner import Runner, run_until_idle
+from services.runtime.embedded.store import EmbeddedLog, LogConflict
 from services.runtime.keyring import load_keyring
 
 T = TypeVar("T")

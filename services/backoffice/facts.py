@@ -91,7 +91,7 @@ def _signed_with(log: str | Path | None, keys: Mapping[str, WriterKey], *, empty
     if log is None or not Path(log).is_file():
         return empty
     from services.core.envelope import parse_record  # noqa: PLC0415
-    from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
+    from services.runtime.embedded.store import EmbeddedLog  # noqa: PLC0415
 
     with EmbeddedLog(log, readonly=True) as opened:
         first = opened.read([topics.ATTEST], 0, 1)

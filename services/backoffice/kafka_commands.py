@@ -12,7 +12,7 @@ retry with the same Idempotency-Key to read its answer).
 
 A command whose outcome the read model holds already before it is produced (its ids are derived from the
 Idempotency-Key, so the same key was used before and its stored answer is gone) is a
-:class:`~services.runtime.embedded.log.LogConflict`, as a second request under one id is on the embedded
+:class:`~services.runtime.embedded.store.LogConflict`, as a second request under one id is on the embedded
 log: 409, nothing is produced twice; but for a ``retry``: the API stored the command as pending when its
 outcome came too late (:class:`OutcomeTimeout`, on any server of the read model), and the same request
 under the same key then answers the outcome the read model holds now, without producing it again.

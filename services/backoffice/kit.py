@@ -21,7 +21,8 @@ from services.backoffice.api_models import Format
 from services.backoffice.apikeys import ApiKey, verify
 from services.backoffice.commands import BrokerUnavailable, OutcomeTimeout
 from services.core.envelope import canonical
-from services.runtime.embedded.log import ConsumerMoved, LogConflict
+from services.runtime.embedded.runner import ConsumerMoved
+from services.runtime.embedded.store import LogConflict
 
 if TYPE_CHECKING:
     from services.backoffice.api import BackOffice

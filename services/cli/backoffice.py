@@ -93,7 +93,7 @@ def _read_model(args: argparse.Namespace) -> Any:
     from services.backoffice.facts import writer_keys_for  # noqa: PLC0415
     from services.backoffice.projector import Projector  # noqa: PLC0415
     from services.backoffice.schema import default_url  # noqa: PLC0415
-    from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
+    from services.runtime.embedded.store import EmbeddedLog  # noqa: PLC0415
 
     url = default_url(args.db)
     engine = open_read_model(url)
@@ -248,7 +248,7 @@ def _signing_keyring(path: str, db: str) -> tuple[str | None, str | None, bool]:
     with it. The back office's own key without the services' (``alone``): commands are appended and
     another process runs the pipeline (``casino-ledger pipeline``). Neither: ``refused`` (reads are
     served, commands answer 503); not a keyring: ``fatal``."""
-    from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
+    from services.runtime.embedded.store import EmbeddedLog  # noqa: PLC0415
     from services.runtime.keyring import KeyringError, load_keyring  # noqa: PLC0415
 
     ring_hint = f"the keyring the log was written with (the demo's: {shlex.quote(f'{db}.keyring.json')})"

@@ -321,7 +321,7 @@ def main(args: argparse.Namespace) -> int:
         from services.cli.seamless_demo import main_seamless  # noqa: PLC0415
 
         return main_seamless(args, console, tables, coups, seed, db or _default_db(seed), options)
-    from services.runtime.embedded.log import EmbeddedBus  # noqa: PLC0415
+    from services.runtime.embedded.bus import EmbeddedBus  # noqa: PLC0415
 
     path = db or _default_db(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -418,7 +418,7 @@ def _empty_log(path: Path) -> bool:
     """Whether ``path`` is an embedded log without a record, or an SQLite file without a table yet (a
     demo stopped between creating it and storing its options in it, or between opening the file and
     creating its tables: nothing of the session is there, so ``--resume`` starts it)."""
-    from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
+    from services.runtime.embedded.store import EmbeddedLog  # noqa: PLC0415
 
     try:
         with EmbeddedLog(path, readonly=True) as log:
@@ -444,7 +444,7 @@ def _no_table(path: Path) -> bool:
 
 
 def _stored_options(path: Path) -> dict[str, int] | None:
-    from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
+    from services.runtime.embedded.store import EmbeddedLog  # noqa: PLC0415
 
     try:
         with EmbeddedLog(path, readonly=True) as log:

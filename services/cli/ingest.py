@@ -174,7 +174,8 @@ def summarise(log: Any, after: int, ids: set[str]) -> tuple[int, dict[str, int],
 
 def main(args: argparse.Namespace) -> int:
     """Run ``ingest`` (see the module docstring)."""
-    from services.runtime.embedded.log import EmbeddedLog, LogConflict, Runner, run_until_idle  # noqa: PLC0415
+    from services.runtime.embedded.runner import Runner, run_until_idle  # noqa: PLC0415
+    from services.runtime.embedded.store import EmbeddedLog, LogConflict  # noqa: PLC0415
 
     def fail(message: str) -> int:
         print(f"casino-ledger: error: {message}", file=sys.stderr)

@@ -57,7 +57,7 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 def _runners(log: Any, keyring: Path) -> list[Any]:
     """The composition root's processors on ``keyring``, each a runner on ``log``."""
     from services.runtime.compose import keyring_pipeline  # noqa: PLC0415
-    from services.runtime.embedded.log import Runner  # noqa: PLC0415
+    from services.runtime.embedded.runner import Runner  # noqa: PLC0415
 
     return [Runner(log, proc, name) for name, proc in keyring_pipeline(keyring)]
 
@@ -65,7 +65,8 @@ def _runners(log: Any, keyring: Path) -> list[Any]:
 def _run(db: Path, keyring: Path, *, follow: bool, stop: threading.Event) -> int:
     """Run the pipeline until idle; with ``follow``, again each time the log's head moves, until
     ``stop``. Returns the records applied."""
-    from services.runtime.embedded.log import EmbeddedLog, run_until_idle  # noqa: PLC0415
+    from services.runtime.embedded.runner import run_until_idle  # noqa: PLC0415
+    from services.runtime.embedded.store import EmbeddedLog  # noqa: PLC0415
 
     with EmbeddedLog(db) as log:
         runners = _runners(log, keyring)

@@ -138,7 +138,7 @@ class SeamlessState:
     The two maps are changed in place by :func:`enqueue` and :func:`fold_answer` once every event of
     the step is built (the shell's :func:`~services.core.processor.step` owns the state; nothing raises
     after the change), as the internal wallet stage's
-    (:class:`~services.settlement.processor.WalletState`) and for its reason: ``seen`` holds every
+    (:class:`~services.settlement.wallet_stage.WalletState`) and for its reason: ``seen`` holds every
     transaction ever taken, so a copy of it per request made a long run quadratic
     (docs/performance.md#seamless-state-in-place), and ``wallets`` one entry per player copied per
     request and per answer."""

@@ -1,5 +1,5 @@
 """Every wallet movement's record, built in one place: settlement's wallet stage
-(:mod:`services.settlement.processor`) and the seamless adapter (:mod:`services.core.seamless`) write the
+(:mod:`services.settlement.wallet_stage`) and the seamless adapter (:mod:`services.core.seamless`) write the
 same payloads from the same functions. The postings come from :mod:`services.core.ledger`, the transfer
 ids from :mod:`services.core.boundary`."""
 

@@ -46,7 +46,7 @@ from services.core.ledger import BPS
 from services.core.processor import Event, Observer
 from services.core.reasons import Detector, Severity
 from services.core.values import immutable, replace
-from services.monitor.processor import UNREADABLE, Alerts, alert
+from services.monitor.alerts import UNREADABLE, Alerts, alert
 from services.monitor.sequential import binomial_tail, binomial_threshold
 
 REPORTING_THRESHOLD_MINOR: Final = 1_000_000

@@ -35,7 +35,7 @@ from services.core.processor import Event, Observer
 from services.core.reasons import Detector, Severity
 from services.core.values import immutable, replace
 from services.monitor.accounts import DEPOSIT_BAND_BPS, DEPOSIT_BAND_P0, REPORTING_THRESHOLD_MINOR, in_band
-from services.monitor.processor import Alert, alert
+from services.monitor.alerts import Alert, alert
 from services.monitor.sequential import MICRO, bet_increments, cusums, nats
 
 LAMBDAS: Final = (1.0, 3.0, 6.0, 9.0)

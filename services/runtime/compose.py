@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from services.monitor.cage import CageMonitor
     from services.monitor.casework import Casework
     from services.monitor.processor import Monitor
-    from services.settlement.processor import PayoutStage
+    from services.settlement.payout_stage import PayoutStage
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +96,7 @@ class Composition:
 
     def payout_stage(self) -> PayoutStage:
         """Settlement's payout stage."""
-        from services.settlement.processor import PayoutStage  # noqa: PLC0415
+        from services.settlement.payout_stage import PayoutStage  # noqa: PLC0415
 
         made = PayoutStage()
         self._guarded(made)
@@ -104,7 +104,7 @@ class Composition:
 
     def wallet_stage(self) -> Processor[Any]:
         """Settlement's wallet stage: the internal one, or the seamless adapter when configured."""
-        from services.settlement.processor import WalletStage  # noqa: PLC0415
+        from services.settlement.wallet_stage import WalletStage  # noqa: PLC0415
 
         internal = WalletStage(amount_max_minor=self.amount_max_minor)
         made: Processor[Any] = internal

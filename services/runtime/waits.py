@@ -2,7 +2,7 @@
 for the hints a wait's match may carry (``among``, ``after_seq``:
 :class:`services.simulation.simulator.Match`).
 
-Both buses use it: the embedded bus (:meth:`services.runtime.embedded.log.EmbeddedBus.wait`) and the
+Both buses use it: the embedded bus (:meth:`services.runtime.embedded.bus.EmbeddedBus.wait`) and the
 Kafka bus (:meth:`services.runtime.kafka.bus.KafkaBus.wait`). Without the hints a wait looks through
 every record read under its key from the first: on a speed-baccarat table, where the session waits
 for each of the 10,000 events of a coup under the one table key, that is quadratic (on Kafka it made

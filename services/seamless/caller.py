@@ -20,7 +20,9 @@ from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.core.processor import Processor
 from services.core.trust import Guard
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, run_until_idle, seal_idle
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.runner import run_until_idle, seal_idle
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.settings import SeamlessConfig
 from services.seamless.client import OperatorClient, answer_envelope
 

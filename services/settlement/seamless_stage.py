@@ -1,7 +1,7 @@
 """The wallet adapter stage: settlement's wallet stage for the currencies whose balances the operator
 keeps (docs/integration.md), selected by the composition root (``CASINO_SEAMLESS_URL``).
 
-It reads ``casino.wallet.requests`` like the internal :class:`~services.settlement.processor.WalletStage`
+It reads ``casino.wallet.requests`` like the internal :class:`~services.settlement.wallet_stage.WalletStage`
 and keeps its name and output namespace (``settlement.wallet``), so the rest of the pipeline sees the
 same events. A request in a seamless currency (every currency unless ``CASINO_SEAMLESS_CURRENCIES``
 lists some) goes to the pure state machine of :mod:`services.core.seamless`: bets, payouts and refunds
@@ -28,7 +28,7 @@ from services.core.seamless import (
     fold_answer,
     refusal,
 )
-from services.settlement.processor import WalletStage, WalletState
+from services.settlement.wallet_stage import WalletStage, WalletState
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ class SeamlessWalletStage(Processor[AdapterState]):
     name = "settlement"
     stage = "settlement.wallet"
     inputs = (topics.WALLET_REQUESTS,)
-    formerly = ("services.seamless.stage",)
+    formerly = ("services.settlement.seamless_stage",)
 
     def __init__(
         self,

@@ -5,7 +5,7 @@ live pipeline's own code, not a copy: the records go through the real dealer pro
 (:class:`services.dealer.processor.Dealer`: ``OpenTable`` with the given configuration, a smart shoe,
 the betting window, one ``BetPlaced`` per bet in the order given, ``CardRead`` per card and ``Decision``
 per choice) and its events through settlement's real payout stage
-(:class:`services.settlement.processor.PayoutStage`). What the dealer refuses is refused here, with the
+(:class:`services.settlement.payout_stage.PayoutStage`). What the dealer refuses is refused here, with the
 same reason; what settlement pays is paid here, to the minor unit.
 
 Input (one JSON object)::
@@ -42,7 +42,7 @@ from services.core.boundary import DEALER_FOR
 from services.core.envelope import Draft, Envelope, request, seal
 from services.core.errors import DomainError
 from services.dealer.processor import Dealer, DealerState
-from services.settlement.processor import PayoutStage, PayoutState
+from services.settlement.payout_stage import PayoutStage, PayoutState
 
 TABLE_ID = "settle"
 """The table the calculator plays at (its accounts are ``table:settle:…``)."""

@@ -23,7 +23,7 @@ from services.backoffice.apikeys import ROLES, new_key
 from services.backoffice.migrate import upgrade
 from services.backoffice.schema import make_engine
 from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.keyring import demo_keyring, load_keyring, new_keyring, save_keyring
 from services.simulation.simulator import Session, demo_tables
 

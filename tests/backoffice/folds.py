@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from services.runtime.embedded.log import EmbeddedLog
+from services.runtime.embedded.store import EmbeddedLog
 
 TRANSFERS = {"FundsDeposited", "FundsWithdrawn", "StakeReserved", "StakeRefunded", "PayoutApplied"}
 

@@ -22,7 +22,8 @@ from services.core import topics
 from services.core.contract import AlertCaseChanged, WorkAlert
 from services.core.envelope import parse_record
 from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.keyring import load_keyring
 from services.runtime.replay import read_db, replay
 from services.simulation.adversaries import Hedger

@@ -19,7 +19,7 @@ from services.backoffice import exports, queries
 from services.backoffice.projector import Projector
 from services.cli.demo import summarise
 from services.core.baccarat import VARIANTS
-from services.runtime.embedded.log import EmbeddedLog
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.replay import read_db, replay
 from tests.backoffice.conftest import make_keyring, play, running_server
 from tests.backoffice.folds import records

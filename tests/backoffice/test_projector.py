@@ -15,7 +15,7 @@ from services.backoffice import queries
 from services.backoffice import schema as s
 from services.backoffice.projector import INPUTS, Periods, Projector, dump_rows
 from services.cli.demo import summarise
-from services.runtime.embedded.log import EmbeddedLog
+from services.runtime.embedded.store import EmbeddedLog
 from tests.backoffice.folds import fold, records
 
 

@@ -34,7 +34,8 @@ from services.core import topics
 from services.core.envelope import request
 from services.core.trust import Principal, authenticate
 from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.keyring import Keyring, load_keyring
 from services.runtime.replay import read_db, replay
 from tests.backoffice.conftest import make_keyring, play, running_server

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.embedded.log import EmbeddedLog
+from services.runtime.embedded.store import EmbeddedLog
 from tests.helpers.kill import run_with_kills
 from tests.helpers.streams import log_streams
 

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import BrowserContext, Page, sync_playwright
 
-import services.settlement.processor as settlement_mod
+import services.settlement.payout_stage as payout_mod
+import services.settlement.wallet_stage as wallet_mod
 from services.cli import main
 from services.core.ledger import Accounts, table_accounts
 from services.simulation.simulator import DEFAULT_TABLES, Session
@@ -53,7 +54,8 @@ def buggy_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return Accounts(real.escrow, real.house, real.house, real.bank)
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(settlement_mod, "table_accounts", accounts)
+        m.setattr(payout_mod, "table_accounts", accounts)
+        m.setattr(wallet_mod, "table_accounts", accounts)
         bus = MemBus()
         Session(bus, seed=3).run(list(DEFAULT_TABLES[:2]), 15)
     path = tmp_path_factory.mktemp("report") / "log.jsonl"

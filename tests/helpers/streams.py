@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.runtime.embedded.log import EmbeddedLog
+from services.runtime.embedded.store import EmbeddedLog
 
 ATTEST = "casino.attest"
 

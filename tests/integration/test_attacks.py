@@ -14,7 +14,8 @@ from services.core.cards import shoe_cards
 from services.core.envelope import Envelope, parse_record, request
 from services.core.shoe import commitment, shuffle
 from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, LogConflict
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog, LogConflict
 from services.runtime.keyring import Keyring, new_keyring
 from tests.helpers import attacks
 from tests.helpers.attacks import CHOSEN_SEED, T

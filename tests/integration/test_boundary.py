@@ -14,7 +14,7 @@ from services.core.envelope import Envelope, parse_record, request
 from services.core.ledger import table_accounts
 from services.core.trust import Principal, authenticate
 from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.keyring import Keyring, new_keyring
 from tests.helpers import attacks
 from tests.helpers.attacks import T0, T

@@ -16,13 +16,9 @@ from services.core.processor import Processor
 from services.core.trust import Principal, authenticate
 from services.runtime.compose import Composition, demo_pipeline
 from services.runtime.embedded import snapshot
-from services.runtime.embedded.log import (
-    SNAPSHOT_READ,
-    EmbeddedBus,
-    EmbeddedLog,
-    Runner,
-    run_until_idle,
-)
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.runner import SNAPSHOT_READ, Runner, run_until_idle
+from services.runtime.embedded.store import EmbeddedLog
 from services.simulation.simulator import DEFAULT_TABLES, Session
 
 COMPOSITION = Composition.demo()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from tests.helpers.bus_contract import AdvanceContract, BusContract, DurableContract, RawContract
 
 

@@ -15,7 +15,8 @@ import pytest
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from services.simulation.adversaries import ADVERSARIES
 from services.simulation.simulator import Session, TablePlay, TableSpec, demo_tables
 from tests.helpers.membus import MemBus

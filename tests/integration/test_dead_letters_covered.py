@@ -17,7 +17,7 @@ from services.audit.replay.attested import writer_keys
 from services.core import topics
 from services.core.envelope import request
 from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.keyring import new_keyring
 from services.runtime.replay import read_db, replay
 from services.simulation.simulator import DEFAULT_TABLES, Session

@@ -30,15 +30,13 @@ from services.core.envelope import (
 from services.core.errors import DomainError, Reason
 from services.core.processor import Processor
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import (
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.runner import ConsumerMoved, Runner, run_until_idle
+from services.runtime.embedded.store import (
     CHECKPOINT_RECORDS,
     WAL_AUTOCHECKPOINT_PAGES,
-    ConsumerMoved,
-    EmbeddedBus,
     EmbeddedLog,
     LogConflict,
-    Runner,
-    run_until_idle,
 )
 from services.runtime.failures import ConfigError
 from services.runtime.intake import EPOCH_OCCURRED_AT

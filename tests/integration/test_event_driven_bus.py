@@ -12,7 +12,7 @@ import pytest
 
 from services.core.envelope import Envelope
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.replay import read_db, replay
 from services.simulation.simulator import Session, demo_tables
 from tests.helpers.attested import assert_every_chain_head_attested

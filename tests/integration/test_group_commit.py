@@ -13,7 +13,8 @@ from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.trust import authenticate
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, LogConflict
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import LogConflict
 from services.runtime.replay import read_db, replay
 from services.simulation.simulator import Session, demo_tables
 from tests.helpers.bus_contract import CASHIER, account, deposit

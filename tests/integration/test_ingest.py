@@ -12,7 +12,7 @@ import pytest
 from services.cli import main
 from services.core import topics
 from services.core.envelope import parse_record, request
-from services.runtime.embedded.log import EmbeddedLog
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.keyring import new_keyring, save_keyring
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.replay import replay
 from services.simulation.simulator import Session, demo_tables
 from tests.helpers.membus import MemBus

@@ -10,7 +10,7 @@ import pytest
 
 from services.cli import main
 from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.simulation.adversaries import Structurer
 from services.simulation.simulator import Session, TableSpec
 

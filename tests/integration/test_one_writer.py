@@ -34,12 +34,13 @@ from services.core.contract import DeadLetter, Payload
 from services.core.envelope import Envelope, name_id, request
 from services.core.processor import Event
 from services.core.trust import Principal, authenticate
-from services.monitor.processor import dead_letter_alert
+from services.monitor.dead_letters import dead_letter_alert
 from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, LogConflict
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog, LogConflict
 from services.runtime.keyring import Keyring, new_keyring
 from services.runtime.replay import read_db, replay
-from services.settlement.processor import WalletStage, WalletState
+from services.settlement.wallet_stage import WalletStage, WalletState
 from services.simulation.simulator import DEFAULT_TABLES, Session
 
 Rec = dict[str, Any]

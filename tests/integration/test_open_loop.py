@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.replay import read_db, replay
 from services.simulation.simulator import DEFAULT_TABLES, Session
 

@@ -15,7 +15,9 @@ from services.core.processor import Processor
 from services.core.trust import Principal, authenticate
 from services.monitor.processor import Monitor
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, Runner, run_until_idle
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.runner import Runner, run_until_idle
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.keyring import demo_keyring
 from services.runtime.replay import read_db, replay
 from services.simulation.simulator import DEFAULT_TABLES, Session

@@ -13,7 +13,9 @@ from services.core import topics
 from services.core.envelope import Envelope, parse_record, request
 from services.core.trust import Principal, Sealed, authenticate
 from services.runtime.compose import Composition, demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog, Runner, run_until_idle
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.runner import Runner, run_until_idle
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.keyring import demo_keyring
 from services.simulation.simulator import Session, demo_tables
 from tests.helpers.spies import count_verify

@@ -156,7 +156,7 @@ def test_the_back_office_read_model_shows_the_operators_balances(tmp_path: Path)
     from services.backoffice.migrate import upgrade  # noqa: PLC0415
     from services.backoffice.projector import Projector  # noqa: PLC0415
     from services.backoffice.schema import make_engine  # noqa: PLC0415
-    from services.runtime.embedded.log import EmbeddedLog  # noqa: PLC0415
+    from services.runtime.embedded.store import EmbeddedLog  # noqa: PLC0415
 
     log, wallet, _ = play(tmp_path, {"error_after": 0.2}, coups=3)
     engine = make_engine(f"sqlite:///{tmp_path / 'read.db'}")

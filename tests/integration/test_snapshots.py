@@ -17,12 +17,8 @@ from hypothesis import strategies as st
 from services.core.processor import Processor
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded import snapshot
-from services.runtime.embedded.log import (
-    SNAPSHOT_FORMAT,
-    EmbeddedLog,
-    Runner,
-    run_until_idle,
-)
+from services.runtime.embedded.runner import SNAPSHOT_FORMAT, Runner, run_until_idle
+from services.runtime.embedded.store import EmbeddedLog
 from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 

@@ -20,7 +20,8 @@ from services.backoffice.projector import INPUTS, Projector, dump_rows
 from services.backoffice.schema import make_engine
 from services.core import topics
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.kafka.topic_io import aproduce_raw
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings

@@ -15,7 +15,7 @@ import pytest
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.compose import Composition
-from services.runtime.embedded.log import EmbeddedBus
+from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.keyring import Keyring, new_keyring, save_keyring

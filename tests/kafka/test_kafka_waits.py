@@ -19,7 +19,8 @@ import pytest
 from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.runtime.compose import demo_pipeline
-from services.runtime.embedded.log import EmbeddedBus, EmbeddedLog
+from services.runtime.embedded.bus import EmbeddedBus
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.kafka.bus import quick_settings, running
 from services.runtime.replay import replay
 from services.runtime.settings import Settings

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import services.dealer.processor as dealer_mod
-import services.settlement.processor as settlement_mod
+import services.settlement.payout_stage as settlement_mod
 from services.core.baccarat.engine import CoupResult, TableConfig
 from services.core.contract import Written
 from services.core.envelope import Envelope

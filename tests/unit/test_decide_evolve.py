@@ -19,7 +19,8 @@ from services.core.processor import Event, Private, Reactor, initial_state, step
 from services.dealer.processor import Dealer, DealingBegan, Reached, ShoeSeeded
 from services.monitor.accounts import AccountMonitor
 from services.monitor.processor import Monitor
-from services.settlement.processor import PayoutStage, WalletStage
+from services.settlement.payout_stage import PayoutStage
+from services.settlement.wallet_stage import WalletStage
 from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 

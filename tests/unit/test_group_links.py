@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 from services.core.baccarat.coup import Coup
 from services.core.ledger import Wager
 from services.core.values import replace
-from services.monitor.processor import COBET_LINK, SUSPECT_MICRO, Punter, Seen, TableWatch, group_edge
+from services.monitor.alerts import Seen
+from services.monitor.sequential_detectors import COBET_LINK, SUSPECT_MICRO, group_edge
+from services.monitor.state import Punter, TableWatch
 
 
 def coup(n: int, bets: list[tuple[str, str]]) -> Coup:

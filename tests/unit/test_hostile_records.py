@@ -29,7 +29,8 @@ from services.core.errors import Reason
 from services.core.processor import Processor, ProcessorState, step
 from services.dealer.processor import Dealer
 from services.monitor.processor import Monitor
-from services.settlement.processor import PayoutStage, WalletStage
+from services.settlement.payout_stage import PayoutStage
+from services.settlement.wallet_stage import WalletStage
 from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 

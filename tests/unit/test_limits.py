@@ -23,7 +23,7 @@ from services.core.limits import AMOUNT_MAX_MINOR, BALANCE_MAX_MINOR
 from services.core.processor import ORIGINAL_MAX_CHARS, dead_letter, initial_state, step
 from services.dealer.processor import Dealer
 from services.runtime.settings import Settings
-from services.settlement.processor import WalletStage
+from services.settlement.wallet_stage import WalletStage
 
 AT = "2026-11-22T20:00:00.000Z"
 

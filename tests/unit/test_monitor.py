@@ -24,9 +24,8 @@ from services.core.envelope import Envelope, canonical, name_id, request, sha256
 from services.core.processor import initial_state, step
 from services.core.reasons import Detector
 from services.dealer.processor import Dealer, DealerState
-from services.monitor.processor import (
+from services.monitor.detectors import (
     EVEN_MONEY_SPOTS,
-    EVIDENCE_MAX,
     OUTLIER_MIN_BETS,
     OUTLIER_WINDOW_BETS,
     OUTLIER_Z,
@@ -38,8 +37,9 @@ from services.monitor.processor import (
     STRUCTURING_WINDOW_COUPS,
     WIN_PROBABILITY_MAX,
     WIN_STREAK_LENGTH,
-    Monitor,
 )
+from services.monitor.processor import Monitor
+from services.monitor.sequential_detectors import EVIDENCE_MAX
 from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 

@@ -1,8 +1,8 @@
 """The monitor's caches beside its state answer what the scans they replaced answer, whatever the order
 of states they are given (older ones, diverging ones, restored ones, several tables or coups): the
-stalest account of a full table (:class:`services.monitor.processor.Stalest`, in
-:meth:`TableWatch.with_punter`) and an account's bets in a coup (:class:`services.monitor.processor.CoupBets`,
-in :func:`services.monitor.processor.hedged_bets`)."""
+stalest account of a full table (:class:`services.monitor.state.Stalest`, in
+:meth:`TableWatch.with_punter`) and an account's bets in a coup (:class:`services.monitor.detectors.CoupBets`,
+in :func:`services.monitor.detectors.hedged_bets`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from services.core.baccarat.coup import Coup
 from services.core.ledger import Wager
-from services.monitor import processor as monitor
-from services.monitor.processor import Punter, Seen, TableWatch
+from services.monitor import detectors, state
+from services.monitor.alerts import Seen
+from services.monitor.state import Punter, TableWatch
 
 CAP = 4
 
@@ -49,8 +50,8 @@ def test_the_cache_forgets_the_accounts_the_scan_forgets(steps: list[tuple[int, 
     """Over random histories, branching from older states now and then, every table's punters are the
     ones the scan keeps (same accounts, same values, same order)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(monitor, "MAX_ACCOUNTS_PER_TABLE", CAP)
-        mp.setattr(monitor, "STALEST", monitor.Stalest())
+        mp.setattr(state, "MAX_ACCOUNTS_PER_TABLE", CAP)
+        mp.setattr(state, "STALEST", state.Stalest())
         history: dict[str, list[TableWatch]] = {"T1": [TableWatch("T1")], "T2": [TableWatch("T2")]}
         for back, table, account, next_coup in steps:
             states = history[table]
@@ -67,8 +68,8 @@ def test_a_table_restored_from_elsewhere_is_scanned_afresh() -> None:
     """Punters the cache never saw (a snapshot restored: equal, not the same object) are answered from
     their own accounts, not from a heap kept for another mapping."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(monitor, "MAX_ACCOUNTS_PER_TABLE", 2)
-        mp.setattr(monitor, "STALEST", monitor.Stalest())
+        mp.setattr(state, "MAX_ACCOUNTS_PER_TABLE", 2)
+        mp.setattr(state, "STALEST", state.Stalest())
         t = TableWatch("T1", coups=5)
         for account in ("b", "a"):
             t = t.with_punter(account, t.punter(account))
@@ -99,7 +100,7 @@ def test_an_accounts_bets_in_a_coup_are_those_a_scan_finds(
 ) -> None:
     """Over random coups, extended from older states now and then (and, with ``copy``, given as equal
     tuples of other objects, as a restored snapshot gives them), :meth:`CoupBets.of` is the scan."""
-    bets = monitor.CoupBets()
+    bets = detectors.CoupBets()
     coups: dict[str, list[Coup]] = {
         "c1": [Coup("c1", 1, "betting", "")],
         "c2": [Coup("c2", 2, "betting", "")],
@@ -119,7 +120,7 @@ def test_hedged_bets_finds_the_earlier_bet_on_the_other_side() -> None:
     rec = Seen("e", "T1", "2026-01-01T00:00:00.000Z", "c1", None)
     coup = Coup("c1", 1, "betting", "").accept(Wager("b1", "a", "player", 100))
     coup = coup.accept(Wager("b2", "z", "banker", 100))
-    hedged, out = monitor.hedged_bets(coup, frozenset(), Wager("b3", "a", "banker", 100), rec)
+    hedged, out = detectors.hedged_bets(coup, frozenset(), Wager("b3", "a", "banker", 100), rec)
     assert hedged == {"a"} and [a.found.subject["bet_ids"] for a in out] == [["b1", "b3"]]
-    assert monitor.hedged_bets(coup, frozenset(), Wager("b4", "z", "player", 100), rec)[0] == {"z"}
-    assert monitor.hedged_bets(coup, frozenset(), Wager("b5", "y", "banker", 100), rec) == (frozenset(), [])
+    assert detectors.hedged_bets(coup, frozenset(), Wager("b4", "z", "player", 100), rec)[0] == {"z"}
+    assert detectors.hedged_bets(coup, frozenset(), Wager("b5", "y", "banker", 100), rec) == (frozenset(), [])

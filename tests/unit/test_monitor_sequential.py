@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from services.core import topics
 from services.core.envelope import request
-from services.monitor import accounts
-from services.monitor import processor as mon
+from services.monitor import accounts, detectors
 from services.monitor import sequential as seq
+from services.monitor import sequential_detectors as mon
 from services.monitor.sequential import (
     FALSE_ALARMS_PER_10K_TARGET,
     MICRO,
@@ -62,7 +62,7 @@ def test_cusum_threshold_bounds_false_alarms(observations: int) -> None:
 
 def test_the_detectors_thresholds_are_the_derived_ones() -> None:
     """The constants the detectors use are the derivations stated in their docstrings."""
-    assert mon.PAST_POSTING_WARNING_AT == binomial_threshold(50, Fraction(1, 20), 500) == 10
+    assert detectors.PAST_POSTING_WARNING_AT == binomial_threshold(50, Fraction(1, 20), 500) == 10
     assert mon.BOT_RUN == run_length(Fraction(1, 4), 80_000, Fraction(1, 20)) == 11
     assert mon.PAIR_RUN == run_length(Fraction(1, 2), 80_000, Fraction(1, 20)) == 21
     assert accounts.DEPOSIT_STRUCTURING_AT == binomial_threshold(10, Fraction(1, 10), 10_000) == 7

@@ -1,4 +1,4 @@
-"""The payout stage keeps a coup's accepted bets in runs (:data:`~services.settlement.processor.Bets`):
+"""The payout stage keeps a coup's accepted bets in runs (:data:`~services.settlement.payout_stage.Bets`):
 adding one leaves the value before it as it was, reading gives every bet in acceptance order, a
 snapshot round trips, and a coup of more bets than a run is paid bet for bet in that order."""
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from services.core.baccarat import get_variant
 from services.core.ledger import Wager
 from services.runtime.embedded import snapshot
-from services.settlement.processor import (
+from services.settlement.payout_stage import (
     BET_RUN,
     Bets,
     PayoutStage,

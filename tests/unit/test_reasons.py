@@ -31,8 +31,15 @@ CODE_ENUMS: tuple[type[StrEnum], ...] = (
 CLEAN = [
     "core/processor.py",
     "dealer/processor.py",
-    "settlement/processor.py",
+    "settlement/payout_stage.py",
+    "settlement/wallet_stage.py",
     "monitor/processor.py",
+    "monitor/state.py",
+    "monitor/alerts.py",
+    "monitor/detectors.py",
+    "monitor/sequential_detectors.py",
+    "monitor/handlers.py",
+    "monitor/dead_letters.py",
     "monitor/accounts.py",
     "simulation/adversaries.py",
     "audit/processor.py",
@@ -44,7 +51,7 @@ CLEAN = [
 
 NOT_CODES = {
     "dealer/processor.py": {"shoe_position"},  # a payload field, not a code
-    "monitor/processor.py": {"shoe_position"},
+    "monitor/detectors.py": {"shoe_position"},
     "audit/processor.py": {"shoe_position"},
     "runtime/replay.py": {"shoe_position", "betting_closed"},  # a coup's fields in the report
 }

@@ -27,7 +27,7 @@ from services.core.ledger import ROUNDINGS, Accounts, Wager
 from services.core.processor import initial_state, step
 from services.core.shoe import play_window
 from services.dealer.processor import Dealer
-from services.settlement.processor import WalletStage
+from services.settlement.wallet_stage import WalletStage
 from services.tools import readme
 
 # --- the dealer, driven record by record --------------------------------------------------------------

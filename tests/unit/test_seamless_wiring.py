@@ -17,8 +17,8 @@ from services.runtime.embedded import snapshot
 from services.runtime.keyring import demo_keyring
 from services.runtime.settings import Settings
 from services.seamless.client import answer_envelope
-from services.settlement.processor import WalletStage
 from services.settlement.seamless_stage import AdapterState, SeamlessWalletStage
+from services.settlement.wallet_stage import WalletStage
 
 SECRET = "a-seamless-secret-of-some-length"
 AT = "2026-11-23T00:00:00Z"

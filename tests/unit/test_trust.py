@@ -29,7 +29,7 @@ from services.core.trust import (
 )
 from services.runtime.compose import Composition
 from services.runtime.keyring import demo_keyring
-from services.settlement.processor import WalletStage, WalletState
+from services.settlement.wallet_stage import WalletStage, WalletState
 
 RING = demo_keyring()
 KEYS = RING.by_key_id()

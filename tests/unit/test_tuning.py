@@ -13,7 +13,8 @@ from services.cli import main
 from services.core import topics
 from services.core.envelope import Draft, Envelope, request
 from services.core.processor import Processor
-from services.runtime.embedded.log import EmbeddedLog, Runner
+from services.runtime.embedded.runner import Runner
+from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.tuning import THRESHOLDS, gc_paused, tune_gc
 
 

@@ -15,9 +15,11 @@ from services.core.processor import Event
 from services.core.values import fast_replace, immutable, replace
 from services.dealer.processor import DealerState, Shoe, Table
 from services.monitor.accounts import AccountsState, Player
-from services.monitor.processor import MonitorState, Punter, Seen, ShoeWatch, TableWatch
+from services.monitor.alerts import Seen
+from services.monitor.state import MonitorState, Punter, ShoeWatch, TableWatch
 from services.runtime.embedded import snapshot
-from services.settlement.processor import PayoutState, PayoutTable, WalletState
+from services.settlement.payout_stage import PayoutState, PayoutTable
+from services.settlement.wallet_stage import WalletState
 
 
 @immutable

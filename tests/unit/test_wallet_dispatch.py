@@ -12,7 +12,7 @@ from services.core import topics
 from services.core.contract import BetPlaced, payload_of
 from services.core.envelope import Envelope, request
 from services.core.errors import DomainError, Reason
-from services.settlement.processor import REQUESTS, WalletStage, amount_of, transfer_id
+from services.settlement.wallet_stage import REQUESTS, WalletStage, amount_of, transfer_id
 
 AT = "2026-11-24T06:00:00.000Z"
 ACCOUNT = "acct-dispatch"

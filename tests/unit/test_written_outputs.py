@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 import services.dealer.processor as dealer_mod
-import services.settlement.processor as settlement_mod
+import services.settlement.payout_stage as payout_mod
+import services.settlement.wallet_stage as wallet_mod
 from services.core.contract import (
     FLAT,
     PAYLOADS,
@@ -23,7 +24,7 @@ from services.core.contract import (
 )
 from services.core.envelope import request
 from services.core.processor import initial_state, step
-from services.settlement.processor import WalletStage
+from services.settlement.wallet_stage import WalletStage
 from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus
 
@@ -72,7 +73,8 @@ def test_every_written_output_is_what_the_validated_model_dumps(monkeypatch: pyt
     """Over seeded sessions of every variant, and a wallet's deposit, bet, withdrawal and refund, each
     payload settlement writes without a model equals the validated model's dump, key order included."""
     seen: set[str] = set()
-    monkeypatch.setattr(settlement_mod, "Written", _checked(seen))
+    monkeypatch.setattr(payout_mod, "Written", _checked(seen))
+    monkeypatch.setattr(wallet_mod, "Written", _checked(seen))
     for first in range(0, len(DEFAULT_TABLES), 2):
         tables = [DEFAULT_TABLES[first], DEFAULT_TABLES[(first + 1) % len(DEFAULT_TABLES)]]
         Session(MemBus(), seed=first).run(tables, 2)

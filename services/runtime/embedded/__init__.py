@@ -1,2 +1,2 @@
-"""The embedded runtime: the SQLite log, its runners and bus (``log``) and processor snapshots as data
-(``snapshot``)."""
+"""The embedded runtime: the SQLite log (``store``), its runners (``runner``), the simulator's bus (``bus``)
+and processor snapshots as data (``snapshot``)."""

@@ -1,8 +1,8 @@
 """A runner's signed heads in the embedded log (docs/trust.md, :mod:`services.core.attest`).
 
-Each :class:`~services.runtime.embedded.log.Runner` keeps one :class:`Attestor`: the heads its batches
+Each :class:`~services.runtime.embedded.runner.Runner` keeps one :class:`Attestor`: the heads its batches
 advanced pile up in it (:meth:`Attestor.note`), and when
-:func:`~services.runtime.embedded.log.run_until_idle` ends with :data:`ATTEST_EVERY` chained records
+:func:`~services.runtime.embedded.runner.run_until_idle` ends with :data:`ATTEST_EVERY` chained records
 or more behind them, one ``HeadsAttested`` names them (:meth:`Attestor.flush`); the pipeline going
 idle flushes whatever is left and adds the writer's ``idle`` seal (:meth:`Attestor.seal`). Attesting at
 the end of a run, never at a commit, keeps the log the same whatever the transactions (a bus's group
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from services.core.envelope import Envelope
     from services.core.processor import Processor
-    from services.runtime.embedded.log import EmbeddedLog
+    from services.runtime.embedded.store import EmbeddedLog
 
 
 def writer_of(processor: Processor[Any]) -> str:
