@@ -47,6 +47,13 @@ ALL_TOPICS: Final = (
     WALLET_REQUESTS, WALLET_EVENTS, TABLE_INBOX, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, CASEWORK,
     CAGE, DEADLETTER, ATTEST,
 )  # fmt: skip
+AUDIT_STAGED: Final = "casino.audit.staged"
+"""Kafka only, not in :data:`ALL_TOPICS` (no regulator reads it): one partition, keyed by the key of the
+audit record a stage of the partitioned audit staged. ``AuditStaged``: the findings and checkpoints a
+per-partition stage derived and the chain heads it verified since its last one, which the tree stage
+writes on ``casino.audit.findings`` with the tree head over every partition's heads
+(docs/adr/0013-audit-per-partition.md). Written by audit only."""
+
 TABLE_KEYED: Final = frozenset({TABLE_INBOX, TABLE_EVENTS})
 """Topics keyed by table_id."""
 ACCOUNT_KEYED: Final = frozenset({WALLET_REQUESTS, WALLET_EVENTS})

@@ -42,10 +42,11 @@ if TYPE_CHECKING:
     from services.seamless.client import SeamlessConfig
     from services.settlement.processor import PayoutStage
 
-SERVICES: Final = ("dealer", "settlement", "audit", "monitor")
-"""The services, each one Kafka worker (settlement runs both its stages)."""
+SERVICES: Final = ("dealer", "settlement", "audit", "monitor", "audit-tree")
+"""The services, each one Kafka worker (settlement runs both its stages; audit its two per-partition
+stages, and ``audit-tree`` the one that writes audit's records: docs/adr/0013-audit-per-partition.md)."""
 
-OBSERVERS: Final = frozenset({"audit", "monitor"})
+OBSERVERS: Final = frozenset({"audit", "monitor", "audit-tree"})
 """The services whose outputs no table event or wallet credit waits for: they follow the log and catch
 up on their own (the Kafka bus's ``advance`` does not wait for them, their workers may fetch less often:
 ``Settings.observer_fetch_max_wait_ms``)."""
@@ -136,6 +137,26 @@ class Composition:
         self._guarded(made)
         return made
 
+    def audit_stages(self) -> list[Processor[Any]]:
+        """Audit per partition on Kafka: its account and table stages (:mod:`services.audit.partitioned`),
+        at the configured cadence; they sign nothing (the tree stage writes and signs their records)."""
+        from services.audit.partitioned import AuditAccounts, AuditTables  # noqa: PLC0415
+
+        every = checkpoint_every()
+        made: list[Processor[Any]] = [AuditAccounts(every), AuditTables(every)]
+        for stage in made:
+            self._guarded(stage)
+        return made
+
+    def audit_tree(self) -> Processor[Any]:
+        """Audit's tree stage on Kafka: writes the stages' findings and checkpoints, each checkpoint with
+        the tree head over every partition's chain heads, signed with the keyring's audit key."""
+        from services.audit.partitioned import AuditTree  # noqa: PLC0415
+
+        made = AuditTree(signing=self.checkpoint_key())
+        self._guarded(made)
+        return made
+
     def checkpoint_key(self) -> SigningKey:
         """The Ed25519 key audit signs checkpoints with: derived from the audit principal's secret."""
         return self.keyring.checkpoint_key()
@@ -186,14 +207,18 @@ class Composition:
         return made
 
     def service(self, name: str) -> list[Processor[Any]]:
-        """The processors of one service (one Kafka worker): ``dealer``, ``settlement``, ``audit`` or
-        ``monitor``. ``KeyError`` for another name."""
+        """The processors of one service (one Kafka worker): ``dealer``, ``settlement``, ``audit``,
+        ``monitor`` or ``audit-tree``. ``KeyError`` for another name."""
         if name == "settlement":
             return [self.payout_stage(), self.wallet_stage()]
         if name == "monitor":
             return [self.monitor(), self.account_monitor(), self.cage_monitor(), self.casework()]
+        if name == "audit":
+            return self.audit_stages()
+        if name == "audit-tree":
+            return [self.audit_tree()]
         builders: dict[str, Callable[[], Processor[Any]]] = {
-            "dealer": self.dealer, "audit": self.audit, "monitor": self.monitor,
+            "dealer": self.dealer, "monitor": self.monitor,
         }  # fmt: skip
         return [builders[name]()]
 
