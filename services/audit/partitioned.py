@@ -213,6 +213,8 @@ class TreeState:
     heads: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
     own: dict[str, int] = field(default_factory=dict)
     trees: int = 0
+    checkpointed: dict[str, int] = field(default_factory=dict)
+    """Per table, the rounds of the last checkpoint written."""
 
 
 class AuditTree(Processor[TreeState]):
@@ -250,7 +252,9 @@ class AuditTree(Processor[TreeState]):
 
     def handle(self, state: TreeState, record: Envelope) -> tuple[TreeState, list[Draft]]:
         """Take the staged heads, then write each staged finding and checkpoint (a checkpoint with the
-        tree head over every chain head known, signed)."""
+        tree head over every chain head known, signed). A checkpoint of a table for rounds it already
+        has one for is not written again (the whole audit never writes two; a stage that re-applied
+        records after a restore may derive one again from another record, under another id)."""
         if record.type != STAGED:
             return state, []
         p = record.payload
@@ -265,6 +269,10 @@ class AuditTree(Processor[TreeState]):
         for d in drafts:
             payload = dict(d["payload"])
             if d["type"] == CHECKPOINT:
+                table, rounds = str(d["key"]), payload.get("rounds")
+                if not isinstance(rounds, int) or rounds <= state.checkpointed.get(table, 0):
+                    continue  # a stage that re-applied its inputs after a restore derived it again
+                state.checkpointed[table] = rounds
                 payload["tree"] = tree_head(cast(AuditState, state))
             out.append(Draft(str(d["type"]), topics.AUDIT_FINDINGS, str(d["key"]), payload))
         for d in out:

@@ -45,8 +45,8 @@ def _wait_for(workers: Workers, line: str, names: tuple[str, ...]) -> None:
 
 
 def run(broker: str, logs: Path, *, seed: int, tables: int, coups: int, kill_after: int) -> dict[str, object]:
-    """A session with the first replica of audit's tree stage holding the lease and SIGKILLed after ``kill_after``
-    coups (0: never); the second replica, started after it, waits and takes over."""
+    """A session with the first replica of audit's tree stage holding the lease and SIGKILLed after
+    ``kill_after`` coups (0: never); the second replica, started after it, waits and takes over."""
     settings = quick_settings(
         Settings(
             bootstrap_servers=broker, topic_prefix=f"m{uuid.uuid4().hex[:10]}.", partitions=6,
