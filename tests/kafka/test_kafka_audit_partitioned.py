@@ -8,7 +8,9 @@ Before, audit ran one member at a time under a lease (ADR 0007): the others wait
 
 from __future__ import annotations
 
+import asyncio
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,13 @@ import pytest
 from services.audit.replay.tree_head import parse_tree
 from services.core import topics
 from services.core.merkle import heads_root
+from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings
+from services.runtime.kafka.topic_io import aconsume_raw
+from services.runtime.kafka.worker import EXIT_CONFIG, TopicSpec, ensure_topics
+from services.runtime.settings import Settings
 from tests.kafka.test_kafka_crash_soak import check, soak
+
+AUDIT = ("audit", "audit-tree")
 
 pytestmark = pytest.mark.kafka
 
@@ -84,3 +92,53 @@ def test_audit_replicas_soak(kafka_broker: str, tmp_path: Path, seed: int) -> No
     )
     check(result)
     assert result["kills"] == 4
+
+
+def _settings(broker: str) -> Settings:
+    return quick_settings(
+        Settings(bootstrap_servers=broker, topic_prefix=f"a{uuid.uuid4().hex[:10]}.", partitions=6,
+                 demo_mode=True, log_level="INFO"),
+        env={},
+    )  # fmt: skip
+
+
+def test_a_record_that_does_not_decode_is_dead_lettered_once(kafka_broker: str, tmp_path: Path) -> None:
+    """Bytes that are no record on the wallet topics: the account stage dead-letters each once; the hop
+    that reads the same partitions for the table stage passes nothing on and writes no second one."""
+    settings = _settings(kafka_broker)
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
+    garbage = [
+        (topics.WALLET_REQUESTS, b"player:001", b'{"event_id": "half an envelope"}'),
+        (topics.WALLET_EVENTS, b"player:002", b"\xff not json"),
+    ]
+    workers = Workers(settings, tmp_path, services=AUDIT)
+    workers.start()
+    try:
+        with KafkaBus(settings, workers=workers, services=AUDIT) as bus:
+            bus.publish_raw(garbage)
+            bus.drain()
+            raw_dead = [r.value for r in asyncio.run(aconsume_raw(settings, [topics.DEADLETTER]))]
+    finally:
+        status = workers.stop()
+    assert set(status.values()) == {0}, status
+    letters = [json.loads(v or b"{}") for v in raw_dead]
+    assert sorted(d["payload"]["source_topic"] for d in letters) == sorted(t for t, _, _ in garbage)
+    assert {d["producer"] for d in letters} == {"audit"}
+
+
+def test_a_staged_topic_of_several_partitions_stops_audit(kafka_broker: str, tmp_path: Path) -> None:
+    """``casino.audit.staged`` made by hand with six partitions: the tree stage would keep a state, so
+    a chain head, per partition and fork audit's chains; the workers do not start (one
+    ``partitions_mismatch`` line, exit 78)."""
+    settings = _settings(kafka_broker)
+    asyncio.run(ensure_topics(settings, [*topics.ALL_TOPICS, TopicSpec(topics.AUDIT_STAGED, 6, -1)]))
+    workers = Workers(settings, tmp_path, services=AUDIT)
+    workers.start()
+    try:
+        status = {name: workers.procs[name].wait(120) for name in AUDIT}
+    finally:
+        workers.stop()
+    assert status == dict.fromkeys(AUDIT, EXIT_CONFIG), [workers.log(n)[-1500:] for n in AUDIT]
+    for name in AUDIT:
+        [line] = _lines(workers.log(name), "partitions_mismatch")
+        assert line["partitions"] == 6 and line["wanted"] == 1

@@ -62,11 +62,13 @@ path. A broker that refuses a transactional producer (Tansu 0.6: ``InitProducerI
 ``UNKNOWN_SERVER_ERROR``) stops the worker: one ``exactly_once_refused`` line, exit :data:`EXIT_CONFIG`.
 
 Limits: the state a record reads must belong to its partition's keys (true of the reference processors,
-which key by table or account). A multi-input processor whose inputs are keyed alike once some went
-through a repartition topic (the monitor: :class:`Repartition`, docs/adr/0011) keeps its state per
-partition number, its group assigned by the range assignor (partition *p* of every input to one member),
-and scales out like the others. A multi-input processor keyed otherwise (audit) is snapshotted only while
-one worker holds all its input partitions, so such a service runs one member at a time: each replica first
+which key by table or account). A multi-input processor whose inputs are keyed alike, as they are
+(audit's account stage: ``copartitioned``) or once some went through a repartition topic (the monitor,
+audit's table stage: :class:`Repartition`, docs/adr/0011, docs/adr/0013) keeps its state per partition
+number, its group assigned by the range assignor (partition *p* of every input to one member), and
+scales out like the others. A multi-input processor keyed otherwise is snapshotted only while one
+worker holds all its input partitions, so such a service runs one member at a time, as does one whose
+processor says it is ``single`` (audit's tree stage, the one writer of audit's records): each replica first
 takes the service's lease (:mod:`services.runtime.kafka.lease`, docs/adr/0007), the others say so in one
 ``lease_wait`` line and wait; it re-applies its inputs partition by partition, so only its verdicts, not
 the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker (alive but out of
