@@ -214,6 +214,19 @@ class AuditState:
     """Whether checkpoints carry a tree head (the replay's own audit derives none: it checks the log's)."""
     trees: int = 0
     """Tree heads written so far: the next one's ``n`` (orders them across tables)."""
+    dirty: dict[tuple[str, str], bool] = field(default_factory=dict)
+    """A stage of the partitioned audit on Kafka (:mod:`services.audit.partitioned`): the chains whose
+    head advanced since it last staged its heads for the tree stage (empty in a whole audit)."""
+    unstaged: int = 0
+    """The same: records handled since it last staged anything."""
+    in_order: bool = False
+    """Complete the coups of a table in the order they were resolved (a coup whose payouts are all in
+    waits for those resolved before it): set by the partitioned audit's table stage, whose payouts come
+    through other members' hops in any order, so that what its checkpoints claim (rounds, digest, the
+    head at the round that completes the count) is what the replay derives (payouts read first: every
+    coup complete at its resolution). The whole audit completes each coup when it can."""
+    queued: dict[str, list[str]] = field(default_factory=dict)
+    """With :attr:`in_order`: per table, the coups resolved and not yet completed, in resolution order."""
 
 
 FINDING, CHECKPOINT = AuditFinding.__name__, AuditCheckpoint.__name__
@@ -262,6 +275,9 @@ class Audit(Processor[AuditState]):
     name = "audit"
     inputs = _INPUTS
     validates_inputs = False  # integrity first: an edited record is a hash finding before anything else
+    readers: Mapping[str, Reader]
+    """How each contract type is read and handled (:data:`_READERS`; a stage of the partitioned audit on
+    Kafka, :mod:`services.audit.partitioned`, does part of the work)."""
 
     def __init__(
         self,
@@ -292,7 +308,7 @@ class Audit(Processor[AuditState]):
         state.completed.clear()
         out = self.check_chain(state, record, expected_hash)
         state.records += 1
-        reader = _READERS.get(record.type)
+        reader = self.readers.get(record.type)
         if reader is None:  # a type outside the contract: nothing to read
             state.invalid = False
         else:
@@ -304,6 +320,11 @@ class Audit(Processor[AuditState]):
                 out.append(finding(FindingReason.INVALID_PAYLOAD, key, subject, detail=broken))
             elif reader.handler is not None:
                 out.extend(reader.handler(state, record, payload))
+        return state, self.tally(state, out)
+
+    def tally(self, state: AuditState, out: list[Draft]) -> list[Draft]:
+        """Count a record's outputs (findings per key, the length of audit's own chains) and sign its
+        checkpoints."""
         own = state.own
         for d in out:
             if d.type == FINDING:
@@ -314,7 +335,7 @@ class Audit(Processor[AuditState]):
                 own[d.key] = own.get(d.key, 0) + 1
         if self.signing is not None:
             out = [_signed(d, self.signing) for d in out]
-        return state, out
+        return out
 
     def check_chain(self, state: AuditState, rec: Envelope, expected_hash: str | None = None) -> list[Draft]:
         """Hash, seq and prev_hash of one record.
@@ -515,6 +536,8 @@ def on_coup_resolved(state: AuditState, rec: Envelope, p: CoupResolved) -> list[
         trail.expected[po.bet_id] = po
     for bet_id in list(trail.recorded):
         out.extend(_compare_payout(state, trail, bet_id))
+    if state.in_order:
+        state.queued.setdefault(rec.key, []).append(coup_id)
     out.extend(_maybe_complete(state, coup_id, trail))
     return out
 
@@ -522,8 +545,14 @@ def on_coup_resolved(state: AuditState, rec: Envelope, p: CoupResolved) -> list[
 def on_payout_issued(state: AuditState, rec: Envelope, p: PayoutIssued) -> list[Draft]:
     """Join the payout with its coup; compare once both sides are known. Checked on its own first: its
     postings balance, and what it posts to the commission account is the commission it reports."""
+    return [*_check_postings(rec, p.postings), *join_payout(state, rec, p)]
+
+
+def join_payout(state: AuditState, rec: Envelope, p: PayoutIssued) -> list[Draft]:
+    """A payout joined with its coup (a second payout of a bet is ``duplicate_payout``), compared once
+    the coup is resolved."""
     bet_id, table, coup_id = p.bet_id, p.table_id, p.coup_id
-    out = _check_postings(rec, p.postings)
+    out: list[Draft] = []
     trail = state.coups.get(coup_id)
     first = _settled_by(state, bet_id)
     if first is None and trail is not None and bet_id in trail.recorded:
@@ -532,7 +561,7 @@ def on_payout_issued(state: AuditState, rec: Envelope, p: PayoutIssued) -> list[
         why = f"the bet was already settled by {first}: a bet is settled exactly once"
         both = {"event_id": rec.event_id, "bet_id": bet_id, "coup_id": coup_id,
                 "event_ids": [first, rec.event_id]}  # fmt: skip
-        return [*out, finding(FindingReason.DUPLICATE_PAYOUT, table or rec.key, both, 1, 2, detail=why)]
+        return [finding(FindingReason.DUPLICATE_PAYOUT, table or rec.key, both, 1, 2, detail=why)]
     trail = _trail(state, table, coup_id)
     trail.recorded[bet_id] = payout_of(p)
     trail.paid_by[bet_id] = rec.event_id
@@ -632,34 +661,46 @@ def on_wallet_event(state: AuditState, rec: Envelope, p: Transfer) -> list[Draft
     out = _check_postings(rec, p.postings)
     out.extend(boundary_findings(rec, p))
     if not out:
-        balances = state.balances
-        before = balances.get(rec.key, 0)
-        recorded_before = p.balance_before_minor
-        if recorded_before != before:
-            where = {"event_id": rec.event_id, "account_id": rec.key, "field": "balance_before_minor"}
-            why = "not the fold of the wallet's postings"
-            out.append(
-                finding(FindingReason.BALANCE_MISMATCH, rec.key, where, before, recorded_before, detail=why)
-            )
-        for r in p.postings:
-            balances[r.account] = balances.get(r.account, 0) + r.amount_minor
-        after = p.balance_after_minor
-        if balances.get(rec.key, 0) != after:
-            where = {"event_id": rec.event_id, "account_id": rec.key, "field": "balance_after_minor"}
-            why = "not the fold of the wallet's postings"
-            balance = balances.get(rec.key, 0)
-            out.append(finding(FindingReason.BALANCE_MISMATCH, rec.key, where, balance, after, detail=why))
-        if type(p) in _ESCROW_MOVES:
-            stake = cast("StakeReserved | StakeRefunded", p)
-            escrow = table_accounts(stake.table_id).escrow
-            moved = sum([r.amount_minor for r in stake.postings if r.account == escrow])
-            bet_id = stake.bet_id
-            held = state.reserved.get(bet_id, 0) + moved
-            if held:
-                state.reserved[bet_id] = held
-            else:
-                state.reserved.pop(bet_id, None)
+        fold_balance(state, rec, p, out)
+        hold_stake(state, p)
     return out
+
+
+def fold_balance(state: AuditState, rec: Envelope, p: Transfer, out: list[Draft]) -> None:
+    """The wallet's balance before and after ``p`` must be the fold of its postings (a mismatch appended
+    to ``out``); the postings folded into every account's balance."""
+    balances = state.balances
+    before = balances.get(rec.key, 0)
+    recorded_before = p.balance_before_minor
+    if recorded_before != before:
+        where = {"event_id": rec.event_id, "account_id": rec.key, "field": "balance_before_minor"}
+        why = "not the fold of the wallet's postings"
+        out.append(
+            finding(FindingReason.BALANCE_MISMATCH, rec.key, where, before, recorded_before, detail=why)
+        )
+    for r in p.postings:
+        balances[r.account] = balances.get(r.account, 0) + r.amount_minor
+    after = p.balance_after_minor
+    if balances.get(rec.key, 0) != after:
+        where = {"event_id": rec.event_id, "account_id": rec.key, "field": "balance_after_minor"}
+        why = "not the fold of the wallet's postings"
+        balance = balances.get(rec.key, 0)
+        out.append(finding(FindingReason.BALANCE_MISMATCH, rec.key, where, balance, after, detail=why))
+
+
+def hold_stake(state: AuditState, p: Transfer) -> None:
+    """A stake reserved in (or refunded from) a table's escrow, remembered by bet for the coup's escrow
+    check (:func:`_check_escrow`)."""
+    if type(p) in _ESCROW_MOVES:
+        stake = cast("StakeReserved | StakeRefunded", p)
+        escrow = table_accounts(stake.table_id).escrow
+        moved = sum([r.amount_minor for r in stake.postings if r.account == escrow])
+        bet_id = stake.bet_id
+        held = state.reserved.get(bet_id, 0) + moved
+        if held:
+            state.reserved[bet_id] = held
+        else:
+            state.reserved.pop(bet_id, None)
 
 
 def boundary_findings(rec: Envelope, p: Transfer) -> list[Draft]:
@@ -788,10 +829,43 @@ def _settle(state: AuditState, bet_id: str, event_id: str) -> None:
             del state.settled.entries[gone]
 
 
-def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
+def _ready(trail: CoupTrail) -> bool:
     recorded, bets = trail.recorded, trail.bets
-    if trail.done or trail.outcome is None or len(recorded) != len(bets) or set(recorded) != set(bets):
-        return []  # (the lengths first: a coup of n bets is checked n times, each set costs n)
+    # (the lengths first: a coup of n bets is checked n times, each set costs n)
+    return not (
+        trail.done or trail.outcome is None or len(recorded) != len(bets) or set(recorded) != set(bets)
+    )
+
+
+def _maybe_complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
+    if not _ready(trail):
+        return []
+    if state.in_order:
+        return _complete_in_order(state, coup_id, trail)
+    return _complete(state, coup_id, trail)
+
+
+def _complete_in_order(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
+    """Complete the coups resolved at the table in the order they were resolved: a coup ready before
+    one resolved ahead of it waits for it (see :attr:`AuditState.in_order`)."""
+    table = trail.table_id
+    queue = state.queued.get(table)
+    if not queue or coup_id not in queue:  # resolved without a check that completes it: as it comes
+        return _complete(state, coup_id, trail)
+    out: list[Draft] = []
+    while queue:
+        first = state.coups.get(queue[0])
+        if first is not None and not first.done and not _ready(first):
+            break
+        done = queue.pop(0)
+        if first is not None and not first.done:
+            out.extend(_complete(state, done, first))
+    if not queue:
+        del state.queued[table]
+    return out
+
+
+def _complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
     trail.done = True
     table = trail.table_id
     out = _check_escrow(state, coup_id, trail)
@@ -955,3 +1029,5 @@ _READERS: Mapping[str, Reader] = {
     for t, model in PAYLOADS.items()
 }
 """Every contract type's :class:`Reader`, looked up once per record."""
+
+Audit.readers = _READERS

@@ -348,11 +348,13 @@ def keys_split(**o: Any) -> argparse.Namespace:
 
 
 @cli.command(short_help="Run one Kafka stream processor (faust worker).")
-@click.argument("name", metavar="NAME", type=Choice(["dealer", "settlement", "audit", "monitor"]))
+@click.argument(
+    "name", metavar="NAME", type=Choice(["dealer", "settlement", "audit", "monitor", "audit-tree"])
+)
 @click.option("--broker", default=None, metavar="HOST:PORT", help="The broker.  [default: "
               "$CASINO_BOOTSTRAP_SERVERS]")  # fmt: skip
 def worker(**o: Any) -> argparse.Namespace:
-    """One service's processor on Kafka (NAME: dealer, settlement, audit or monitor), configured by
+    """One service's processor on Kafka (NAME: dealer, settlement, audit, monitor or audit-tree), configured by
     CASINO_* (docs/operations.md); exit 70 when a record fails (the orchestrator restarts it), 0 after
     SIGTERM."""
     return _done("worker", _cli("cmd_worker"), **o)

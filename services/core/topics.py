@@ -47,6 +47,13 @@ ALL_TOPICS: Final = (
     WALLET_REQUESTS, WALLET_EVENTS, TABLE_INBOX, TABLE_EVENTS, AUDIT_FINDINGS, MONITOR_ALERTS, CASEWORK,
     CAGE, DEADLETTER, ATTEST,
 )  # fmt: skip
+AUDIT_STAGED: Final = "casino.audit.staged"
+"""Kafka only, not in :data:`ALL_TOPICS` (no regulator reads it): one partition, keyed by the key of the
+audit record a stage of the partitioned audit staged. ``AuditStaged``: the findings and checkpoints a
+per-partition stage derived and the chain heads it verified since its last one, which the tree stage
+writes on ``casino.audit.findings`` with the tree head over every partition's heads
+(docs/adr/0013-audit-per-partition.md). Written by audit only."""
+
 TABLE_KEYED: Final = frozenset({TABLE_INBOX, TABLE_EVENTS})
 """Topics keyed by table_id."""
 ACCOUNT_KEYED: Final = frozenset({WALLET_REQUESTS, WALLET_EVENTS})
@@ -64,10 +71,11 @@ head over them would make audit's own checkpoints differ between runs of the sam
 """Topics with exactly one writer per key, whose records carry ``seq`` and ``prev_hash``."""
 
 
-SERVICES: Final = ("dealer", "settlement", "audit", "monitor")
-"""The services, each one Kafka worker (settlement runs both its stages)."""
+SERVICES: Final = ("dealer", "settlement", "audit", "monitor", "audit-tree")
+"""The services, each one Kafka worker (settlement runs both its stages; audit its two per-partition
+stages, and ``audit-tree`` the one that writes audit's records: docs/adr/0013-audit-per-partition.md)."""
 
-OBSERVERS: Final = frozenset({"audit", "monitor"})
+OBSERVERS: Final = frozenset({"audit", "monitor", "audit-tree"})
 """The services whose outputs no table event or wallet credit waits for: they follow the log and catch
 up on their own (the Kafka bus's ``advance`` does not wait for them, their workers may fetch less often:
 ``Settings.observer_fetch_max_wait_ms``)."""

@@ -262,6 +262,7 @@ def _policy() -> dict[tuple[str, str], frozenset[Principal]]:
         (topics.DEADLETTER, "DeadLetter"): SERVICES,
         (topics.CASEWORK, "WorkAlert"): frozenset({p.BACKOFFICE}),
         (topics.CAGE, "CageDeposit"): frozenset({p.MONITOR}),
+        (topics.AUDIT_STAGED, "AuditStaged"): frozenset({p.AUDIT}),
     }
     policy.update({(topics.TABLE_INBOX, t): frozenset({p.OPERATOR}) for t in table_commands})
     writers = {

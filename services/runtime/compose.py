@@ -128,6 +128,26 @@ class Composition:
         self._guarded(made)
         return made
 
+    def audit_stages(self) -> list[Processor[Any]]:
+        """Audit per partition on Kafka: its account and table stages (:mod:`services.audit.partitioned`),
+        at the configured cadence; they sign nothing (the tree stage writes and signs their records)."""
+        from services.audit.partitioned import AuditAccounts, AuditTables  # noqa: PLC0415
+
+        every = checkpoint_every()
+        made: list[Processor[Any]] = [AuditAccounts(every), AuditTables(every)]
+        for stage in made:
+            self._guarded(stage)
+        return made
+
+    def audit_tree(self) -> Processor[Any]:
+        """Audit's tree stage on Kafka: writes the stages' findings and checkpoints, each checkpoint with
+        the tree head over every partition's chain heads, signed with the keyring's audit key."""
+        from services.audit.partitioned import AuditTree  # noqa: PLC0415
+
+        made = AuditTree(signing=self.checkpoint_key())
+        self._guarded(made)
+        return made
+
     def checkpoint_key(self) -> SigningKey:
         """The Ed25519 key audit signs checkpoints with: derived from the audit principal's secret."""
         return self.keyring.checkpoint_key()
@@ -178,14 +198,18 @@ class Composition:
         return made
 
     def service(self, name: str) -> list[Processor[Any]]:
-        """The processors of one service (one Kafka worker): ``dealer``, ``settlement``, ``audit`` or
-        ``monitor``. ``KeyError`` for another name."""
+        """The processors of one service (one Kafka worker): ``dealer``, ``settlement``, ``audit``,
+        ``monitor`` or ``audit-tree``. ``KeyError`` for another name."""
         if name == "settlement":
             return [self.payout_stage(), self.wallet_stage()]
         if name == "monitor":
             return [self.monitor(), self.account_monitor(), self.cage_monitor(), self.casework()]
+        if name == "audit":
+            return self.audit_stages()
+        if name == "audit-tree":
+            return [self.audit_tree()]
         builders: dict[str, Callable[[], Processor[Any]]] = {
-            "dealer": self.dealer, "audit": self.audit, "monitor": self.monitor,
+            "dealer": self.dealer, "monitor": self.monitor,
         }  # fmt: skip
         return [builders[name]()]
 

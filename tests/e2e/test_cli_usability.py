@@ -113,7 +113,7 @@ def test_completion_completes_commands_and_choices() -> None:
         return [line.split(",", 1)[1] for line in done.stdout.splitlines() if "," in line]
 
     assert "replay" in complete("casino-ledger rep")
-    assert set(complete("casino-ledger worker ")) == {"dealer", "settlement", "audit", "monitor"}
+    assert set(complete("casino-ledger worker ")) == {"dealer", "settlement", "audit", "monitor", "audit-tree"}
     assert set(complete("casino-ledger deal --variant ")) == set(VARIANTS)
 
 

@@ -1,7 +1,8 @@
-"""Audit as two replicas on six partitions (issue #31): its state spans every input partition, so one
-member at a time holds the service's lease (docs/adr/0007-kafka-lease.md) and the other waits;
-SIGKILLing the holder mid-session hands the lease over. (The monitor runs per partition with working
-replicas: docs/adr/0011-partitioned-audit-monitor.md, ``test_kafka_partitioned``.)
+"""Audit's tree stage as two replicas (issue #31): it is the one writer of audit's records (the
+findings and the signed checkpoints over every partition's chain heads: docs/adr/0013-audit-per-partition.md),
+so one member at a time holds the service's lease (docs/adr/0007-kafka-lease.md) and the other waits;
+SIGKILLing the holder mid-session hands the lease over. (Audit's stages and the monitor run per
+partition with working replicas: ``test_kafka_audit_partitioned``, ``test_kafka_partitioned``.)
 
 Before the lease, two audit replicas split the partitions: neither held them all, so neither wrote a
 checkpoint, and the replay reported every one the cadence called for as ``checkpoint_missing``.
@@ -29,7 +30,7 @@ from tests.kafka.test_kafka_crash_soak import check
 
 pytestmark = pytest.mark.kafka
 
-SINGLE = ("audit",)
+SINGLE = ("audit-tree",)
 WAIT_S = 120.0
 """Upper bound on any wait (a safety net against a hang, not a timing assertion)."""
 
@@ -44,8 +45,8 @@ def _wait_for(workers: Workers, line: str, names: tuple[str, ...]) -> None:
 
 
 def run(broker: str, logs: Path, *, seed: int, tables: int, coups: int, kill_after: int) -> dict[str, object]:
-    """A session with the first replica of audit holding the lease and SIGKILLed after ``kill_after``
-    coups (0: never); the second replica, started after it, waits and takes over."""
+    """A session with the first replica of audit's tree stage holding the lease and SIGKILLed after
+    ``kill_after`` coups (0: never); the second replica, started after it, waits and takes over."""
     settings = quick_settings(
         Settings(
             bootstrap_servers=broker, topic_prefix=f"m{uuid.uuid4().hex[:10]}.", partitions=6,
@@ -86,9 +87,9 @@ def run(broker: str, logs: Path, *, seed: int, tables: int, coups: int, kill_aft
 
 
 def test_a_second_audit_waits_then_takes_over_from_a_killed_holder(kafka_broker: str, tmp_path: Path) -> None:
-    """Two replicas of audit: the second says once that it waits; the holder is SIGKILLed mid-session
-    and the second one takes over: every event id once, the replay clean with the
-    in-memory digest (every checkpoint the cadence calls for is there), checkpoints from both."""
+    """Two replicas of audit's tree stage: the second says once that it waits; the holder is SIGKILLed
+    mid-session and the second one takes over: every event id once, the replay clean with the
+    in-memory digest (every checkpoint the cadence calls for is there)."""
     result = run(kafka_broker, tmp_path, seed=31, tables=3, coups=4, kill_after=6)
     check(result)
     records = result["records"]

@@ -499,12 +499,13 @@ async def test_with_exactly_once_a_batch_outputs_and_offsets_commit_in_one_trans
 
 
 @pytest.mark.parametrize(
-    ("service", "single"), [("dealer", False), ("settlement", False), ("audit", True), ("monitor", False)]
+    ("service", "single"),
+    [("dealer", False), ("settlement", False), ("audit", False), ("monitor", False), ("audit-tree", True)],
 )
 def test_only_the_services_whose_state_spans_partitions_take_a_lease(service: str, single: bool) -> None:
-    """Audit (a pipe over several input topics keyed differently) runs one member at a time; the dealer,
-    settlement (state per input partition) and the monitor (co-partitioned: docs/adr/0011) scale out
-    without a lease."""
+    """Audit's tree stage (the one writer of audit's records, over every partition's heads) runs one
+    member at a time; the dealer, settlement (state per input partition), the monitor and audit's
+    stages (co-partitioned: docs/adr/0011, 0013) scale out without a lease."""
     processors = list(Composition.demo().service(service))
     assert _txn_shell(SETTINGS, service, processors).single is single
 

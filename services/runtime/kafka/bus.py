@@ -70,7 +70,7 @@ from services.core.topics import OBSERVERS, SERVICES
 from services.runtime import intake
 from services.runtime.compose import Composition
 from services.runtime.kafka.topic_io import aconsume_all, new_consumer, partitions_of, read_range, rest
-from services.runtime.kafka.worker import ensure_topics, repartition_topic
+from services.runtime.kafka.worker import RETENTION_FOREVER_MS, TopicSpec, ensure_topics, repartition_topic
 from services.runtime.settings import Settings, environment
 from services.runtime.waits import Stream
 
@@ -150,6 +150,18 @@ def service_inputs(names: Iterable[str] = SERVICES) -> dict[str, tuple[str, ...]
         }))
         for name in names
     }  # fmt: skip
+
+
+def made_topics(names: Iterable[str] = SERVICES) -> dict[str, int]:
+    """The topics the services' processors make their own, with their partition counts (audit's staged
+    records: one partition)."""
+    composition = Composition.demo()
+    return {
+        t: n
+        for name in names
+        for p in composition.service(name)
+        for t, n in getattr(p, "creates", {}).items()
+    }
 
 
 def group_id(settings: Settings, service: str) -> str:
@@ -316,7 +328,9 @@ class KafkaBus:
 
     async def _start(self) -> None:
         rekeyed = sorted({t for inputs in self.inputs.values() for t in inputs} - set(topics.ALL_TOPICS))
-        await ensure_topics(self.settings, [*topics.ALL_TOPICS, *rekeyed])  # as the workers make them
+        made = made_topics(self.inputs)
+        specs = [TopicSpec(t, made[t], RETENTION_FOREVER_MS) if t in made else t for t in rekeyed]
+        await ensure_topics(self.settings, [*topics.ALL_TOPICS, *specs])  # as the workers make them
         auth = self.settings.aiokafka_auth()
         self._producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap_list, acks="all", **auth)
         await self._producer.start()

@@ -63,11 +63,13 @@ path. A broker that refuses a transactional producer (Tansu 0.6: ``InitProducerI
 ``UNKNOWN_SERVER_ERROR``) stops the worker: one ``exactly_once_refused`` line, exit :data:`EXIT_CONFIG`.
 
 Limits: the state a record reads must belong to its partition's keys (true of the reference processors,
-which key by table or account). A multi-input processor whose inputs are keyed alike once some went
-through a repartition topic (the monitor: :class:`Repartition`, docs/adr/0011) keeps its state per
-partition number, its group assigned by the range assignor (partition *p* of every input to one member),
-and scales out like the others. A multi-input processor keyed otherwise (audit) is snapshotted only while
-one worker holds all its input partitions, so such a service runs one member at a time: each replica first
+which key by table or account). A multi-input processor whose inputs are keyed alike, as they are
+(audit's account stage: ``copartitioned``) or once some went through a repartition topic (the monitor,
+audit's table stage: :class:`Repartition`, docs/adr/0011, docs/adr/0013) keeps its state per partition
+number, its group assigned by the range assignor (partition *p* of every input to one member), and
+scales out like the others. A multi-input processor keyed otherwise is snapshotted only while one
+worker holds all its input partitions, so such a service runs one member at a time, as does one whose
+processor says it is ``single`` (audit's tree stage, the one writer of audit's records): each replica first
 takes the service's lease (:mod:`services.runtime.kafka.lease`, docs/adr/0007), the others say so in one
 ``lease_wait`` line and wait; it re-applies its inputs partition by partition, so only its verdicts, not
 the interleaving of its outputs, are guaranteed equal after a restart; a zombie worker (alive but out of
@@ -265,13 +267,15 @@ def _topic_configs(spec: TopicSpec | str) -> dict[str, str]:
     return configs
 
 
-def service_topics(processors: Sequence[Processor[Any]]) -> list[str]:
-    """Logical topics a service touches: the topology's, its inputs and declared outputs."""
+def service_topics(processors: Sequence[Processor[Any]]) -> list[TopicSpec | str]:
+    """Logical topics a service touches: the topology's, its inputs and declared outputs; a topic a
+    processor makes its own (``creates``: audit's staged records, one partition) with its count."""
     names = set(topics.ALL_TOPICS)
     for p in processors:
         names.update(p.inputs)
         names.update(_outputs_of(p))
-    return sorted(names)
+    made = {t: n for p in processors for t, n in getattr(p, "creates", {}).items()}
+    return [TopicSpec(n, made[n], RETENTION_FOREVER_MS) if n in made else n for n in sorted(names)]
 
 
 def _outputs_of(processor: Processor[Any]) -> tuple[str, ...]:
@@ -411,9 +415,10 @@ class Pipe:
         never for a processor that judges its inputs' bytes itself (audit decodes every record)."""
         self.store = store
         rekeyed = tuple(getattr(processor, "repartitioned", ()))
-        self.copartitioned = bool(rekeyed)
+        self.copartitioned = bool(rekeyed) or bool(getattr(processor, "copartitioned", False))
         """A multi-input processor whose inputs are keyed alike once ``rekeyed`` ones went through their
-        repartition topics (:class:`Repartition`): its state is per partition number (the monitor)."""
+        repartition topics (:class:`Repartition`), or are so already (``copartitioned``: audit's account
+        stage): its state is per partition number (the monitor, audit's stages)."""
         self.reads_as = {repartition_topic(processor.name, t): t for t in rekeyed}
         """Each repartition topic read, to the logical input whose records it holds unchanged."""
         self.inputs: tuple[str, ...] = tuple(
@@ -614,11 +619,15 @@ class Repartition(Pipe):
             record = intake.decode(value, topic)
         except intake.DecodeError as exc:
             self.record, self.reason = None, exc.reason.value
+            if not getattr(self.target.processor, "hop_dead_letters", True):
+                return []  # another stage reads the topic itself and dead-letters it (audit's)
             position = f"dead/{self.target.stage}/{topic}/{partition}/{offset}"
             dead = intake.dead_letter_of(self.target.processor, exc, topic, position)
             return [(dead, intake.encode(dead))]
         self.record, self.reason = record, None
         key = self.target.processor.route(record)  # type: ignore[attr-defined]
+        if key is None:  # nothing the stage behind needs (audit's table stage: a record joining no coup)
+            return []
         assert value is not None
         return [(record.model_copy(update={"topic": self.to, "key": key}), value)]
 
@@ -706,6 +715,8 @@ class Shell:
         for pipe in self.pipes:  # two stages of one name (the monitor's three) would share snapshot keys
             if stages[pipe.stage] > 1 and pipe.processor.writer:
                 pipe.rename(pipe.processor.writer)
+            elif stages[pipe.stage] > 1 and isinstance(pipe, Repartition):  # two hops (audit's)
+                pipe.rename(f"{pipe.stage}.{pipe.processor.inputs[0].removeprefix('casino.')}")
         self.outputs = sorted({t for p in self.pipes for t in _outputs_of(p.processor)})
         self.out_positions: dict[tuple[str, int], int] = {}
         """Per output partition, the next offset after the outputs of the batches landed so far (and
@@ -757,8 +768,9 @@ class Shell:
     def single(self) -> bool:
         """Whether the service runs as one member at a time: a pipe keeps one state over every input
         partition (audit), so a second member holding some of them would write checkpoints
-        and verdicts over half the log. Its other replicas wait for the lease (docs/adr/0007)."""
-        return any(pipe.whole for pipe in self.pipes)
+        and verdicts over half the log; or a processor says it is ``single`` (audit's tree stage, the one
+        writer of audit's records). Its other replicas wait for the lease (docs/adr/0007)."""
+        return any(pipe.whole or getattr(pipe.processor, "single", False) for pipe in self.pipes)
 
     async def reader(self) -> AIOKafkaConsumer:
         """The plain consumer (no group) used for catch-up and the output index."""
@@ -1366,16 +1378,27 @@ class Shell:
 
     async def ensure_copartitioned(self) -> None:
         """Create each co-partitioned pipe's repartition topics with its keyed inputs' partition count
-        (docs/adr/0011-partitioned-audit-monitor.md); inputs of unequal counts (a topic grown, or made
-        by hand) stop the worker: one ``copartition_mismatch`` line, exit :data:`EXIT_CONFIG`."""
+        (docs/adr/0011-partitioned-audit-monitor.md), and the topics a processor makes its own with theirs;
+        inputs of unequal counts (a topic grown, or made by hand) stop the worker: one
+        ``copartition_mismatch`` line, exit :data:`EXIT_CONFIG` (``partitions_mismatch`` for a topic of
+        its own with another count than it needs)."""
         pipes = [pipe for pipe in self.pipes if pipe.copartitioned]
-        specs = []
+        own = {  # the topics a processor makes its own (audit's staged records: one partition)
+            t: n for pipe in self.pipes for t, n in getattr(pipe.processor, "creates", {}).items()
+        }
+        specs = [TopicSpec(t, n, RETENTION_FOREVER_MS) for t, n in own.items()]
         for pipe in pipes:
             keyed = [t for t in pipe.inputs if t not in pipe.reads_as]
             count = len(await self._partitions(keyed[:1]))
             specs += [TopicSpec(t, count, RETENTION_FOREVER_MS) for t in pipe.reads_as]
         if specs:
             await ensure_topics(self.settings, specs)
+        for topic, wanted in own.items():  # made another way (by hand, or auto-created by a producer)
+            count = len(await self._partitions([topic]))
+            if count != wanted:
+                _log().critical("partitions_mismatch", topic=topic, partitions=count, wanted=wanted)
+                sys.stderr.flush()
+                os._exit(EXIT_CONFIG)
         for pipe in pipes:
             counts = {t: len(await self._partitions([t])) for t in pipe.inputs}
             if len(set(counts.values())) > 1:
