@@ -29,9 +29,9 @@ from pathlib import Path
 
 from services.audit.replay import replay_records
 from services.audit.replay.tree_head import TreeHeads
-from services.backoffice.migrate import upgrade
-from services.backoffice.projector import INPUTS, Projector
-from services.backoffice.schema import make_engine
+from services.integrations.backoffice.migrate import upgrade
+from services.integrations.backoffice.projector import INPUTS, Projector
+from services.integrations.backoffice.schema import make_engine
 from services.runtime.compose import Composition
 from services.runtime.embedded import attesting
 from services.runtime.embedded.bus import EmbeddedBus

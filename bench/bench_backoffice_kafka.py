@@ -11,7 +11,7 @@ office's key file alone). Measured, one request at a time:
   sees ``FundsDeposited`` (``bench_kafka``'s hop): what the pipeline alone costs.
 
 Printed: p50 and p99 of each (ms) and the API's over the baseline's. The difference is the projector's
-fetch and transaction and the API's polling (:data:`services.backoffice.commands.POLL_S`).
+fetch and transaction and the API's polling (:data:`services.integrations.backoffice.commands.POLL_S`).
 
 Run: ``python -m bench backoffice_kafka`` (``BENCH_BO_REQUESTS``, default 60).
 """
@@ -34,12 +34,12 @@ from pathlib import Path
 import httpx
 
 from bench.stats import pct
-from services.backoffice.apikeys import new_key
-from services.backoffice.migrate import upgrade
-from services.backoffice.schema import make_engine
 from services.core import topics
 from services.core.envelope import name_id, request
 from services.core.trust import Principal, authenticate
+from services.integrations.backoffice.apikeys import new_key
+from services.integrations.backoffice.migrate import upgrade
+from services.integrations.backoffice.schema import make_engine
 from services.runtime.kafka.bus import KafkaBus, quick_settings, running, worker_env
 from services.runtime.keyring import new_keyring, save_keyring, save_split
 from services.runtime.logging import configure
@@ -53,7 +53,7 @@ REQUESTS = int(os.environ.get("BENCH_BO_REQUESTS", "60"))
 def _server(settings: Settings, read_url: str, key_file: Path) -> Iterator[str]:
     import uvicorn  # noqa: PLC0415
 
-    from services.backoffice.api import ServeSettings, create_app  # noqa: PLC0415
+    from services.integrations.backoffice.api import ServeSettings, create_app  # noqa: PLC0415
 
     engine = make_engine(read_url)
     serve = ServeSettings(log_path=Path(os.devnull), read_url=read_url, keyring_path=key_file,

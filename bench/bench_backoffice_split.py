@@ -9,7 +9,7 @@ Both ``serve`` runs are processes of the command line on loopback ports, one req
 * **split**: ``serve --keyring keys/backoffice.json`` and ``pipeline --follow`` in two processes: the
   command appended, the pipeline process seeing the log's head move (every
   :data:`services.cli.pipeline.POLL_S`), running to idle, and ``serve`` projecting and polling the
-  read model (every :data:`services.backoffice.commands.POLL_S`) until the outcome is there.
+  read model (every :data:`services.integrations.backoffice.commands.POLL_S`) until the outcome is there.
 
 Printed: p50 and p99 of each (ms) and the split's over the baseline's.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 
 from bench.stats import pct
-from services.backoffice.apikeys import new_key
+from services.integrations.backoffice.apikeys import new_key
 from services.runtime.keyring import load_keyring, new_keyring, save_keyring, save_split
 from tests.backoffice.conftest import free_port, play
 

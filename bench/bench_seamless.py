@@ -32,10 +32,10 @@ from pydantic import SecretStr
 from services.core import topics
 from services.core.envelope import Envelope, request
 from services.core.processor import initial_state, step
+from services.integrations.seamless.client import OperatorClient, answer_envelope, body_of, signature
+from services.integrations.seamless.reference_wallet import serve
 from services.runtime.compose import Composition
 from services.runtime.settings import SeamlessConfig
-from services.seamless.client import OperatorClient, answer_envelope, body_of, signature
-from services.seamless.reference_wallet import serve
 from services.settlement.seamless_stage import SeamlessWalletStage
 from services.settlement.wallet_stage import WalletStage
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 from bench.stats import pct
-from services.backoffice.apikeys import new_key
+from services.integrations.backoffice.apikeys import new_key
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.logging import configure

@@ -146,7 +146,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     """The operator's seamless-wallet transactions against ours; exit 1 on any difference."""
-    from services.seamless import reconcile  # noqa: PLC0415
+    from services.integrations.seamless import reconcile  # noqa: PLC0415
 
     return reconcile.main(args)
 

@@ -35,7 +35,7 @@ def _keyring(args: argparse.Namespace) -> str | None:
 
 
 def _periods(args: argparse.Namespace) -> Any:
-    from services.backoffice.projector import Periods  # noqa: PLC0415
+    from services.integrations.backoffice.projector import Periods  # noqa: PLC0415
 
     return Periods(cutoff_hour=args.day_cutoff, shift_hours=args.shift_hours)
 
@@ -46,8 +46,8 @@ def open_read_model(url: str) -> Any:
     line naming the read model (password hidden) and what to check, exit 2."""
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError  # noqa: PLC0415
 
-    from services.backoffice.migrate import upgrade  # noqa: PLC0415
-    from services.backoffice.schema import READ_DB_ENV, make_engine  # noqa: PLC0415
+    from services.integrations.backoffice.migrate import upgrade  # noqa: PLC0415
+    from services.integrations.backoffice.schema import READ_DB_ENV, make_engine  # noqa: PLC0415
     from services.runtime.failures import BadInput  # noqa: PLC0415
 
     try:
@@ -73,7 +73,7 @@ class read_model_errors:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _tb: object) -> None:
         from sqlalchemy.exc import InterfaceError, OperationalError  # noqa: PLC0415
 
-        from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
+        from services.integrations.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
         from services.runtime.failures import BadInput  # noqa: PLC0415
 
         # the server down or unknown, the database missing, the file locked or the disk full: the
@@ -90,9 +90,9 @@ class read_model_errors:
 
 def _read_model(args: argparse.Namespace) -> Any:
     """(engine, projector) of the read model beside ``--db``, migrated and caught up with the log."""
-    from services.backoffice.facts import writer_keys_for  # noqa: PLC0415
-    from services.backoffice.projector import Projector  # noqa: PLC0415
-    from services.backoffice.schema import default_url  # noqa: PLC0415
+    from services.integrations.backoffice.facts import writer_keys_for  # noqa: PLC0415
+    from services.integrations.backoffice.projector import Projector  # noqa: PLC0415
+    from services.integrations.backoffice.schema import default_url  # noqa: PLC0415
     from services.runtime.embedded.store import EmbeddedLog  # noqa: PLC0415
 
     url = default_url(args.db)
@@ -186,7 +186,7 @@ def _flock(path: Path, what: str, advice: str) -> Iterator[None]:
 def _source(args: argparse.Namespace) -> str | None:
     """Why ``statement``/``report`` have nothing to read: neither or both of ``--db`` and
     ``--read-model``, the log missing, or ``--read-model`` without ``CASINO_READ_DB``."""
-    from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
+    from services.integrations.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
 
     if not getattr(args, "read_model", False):
         return _check_db(args.db) if args.db else "one of the arguments --db --read-model is required"
@@ -315,9 +315,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _fail(err)
     import uvicorn  # noqa: PLC0415
 
-    from services.backoffice.api import ServeSettings, create_app  # noqa: PLC0415
-    from services.backoffice.apikeys import KeyringError  # noqa: PLC0415
-    from services.backoffice.schema import default_url  # noqa: PLC0415
+    from services.integrations.backoffice.api import ServeSettings, create_app  # noqa: PLC0415
+    from services.integrations.backoffice.apikeys import KeyringError  # noqa: PLC0415
+    from services.integrations.backoffice.schema import default_url  # noqa: PLC0415
     from services.runtime.compose import keyring_pipeline  # noqa: PLC0415
 
     keyring = _keyring(args)
@@ -382,7 +382,7 @@ def _serving_notes(args: argparse.Namespace, app: Any, keyring: str | None, refu
 
 def cmd_apikey(args: argparse.Namespace) -> int:
     """Create an API key: print it once, keep only its hash in the keyring (or revoke one)."""
-    from services.backoffice.apikeys import KeyringError, new_key  # noqa: PLC0415
+    from services.integrations.backoffice.apikeys import KeyringError, new_key  # noqa: PLC0415
 
     keyring = _keyring(args)
     if keyring is None:
@@ -400,7 +400,7 @@ def cmd_apikey(args: argparse.Namespace) -> int:
 
 
 def _revoke(keyring: str, key_id: str) -> int:
-    from services.backoffice.apikeys import KeyringError, revoke_key  # noqa: PLC0415
+    from services.integrations.backoffice.apikeys import KeyringError, revoke_key  # noqa: PLC0415
 
     try:
         revoked = revoke_key(keyring, key_id)
@@ -417,11 +417,11 @@ def _project_kafka(args: argparse.Namespace) -> int:
     """The Kafka consumer loop into the read model at ``CASINO_READ_DB``."""
     import asyncio  # noqa: PLC0415
 
-    from services.backoffice.facts import kafka_writer_keys  # noqa: PLC0415
-    from services.backoffice.kafka_facts import KafkaFacts  # noqa: PLC0415
-    from services.backoffice.kafka_follow import follow_kafka  # noqa: PLC0415
-    from services.backoffice.projector import Projector  # noqa: PLC0415
-    from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
+    from services.integrations.backoffice.facts import kafka_writer_keys  # noqa: PLC0415
+    from services.integrations.backoffice.kafka_facts import KafkaFacts  # noqa: PLC0415
+    from services.integrations.backoffice.kafka_follow import follow_kafka  # noqa: PLC0415
+    from services.integrations.backoffice.projector import Projector  # noqa: PLC0415
+    from services.integrations.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
     from services.runtime.settings import Settings, setting  # noqa: PLC0415
 
     url = setting("read_db").get_secret_value()
@@ -463,7 +463,7 @@ def cmd_project(args: argparse.Namespace) -> int:
         return _project_kafka(args)
     if (err := _check_db(args.db)) is not None:
         return _fail(err)
-    from services.backoffice.schema import default_url  # noqa: PLC0415
+    from services.integrations.backoffice.schema import default_url  # noqa: PLC0415
 
     _engine, projector = _read_model(args)
     print(f"read model {_shown(default_url(args.db))} at offset {projector.position()}", file=sys.stderr)
@@ -484,7 +484,7 @@ def cmd_project(args: argparse.Namespace) -> int:
 
 def cmd_statement(args: argparse.Namespace) -> int:
     """An account's statement as JSON or CSV."""
-    from services.backoffice import exports, queries  # noqa: PLC0415
+    from services.integrations.backoffice import exports, queries  # noqa: PLC0415
 
     if (err := _source(args) or _unsafe_out(args)) is not None:
         return _fail(err)
@@ -504,7 +504,7 @@ def cmd_statement(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Table results per gaming day (or per shift) as JSON or CSV."""
-    from services.backoffice import exports, queries  # noqa: PLC0415
+    from services.integrations.backoffice import exports, queries  # noqa: PLC0415
 
     if (err := _source(args) or _unsafe_out(args)) is not None:
         return _fail(err)

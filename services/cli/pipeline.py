@@ -3,7 +3,8 @@ of its own, so that ``serve`` can run on the back office's key alone.
 
 ``serve --db X --keyring backoffice.json`` (the back office's key file from ``keys new --split DIR``) holds
 no service's secret, so it only appends its commands, signed as ``backoffice``, and waits for their outcome
-in the read model (:mod:`services.backoffice.commands`). This command holds the services' keys (the whole
+in the read model (:mod:`services.integrations.backoffice.commands`). This command holds the services' keys
+(the whole
 keyring the log was written with) and runs the processors until idle; with ``--follow`` it then watches
 the log's head (every :data:`POLL_S`) and runs them again whenever a record arrives, until SIGTERM or
 Ctrl-C ends it between two runs. One process runs the pipeline on a log: it holds ``<db>.pipeline.lock``

@@ -1,5 +1,6 @@
 """``casino-ledger seamless-caller`` (= ``python -m services.cli.seamless_caller``): the seamless adapter's
-HTTP caller on Kafka (:mod:`services.seamless.kafka_caller`), its operator wallet and settlement's key
+HTTP caller on Kafka (:mod:`services.integrations.seamless.kafka_caller`), its operator wallet and
+settlement's key
 given by the composition root."""
 
 from __future__ import annotations
@@ -9,13 +10,13 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from services.integrations.seamless import kafka_caller
 from services.runtime.compose import Composition
 from services.runtime.failures import BadInput, one_line
 from services.runtime.kafka.lease import EXIT_LEASE, LeaseLost
 from services.runtime.kafka.topic_io import probe
 from services.runtime.logging import configure, get_logger
 from services.runtime.settings import Settings
-from services.seamless import kafka_caller
 
 
 async def _until_signalled(settings: Settings) -> None:

@@ -22,13 +22,13 @@ from pydantic import SecretStr
 from rich.console import Console
 
 from services.cli.demo import META_KEY, invoked_as, open_composition, render, say_written, summarise
+from services.integrations.seamless.caller import SeamlessBus
+from services.integrations.seamless.reconcile import ours_from, reconcile
+from services.integrations.seamless.reference_wallet import export, serve
 from services.runtime.compose import seamless_config
 from services.runtime.failures import one_line
 from services.runtime.replay import Source, read_db, replay
 from services.runtime.settings import SeamlessConfig, Settings, setting
-from services.seamless.caller import SeamlessBus
-from services.seamless.reconcile import ours_from, reconcile
-from services.seamless.reference_wallet import export, serve
 from services.simulation.simulator import Session, TableSpec
 
 

@@ -2,7 +2,8 @@
 
 Reads come from the PostgreSQL (or SQLite) read model named by ``CASINO_READ_DB``, which
 ``casino-ledger project --kafka --follow`` keeps current; commands are produced to the topics signed as
-principal ``backoffice`` (:mod:`services.backoffice.kafka_commands`) and answered once their outcome is
+principal ``backoffice`` (:mod:`services.integrations.backoffice.kafka_commands`) and answered once their
+outcome is
 projected. The keyring (``--keyring`` or ``CASINO_KEYRING``) needs the ``backoffice`` principal's key
 and the API keys, nothing else: the back office's own key file (``keys new --split DIR``) will do.
 Topic prefix, security and timeouts come from the ``CASINO_*`` variables as for the workers.
@@ -38,8 +39,8 @@ def serve_kafka(args: argparse.Namespace) -> int:
     """Serve the API and the page over ``CASINO_READ_DB``, commands onto the broker at ``--kafka``."""
     import uvicorn  # noqa: PLC0415
 
-    from services.backoffice.api import ServeSettings, create_app  # noqa: PLC0415
-    from services.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
+    from services.integrations.backoffice.api import ServeSettings, create_app  # noqa: PLC0415
+    from services.integrations.backoffice.schema import READ_DB_ENV  # noqa: PLC0415
     from services.runtime.settings import Settings  # noqa: PLC0415
 
     url = _read_db()

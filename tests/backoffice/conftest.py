@@ -19,16 +19,16 @@ import httpx
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from services.backoffice.apikeys import ROLES, new_key
-from services.backoffice.migrate import upgrade
-from services.backoffice.schema import make_engine
+from services.integrations.backoffice.apikeys import ROLES, new_key
+from services.integrations.backoffice.migrate import upgrade
+from services.integrations.backoffice.schema import make_engine
 from services.runtime.compose import Composition
 from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.keyring import demo_keyring, load_keyring, new_keyring, save_keyring
 from services.simulation.simulator import Session, demo_tables
 
 if TYPE_CHECKING:
-    from services.backoffice.api import ServeSettings
+    from services.integrations.backoffice.api import ServeSettings
 
 PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 BACKENDS = ("sqlite", "postgresql")
@@ -100,7 +100,7 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running_server(log_path: Path, read_url: str, keyring: Path | None) -> Iterator[str]:
     """``serve``'s application on a real uvicorn server on a free loopback port; yields its base URL."""
-    from services.backoffice.api import ServeSettings  # noqa: PLC0415
+    from services.integrations.backoffice.api import ServeSettings  # noqa: PLC0415
     from services.runtime.compose import keyring_pipeline  # noqa: PLC0415
 
     settings = ServeSettings(
@@ -120,7 +120,7 @@ def serving(settings: ServeSettings) -> Iterator[str]:
     uvicorn server on a free loopback port; yields its base URL and stops it after."""
     import uvicorn  # noqa: PLC0415
 
-    from services.backoffice.api import create_app  # noqa: PLC0415
+    from services.integrations.backoffice.api import create_app  # noqa: PLC0415
 
     engine = make_engine(settings.read_url)
     upgrade(engine)

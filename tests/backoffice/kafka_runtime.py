@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.backoffice.apikeys import ROLES, new_key
-from services.backoffice.migrate import upgrade
-from services.backoffice.schema import READ_DB_ENV, make_engine
 from services.core import topics
 from services.core.trust import Principal
+from services.integrations.backoffice.apikeys import ROLES, new_key
+from services.integrations.backoffice.migrate import upgrade
+from services.integrations.backoffice.schema import READ_DB_ENV, make_engine
 from services.runtime.kafka.bus import quick_settings, running, worker_env
 from services.runtime.kafka.topic_io import aconsume_raw
 from services.runtime.keyring import new_keyring, save_keyring, save_split
@@ -112,7 +112,7 @@ def _projected(read_url: str) -> int:
     """How many records the follower applied: the sum of its partitions' positions."""
     from sqlalchemy import func, select  # noqa: PLC0415
 
-    from services.backoffice import schema as s  # noqa: PLC0415
+    from services.integrations.backoffice import schema as s  # noqa: PLC0415
 
     engine = make_engine(read_url)
     try:
@@ -130,7 +130,7 @@ def kafka_server(
 ) -> Iterator[str]:
     """``serve --kafka``'s application (the back office's key file alone) on a real uvicorn server, over
     the deployment's read model or the one at ``read_url``."""
-    from services.backoffice.api import ServeSettings  # noqa: PLC0415
+    from services.integrations.backoffice.api import ServeSettings  # noqa: PLC0415
 
     read_url = read_url or bo.read_url
     settings = ServeSettings(

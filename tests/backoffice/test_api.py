@@ -18,11 +18,11 @@ import httpx
 import pytest
 from sqlalchemy import delete
 
-from services.backoffice import schema as s
-from services.backoffice.api import PERMISSIONS
-from services.backoffice.apikeys import ROLES
-from services.backoffice.projector import dump_rows
-from services.backoffice.schema import default_url, make_engine
+from services.integrations.backoffice import schema as s
+from services.integrations.backoffice.api import PERMISSIONS
+from services.integrations.backoffice.apikeys import ROLES
+from services.integrations.backoffice.projector import dump_rows
+from services.integrations.backoffice.schema import default_url, make_engine
 from tests.backoffice.conftest import (
     make_keyring,
     pg_schema_url,

@@ -13,14 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
-from services.backoffice import alert_queries as aq
-from services.backoffice import exports
-from services.backoffice.facts import writer_keys_for
-from services.backoffice.projector import Projector, dump_rows
-from services.backoffice.schema import make_engine
 from services.core import topics
 from services.core.contract import AlertCaseChanged, WorkAlert
 from services.core.envelope import parse_record
+from services.integrations.backoffice import alert_queries as aq
+from services.integrations.backoffice import exports
+from services.integrations.backoffice.facts import writer_keys_for
+from services.integrations.backoffice.projector import Projector, dump_rows
+from services.integrations.backoffice.schema import make_engine
 from services.runtime.compose import Composition
 from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.embedded.store import EmbeddedLog
@@ -232,7 +232,7 @@ def test_the_case_tables_rebuild_from_the_log(served: Any, tmp_path: Path) -> No
     url, keys, log, read_db = served
     alert_id = linked(url, keys["analyst"])["event_id"]
     step(url, keys["analyst"], alert_id, "assign", "rebuild-1", {"assignee": "analyst:ivo"})
-    from services.backoffice.migrate import upgrade  # noqa: PLC0415
+    from services.integrations.backoffice.migrate import upgrade  # noqa: PLC0415
 
     fresh = make_engine(f"sqlite:///{tmp_path / 'fresh.db'}")
     upgrade(fresh)
@@ -265,7 +265,7 @@ def test_postgresql_holds_the_same_cases_and_answers_the_same_queries(served: An
     url, keys, log, read_db = served
     alert_id = linked(url, keys["analyst"])["event_id"]
     step(url, keys["analyst"], alert_id, "assign", "pg-1", {"assignee": "analyst:pg"})
-    from services.backoffice.migrate import upgrade  # noqa: PLC0415
+    from services.integrations.backoffice.migrate import upgrade  # noqa: PLC0415
     from tests.backoffice.conftest import pg_schema_url  # noqa: PLC0415
 
     for pg_url in pg_schema_url():

@@ -15,10 +15,10 @@ import httpx
 import pytest
 from sqlalchemy import Engine
 
-from services.backoffice import exports, queries
-from services.backoffice.projector import Projector
 from services.cli.demo import summarise
 from services.core.baccarat import VARIANTS
+from services.integrations.backoffice import exports, queries
+from services.integrations.backoffice.projector import Projector
 from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.replay import read_db, replay
 from tests.backoffice.conftest import make_keyring, play, running_server

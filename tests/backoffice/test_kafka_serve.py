@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.backoffice.apikeys import new_key
+from services.integrations.backoffice.apikeys import new_key
 from services.runtime.keyring import new_keyring, save_split
 from tests.backoffice.conftest import free_port, pg_schema_url, serve_process, wait_until
 

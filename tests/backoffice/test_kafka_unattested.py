@@ -20,9 +20,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from services.backoffice import schema as s
-from services.backoffice.schema import make_engine
 from services.core import topics
+from services.integrations.backoffice import schema as s
+from services.integrations.backoffice.schema import make_engine
 from services.runtime.kafka.topic_io import aproduce_raw
 from tests.backoffice.conftest import wait_until
 from tests.backoffice.kafka_runtime import _PROJECTED, _projected, kafka_back_office, kafka_server

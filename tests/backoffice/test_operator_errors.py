@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.backoffice.apikeys import new_key
 from services.cli import main
+from services.integrations.backoffice.apikeys import new_key
 from services.runtime.keyring import new_keyring, save_keyring
 from tests.backoffice.conftest import free_port, play, running_server
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.backoffice.apikeys import new_key
+from services.integrations.backoffice.apikeys import new_key
 from services.runtime.keyring import load_keyring, new_keyring, save_keyring, save_split
 from tests.backoffice.conftest import free_port, play, wait_until
 

@@ -11,10 +11,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, func, select
 
-from services.backoffice import queries
-from services.backoffice import schema as s
-from services.backoffice.projector import INPUTS, Periods, Projector, dump_rows
 from services.cli.demo import summarise
+from services.integrations.backoffice import queries
+from services.integrations.backoffice import schema as s
+from services.integrations.backoffice.projector import INPUTS, Periods, Projector, dump_rows
 from services.runtime.embedded.store import EmbeddedLog
 from tests.backoffice.folds import fold, records
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.backoffice.apikeys import new_key
 from services.cli import main
+from services.integrations.backoffice.apikeys import new_key
 from tests.backoffice.conftest import make_keyring, running_server
 from tests.backoffice.test_api import auth, copy_log
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.backoffice import roads
+from services.integrations.backoffice import roads
 
 B, P, T = "banker", "player", "tie"
 

@@ -24,15 +24,15 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, select
 
 from services.audit.replay.attested import writer_keys
-from services.backoffice import queries
-from services.backoffice import schema as s
-from services.backoffice.migrate import upgrade
-from services.backoffice.projector import INPUTS, Projector
-from services.backoffice.schema import make_engine
 from services.cli import main
 from services.core import topics
 from services.core.envelope import request
 from services.core.trust import Principal, authenticate
+from services.integrations.backoffice import queries
+from services.integrations.backoffice import schema as s
+from services.integrations.backoffice.migrate import upgrade
+from services.integrations.backoffice.projector import INPUTS, Projector
+from services.integrations.backoffice.schema import make_engine
 from services.runtime.compose import Composition
 from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.embedded.store import EmbeddedLog

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.core.envelope import Envelope, parse_record
-from services.seamless.reconcile import ours_from, reconcile
+from services.integrations.seamless.reconcile import ours_from, reconcile
 
 
 def envelopes(records: Iterable[bytes | Envelope]) -> list[Envelope]:

@@ -25,15 +25,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.audit.replay.attested import writer_keys
-from services.backoffice import alert_queries as aq
-from services.backoffice.migrate import upgrade
-from services.backoffice.projector import Projector
-from services.backoffice.schema import make_engine
 from services.core import topics
 from services.core.contract import DeadLetter, Payload
 from services.core.envelope import Envelope, name_id, request
 from services.core.processor import Event
 from services.core.trust import Principal, authenticate
+from services.integrations.backoffice import alert_queries as aq
+from services.integrations.backoffice.migrate import upgrade
+from services.integrations.backoffice.projector import Projector
+from services.integrations.backoffice.schema import make_engine
 from services.monitor.dead_letters import dead_letter_alert
 from services.runtime.compose import Composition
 from services.runtime.embedded.bus import EmbeddedBus

@@ -15,10 +15,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.backoffice.exports import csv_cell, to_csv
 from services.cli import main
 from services.core import topics
 from services.core.envelope import Draft, Envelope, seal
+from services.integrations.backoffice.exports import csv_cell, to_csv
 from services.runtime.textfit import fit, printable, printable_data, printable_json
 from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.membus import MemBus

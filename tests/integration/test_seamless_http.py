@@ -14,12 +14,12 @@ from pydantic import SecretStr
 
 from services.cli import main
 from services.core.seamless import RetryPolicy
+from services.integrations.seamless.caller import SeamlessBus
+from services.integrations.seamless.client import signature
+from services.integrations.seamless.reference_wallet import Faults, export, serve
 from services.runtime.compose import Composition
 from services.runtime.replay import read_db, replay
 from services.runtime.settings import SeamlessConfig
-from services.seamless.caller import SeamlessBus
-from services.seamless.client import signature
-from services.seamless.reference_wallet import Faults, export, serve
 from services.simulation.simulator import Session, demo_tables
 from tests.helpers.seamless import check_done
 
@@ -152,10 +152,10 @@ def test_demo_seamless_plays_against_the_reference_wallet_and_reconciles(tmp_pat
 
 def test_the_back_office_read_model_shows_the_operators_balances(tmp_path: Path) -> None:
     """Projected from a seamless log, every player's balance in the back office is the operator's."""
-    from services.backoffice import queries  # noqa: PLC0415 (the back office is optional here)
-    from services.backoffice.migrate import upgrade  # noqa: PLC0415
-    from services.backoffice.projector import Projector  # noqa: PLC0415
-    from services.backoffice.schema import make_engine  # noqa: PLC0415
+    from services.integrations.backoffice import queries  # noqa: PLC0415 (the back office is optional here)
+    from services.integrations.backoffice.migrate import upgrade  # noqa: PLC0415
+    from services.integrations.backoffice.projector import Projector  # noqa: PLC0415
+    from services.integrations.backoffice.schema import make_engine  # noqa: PLC0415
     from services.runtime.embedded.store import EmbeddedLog  # noqa: PLC0415
 
     log, wallet, _ = play(tmp_path, {"error_after": 0.2}, coups=3)

@@ -12,13 +12,13 @@ import pytest
 from aiokafka.partitioner import murmur2  # type: ignore[import-untyped]
 from sqlalchemy import Engine
 
-from services.backoffice import queries
-from services.backoffice.kafka_facts import HEADS_TOPICS, KafkaFacts
-from services.backoffice.kafka_follow import follow_kafka, source_of
-from services.backoffice.migrate import upgrade
-from services.backoffice.projector import INPUTS, Projector, dump_rows
-from services.backoffice.schema import make_engine
 from services.core import topics
+from services.integrations.backoffice import queries
+from services.integrations.backoffice.kafka_facts import HEADS_TOPICS, KafkaFacts
+from services.integrations.backoffice.kafka_follow import follow_kafka, source_of
+from services.integrations.backoffice.migrate import upgrade
+from services.integrations.backoffice.projector import INPUTS, Projector, dump_rows
+from services.integrations.backoffice.schema import make_engine
 from services.runtime.compose import demo_pipeline
 from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.embedded.store import EmbeddedLog
@@ -85,7 +85,7 @@ def _partition(key: str, partitions: int = 3) -> int:
 def dump_accounts(conn: object) -> list[dict[str, object]]:
     from sqlalchemy import select  # noqa: PLC0415
 
-    from services.backoffice import schema as s  # noqa: PLC0415
+    from services.integrations.backoffice import schema as s  # noqa: PLC0415
 
     return [dict(r) for r in conn.execute(select(s.accounts)).mappings()]  # type: ignore[attr-defined]
 

@@ -19,12 +19,12 @@ import pytest
 from pydantic import SecretStr
 
 from services.core import topics
+from services.integrations.seamless.reference_wallet import serve
 from services.runtime.kafka.bus import quick_settings, worker_env
 from services.runtime.kafka.metrics import probe, samples
 from services.runtime.kafka.topic_io import aproduce_raw
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.settings import Settings
-from services.seamless.reference_wallet import serve
 from tests.helpers.broker import free_port
 
 pytestmark = pytest.mark.kafka

@@ -17,12 +17,12 @@ import pytest
 from pydantic import SecretStr
 
 from services.core import topics
+from services.integrations.seamless.reference_wallet import serve
 from services.runtime.compose import Composition
 from services.runtime.kafka.bus import KafkaBus, Workers, quick_settings, worker_env
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.replay import replay
 from services.runtime.settings import Settings
-from services.seamless.reference_wallet import serve
 from services.simulation.simulator import DEFAULT_TABLES, Session
 from tests.helpers.seamless import check_done
 

@@ -24,7 +24,7 @@ from services.core.seamless import (
     in_flight,
     transaction_id,
 )
-from services.seamless.client import answer_envelope
+from services.integrations.seamless.client import answer_envelope
 from services.settlement.seamless_stage import AdapterState, SeamlessWalletStage
 from tests.helpers.seamless import ModelOperator, check_done
 

@@ -12,11 +12,11 @@ from services.core import topics
 from services.core.envelope import request
 from services.core.processor import initial_state, step
 from services.core.trust import Principal, authenticate
+from services.integrations.seamless.client import answer_envelope
 from services.runtime.compose import Composition
 from services.runtime.embedded import snapshot
 from services.runtime.keyring import demo_keyring
 from services.runtime.settings import Settings
-from services.seamless.client import answer_envelope
 from services.settlement.seamless_stage import AdapterState, SeamlessWalletStage
 from services.settlement.wallet_stage import WalletStage
 

@@ -1,7 +1,7 @@
 """The one consume loop of the Kafka runtime: the service workers
 (:class:`~services.runtime.kafka.worker.Shell`), the seamless caller
-(:mod:`services.seamless.kafka_caller`) and the read model's follower
-(:mod:`services.backoffice.kafka_follow`) all run :func:`consume`.
+(:mod:`services.integrations.seamless.kafka_caller`) and the read model's follower
+(:mod:`services.integrations.backoffice.kafka_follow`) all run :func:`consume`.
 
 What differs between them is what they hand in: how a batch is fetched (a group consumer's
 ``getmany``, topped up or not, checked against the log's ends), what handling a batch means (apply and

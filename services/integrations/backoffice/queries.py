@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from services.backoffice import schema as s
 from services.core import figures
+from services.integrations.backoffice import schema as s
 
 MAX_PAGE = 500
 """The largest page a list returns."""

@@ -37,6 +37,7 @@ from aiokafka.errors import KafkaError  # type: ignore[import-untyped]
 from services.core import topics
 from services.core.envelope import Envelope
 from services.core.trust import Guard
+from services.integrations.seamless.client import OperatorClient, answer_envelope
 from services.runtime import intake
 from services.runtime.failures import ConfigError
 from services.runtime.kafka import loop as consume_loop
@@ -45,7 +46,6 @@ from services.runtime.kafka.lease import Lease
 from services.runtime.kafka.topic_io import partitions_of
 from services.runtime.logging import get_logger
 from services.runtime.settings import SeamlessConfig, Settings
-from services.seamless.client import OperatorClient, answer_envelope
 
 
 def group_of(settings: Settings) -> str:

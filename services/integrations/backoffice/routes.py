@@ -1,5 +1,7 @@
-"""The back office's routes over the read model and the commands (:mod:`services.backoffice.api` includes
-them in this order after ``/v1/health``; the alerts' routes are :mod:`~services.backoffice.alerts_api`)."""
+"""The back office's routes over the read model and the commands (:mod:`services.integrations.backoffice.api`
+includes
+them in this order after ``/v1/health``; the alerts' routes are
+:mod:`~services.integrations.backoffice.alerts_api`)."""
 
 import asyncio
 import json
@@ -10,8 +12,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from services.backoffice import exports, queries, roads
-from services.backoffice.api_models import (
+from services.core.boundary import own_namespace
+from services.core.envelope import name_id
+from services.integrations.backoffice import exports, queries, roads
+from services.integrations.backoffice.api_models import (
     PROBLEMS,
     Balance,
     BetCommand,
@@ -31,10 +35,8 @@ from services.backoffice.api_models import (
     Tables,
     Time,
 )
-from services.backoffice.apikeys import ApiKey
-from services.backoffice.kit import Kit, Problem
-from services.core.boundary import own_namespace
-from services.core.envelope import name_id
+from services.integrations.backoffice.apikeys import ApiKey
+from services.integrations.backoffice.kit import Kit, Problem
 
 
 def router(kit: Kit) -> APIRouter:

@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select
 
-from services.backoffice import schema as s
 from services.core.envelope import Envelope
+from services.integrations.backoffice import schema as s
 
 ACCOUNTS_MAX = 64
 """Accounts indexed per alert (the contract's bound on ``account_ids``)."""

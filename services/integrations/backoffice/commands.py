@@ -32,11 +32,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from services.backoffice.projector import Projector
 from services.core import topics
 from services.core.envelope import Envelope, name_id, request
 from services.core.processor import Processor
 from services.core.trust import Principal, authenticate
+from services.integrations.backoffice.projector import Projector
 from services.runtime.embedded.runner import Runner, run_until_idle
 from services.runtime.embedded.store import EmbeddedLog, LogConflict
 from services.runtime.keyring import load_keyring
@@ -269,7 +269,8 @@ class Gateway:
         topic: str = topics.WALLET_REQUESTS,
     ) -> tuple[str, T]:
         """:meth:`submit`, then the command's ``outcome`` as the read model holds it (the runtimes'
-        common call: :class:`services.backoffice.kafka_commands.KafkaGateway` waits for ``final``; so does
+        common call: :class:`services.integrations.backoffice.kafka_commands.KafkaGateway` waits for
+        ``final``; so does
         this one with ``run_pipeline=False``: :meth:`_handed_over`; else ``retry`` does not matter: the
         pipeline runs to idle here, so an outcome is never late). ``topic``: a wallet request by default
         (``account_id`` its account), else a request keyed by ``account_id`` with ``payload`` as is."""

@@ -4,8 +4,10 @@ Every projected row is a function of the log alone (no clock, no random ids), so
 and rebuilt from the same log holds the same rows. JSON values are stored as canonical JSON text (the
 same bytes on SQLite and PostgreSQL). Money is integer minor units (``BigInteger``).
 
-The schema is created and upgraded by the Alembic migrations in :mod:`services.backoffice.migrations`
-(:func:`services.backoffice.migrate.upgrade`); a test checks that they produce exactly these tables.
+The schema is created and upgraded by the Alembic migrations in
+:mod:`services.integrations.backoffice.migrations`
+(:func:`services.integrations.backoffice.migrate.upgrade`); a test checks that they produce exactly these
+tables.
 """
 
 from __future__ import annotations

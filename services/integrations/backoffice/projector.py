@@ -24,7 +24,8 @@ skipped and counted in :attr:`Projector.skipped`.
 
 **Facts only.** From the embedded log (:meth:`Projector.catch_up`) only ledger facts are applied: records
 a signed head of their expected writer covers, checked with public keys, the replay's own decision
-(:mod:`services.backoffice.facts`). Outsider noise is passed over and counted (:attr:`Projector.facts`);
+(:mod:`services.integrations.backoffice.facts`). Outsider noise is passed over and counted
+(:attr:`Projector.facts`);
 the projector stops before a record still waiting for a signed head, and goes on once one covers it.
 """
 
@@ -40,13 +41,13 @@ from pydantic import ValidationError
 from sqlalchemy import Connection, Engine, bindparam, delete, func, select, update
 
 from services.audit.replay.attested import Standing, WriterKey
-from services.backoffice import schema as s
-from services.backoffice.casework_projection import case_changed, index_alert_accounts
-from services.backoffice.facts import Facts, Gate, writer_keys_for
 from services.core import figures, topics
 from services.core.contract import payload_of
 from services.core.envelope import Envelope, canonical, parse_record
 from services.core.errors import DomainError
+from services.integrations.backoffice import schema as s
+from services.integrations.backoffice.casework_projection import case_changed, index_alert_accounts
+from services.integrations.backoffice.facts import Facts, Gate, writer_keys_for
 
 INPUTS: tuple[str, ...] = (
     topics.WALLET_REQUESTS, topics.WALLET_EVENTS, topics.TABLE_EVENTS, topics.AUDIT_FINDINGS,
@@ -210,7 +211,7 @@ class Projector:
 
     def catch_up(self, log: Any, batch: int = 1000) -> int:
         """Apply every fact of the embedded ``log`` after the stored position, up to the first record
-        still waiting for a signed head (:mod:`services.backoffice.facts`); returns how many."""
+        still waiting for a signed head (:mod:`services.integrations.backoffice.facts`); returns how many."""
         gate = self.facts
         gate.pending_at = None
         if not log.read(INPUTS, self.position(), 1):

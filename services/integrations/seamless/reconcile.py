@@ -3,7 +3,7 @@
 Ours: every seamless transaction the log shows a success answer for (``ok`` or ``duplicate`` in a
 recorded ``SeamlessCallAnswered``), with the call and amount of its ``SeamlessCallRequested``.
 Theirs: the rows of the operator's export (JSON or CSV, the format of
-:mod:`services.seamless.reference_wallet`). Every difference is listed, one per line:
+:mod:`services.integrations.seamless.reference_wallet`). Every difference is listed, one per line:
 
 * ``applied_twice`` — one transaction id on more than one of the operator's rows;
 * ``missing_at_operator`` — we hold an answer saying it was applied, the operator has no row;
@@ -28,7 +28,7 @@ from typing import Any
 
 from services.core.envelope import Envelope, parse_record
 from services.core.seamless import SUCCESS
-from services.seamless.reference_wallet import EXPORT_COLUMNS, EXPORT_FORMAT
+from services.integrations.seamless.reference_wallet import EXPORT_COLUMNS, EXPORT_FORMAT
 
 
 class BadExport(ValueError):

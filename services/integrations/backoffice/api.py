@@ -6,7 +6,7 @@ are ``application/problem+json`` (RFC 9457). Commands carry an ``Idempotency-Key
 the same body gives the same answer, with another body 409. A background thread projects the log
 into the read model every ``poll_seconds``; the page follows it through server-sent events. With
 ``serve --kafka`` the commands go to the topics and ``project --kafka --follow`` keeps the read model
-(:mod:`services.backoffice.kafka_commands`); that thread then checks the broker for readiness.
+(:mod:`services.integrations.backoffice.kafka_commands`); that thread then checks the broker for readiness.
 """
 
 import threading
@@ -25,13 +25,13 @@ from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.backoffice import alerts_api, probes, routes
-from services.backoffice.api_models import Health
-from services.backoffice.apikeys import ApiKey, LiveKeys
-from services.backoffice.commands import Gateway, Pipeline
-from services.backoffice.facts import writer_keys_for
-from services.backoffice.kit import PERMISSIONS, Kit, Problem, problem_response
-from services.backoffice.projector import Periods, Projector
+from services.integrations.backoffice import alerts_api, probes, routes
+from services.integrations.backoffice.api_models import Health
+from services.integrations.backoffice.apikeys import ApiKey, LiveKeys
+from services.integrations.backoffice.commands import Gateway, Pipeline
+from services.integrations.backoffice.facts import writer_keys_for
+from services.integrations.backoffice.kit import PERMISSIONS, Kit, Problem, problem_response
+from services.integrations.backoffice.projector import Periods, Projector
 from services.runtime.logging import get_logger
 
 STATIC = Path(__file__).with_name("static")
@@ -156,7 +156,8 @@ class BackOffice:
 
     @property
     def keys(self) -> dict[str, ApiKey]:
-        """The API keys as the keyring holds them now (:class:`~services.backoffice.apikeys.LiveKeys`)."""
+        """The API keys as the keyring holds them now
+        (:class:`~services.integrations.backoffice.apikeys.LiveKeys`)."""
         return self.live_keys.current()
 
     def follow(self) -> None:
@@ -182,7 +183,7 @@ def _gateway(settings: ServeSettings, projector: Projector) -> Any:
         return Gateway(settings.log_path, projector, keyring_path=settings.keyring_path,
                        run_pipeline=not settings.pipeline_elsewhere, pipeline=settings.pipeline,
                        timeout_s=settings.command_timeout_s)  # fmt: skip
-    from services.backoffice.kafka_commands import KafkaGateway  # noqa: PLC0415
+    from services.integrations.backoffice.kafka_commands import KafkaGateway  # noqa: PLC0415
 
     return KafkaGateway(settings.kafka, projector, keyring_path=settings.keyring_path,
                         timeout_s=settings.command_timeout_s)  # fmt: skip

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from services.backoffice import queries
+from services.integrations.backoffice import queries
 from services.runtime.textfit import printable
 
 STATEMENT_FIELDS = (

@@ -11,7 +11,8 @@ different topics interleave (a bet's row is built from whichever of its records 
 that a payout seen before its coup's ``BettingOpened`` counts in the gaming day of its own time.
 
 Facts only (issue 28): a record is applied once a signed head of its expected writer covers it
-(:mod:`services.backoffice.kafka_facts`, the gate). A partition whose next record is still pending is
+(:mod:`services.integrations.backoffice.kafka_facts`, the gate). A partition whose next record is still
+pending is
 held back (paused, read again from its position after the gate's next refresh); noise that can never be
 attested is passed over and counted.
 """
@@ -24,8 +25,8 @@ from collections.abc import Sequence
 
 from aiokafka import TopicPartition  # type: ignore[import-untyped]
 
-from services.backoffice.kafka_facts import KafkaFacts
-from services.backoffice.projector import INPUTS, Projector, Row
+from services.integrations.backoffice.kafka_facts import KafkaFacts
+from services.integrations.backoffice.projector import INPUTS, Projector, Row
 from services.runtime.kafka import loop as consume_loop
 from services.runtime.kafka.bus import real_ends
 from services.runtime.kafka.topic_io import new_consumer, partitions_of

@@ -1,6 +1,7 @@
 """Which records on Kafka the read model may apply: the ledger facts (docs/trust.md, issue 28).
 
-The same question as :mod:`services.backoffice.facts` asks of the embedded log, answered by the same
+The same question as :mod:`services.integrations.backoffice.facts` asks of the embedded log, answered by the
+same
 pure decision (:meth:`~services.audit.replay.attested.Attested.standing`), in a per-partition frontier
 form: Kafka has no single order, and the read model's positions are per partition.
 
@@ -57,7 +58,7 @@ def _seal_at(j: int) -> int:
 
 
 class PartitionGate:
-    """The projector's gate (:class:`services.backoffice.facts.Gate`) for one input partition."""
+    """The projector's gate (:class:`services.integrations.backoffice.facts.Gate`) for one input partition."""
 
     def __init__(self, facts: KafkaFacts, tp: TopicPartition) -> None:
         self.facts, self.tp = facts, tp

@@ -1,12 +1,14 @@
 """Commands from the API on Kafka (``serve --kafka``): signed as principal ``backoffice``, produced to
 the wallet's request topic, answered once the read model shows their outcome.
 
-The back office is an outside writer there as on the embedded log (:mod:`services.backoffice.commands`):
+The back office is an outside writer there as on the embedded log
+(:mod:`services.integrations.backoffice.commands`):
 the same envelopes (``Deposit``, ``Withdraw``, ``PlaceBet`` on ``casino.wallet.requests``, ids derived from
 the API key's id and the ``Idempotency-Key``), authenticated with the ``backoffice`` principal's key
 alone. The workers (settlement, dealer) run them; ``casino-ledger project --kafka --follow`` projects
 their outcome into the read model that ``serve`` reads. **Write your reads**: :meth:`KafkaGateway.command`
-returns only once the read model holds the command's outcome (:func:`services.backoffice.commands.awaited`),
+returns only once the read model holds the command's outcome
+(:func:`services.integrations.backoffice.commands.awaited`),
 or raises :class:`OutcomeTimeout` after ``timeout_s`` (the API answers 504: the command is on the log,
 retry with the same Idempotency-Key to read its answer).
 
@@ -33,18 +35,18 @@ from typing import Any, TypeVar
 from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
 from sqlalchemy import func, select
 
-from services.backoffice import schema as s
-from services.backoffice.commands import (
+from services.core import topics
+from services.core.envelope import Envelope, name_id, request
+from services.core.trust import Principal, authenticate
+from services.integrations.backoffice import schema as s
+from services.integrations.backoffice.commands import (
     PRINCIPAL,
     BrokerUnavailable,
     awaited,
     now_rfc3339,
     request_body,
 )
-from services.backoffice.projector import Projector
-from services.core import topics
-from services.core.envelope import Envelope, name_id, request
-from services.core.trust import Principal, authenticate
+from services.integrations.backoffice.projector import Projector
 from services.runtime import intake
 from services.runtime.kafka.topic_io import probe
 from services.runtime.keyring import load_keyring

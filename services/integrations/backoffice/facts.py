@@ -106,7 +106,8 @@ def _signed_with(log: str | Path | None, keys: Mapping[str, WriterKey], *, empty
 
 class Gate(Protocol):
     """What the projector asks of a source's records (:meth:`Projector.apply`): :class:`Facts` on the
-    embedded log, :class:`services.backoffice.kafka_facts.PartitionGate` per partition on Kafka."""
+    embedded log, :class:`services.integrations.backoffice.kafka_facts.PartitionGate` per partition on
+    Kafka."""
 
     read: int
     """The last offset surveyed: a record after it is pending."""

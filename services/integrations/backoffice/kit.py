@@ -1,5 +1,6 @@
-"""What the back office's routes share (:mod:`services.backoffice.routes`,
-:mod:`~services.backoffice.alerts_api`): API-key roles, a read-model connection, parameter parsing,
+"""What the back office's routes share (:mod:`services.integrations.backoffice.routes`,
+:mod:`~services.integrations.backoffice.alerts_api`): API-key roles, a read-model connection, parameter
+parsing,
 problem answers and idempotent commands."""
 
 import hashlib
@@ -15,17 +16,17 @@ from pydantic import BaseModel
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from services.backoffice import queries
-from services.backoffice import schema as s
-from services.backoffice.api_models import Format
-from services.backoffice.apikeys import ApiKey, verify
-from services.backoffice.commands import BrokerUnavailable, OutcomeTimeout
 from services.core.envelope import canonical
+from services.integrations.backoffice import queries
+from services.integrations.backoffice import schema as s
+from services.integrations.backoffice.api_models import Format
+from services.integrations.backoffice.apikeys import ApiKey, verify
+from services.integrations.backoffice.commands import BrokerUnavailable, OutcomeTimeout
 from services.runtime.embedded.runner import ConsumerMoved
 from services.runtime.embedded.store import LogConflict
 
 if TYPE_CHECKING:
-    from services.backoffice.api import BackOffice
+    from services.integrations.backoffice.api import BackOffice
 
 ADMIN = "admin"
 PERMISSIONS: dict[str, frozenset[str]] = {
@@ -69,7 +70,7 @@ Run = Callable[[bool], tuple[int, dict[str, Any]]]
 
 @dataclass(frozen=True, slots=True)
 class Kit:
-    """The routes' shared dependencies over one :class:`~services.backoffice.api.BackOffice`."""
+    """The routes' shared dependencies over one :class:`~services.integrations.backoffice.api.BackOffice`."""
 
     bo: "BackOffice"
     problem: type[Problem] = Problem

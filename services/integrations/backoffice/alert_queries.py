@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from services.backoffice import schema as s
+from services.integrations.backoffice import schema as s
 
 MAX_PAGE = 500
 """The largest page the list returns (a cursor reads on)."""

@@ -19,14 +19,14 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.backoffice import alert_queries as aq
-from services.backoffice import exports
-from services.backoffice.api_models import PROBLEMS, Cursor, Format, IdempotencyKey, Time
-from services.backoffice.apikeys import ApiKey
-from services.backoffice.commands import PRINCIPAL
-from services.backoffice.kit import Kit
 from services.core import topics
 from services.core.envelope import derive_id, name_id, stage_namespace
+from services.integrations.backoffice import alert_queries as aq
+from services.integrations.backoffice import exports
+from services.integrations.backoffice.api_models import PROBLEMS, Cursor, Format, IdempotencyKey, Time
+from services.integrations.backoffice.apikeys import ApiKey
+from services.integrations.backoffice.commands import PRINCIPAL
+from services.integrations.backoffice.kit import Kit
 from services.monitor.casework import Casework
 
 Severity = Literal["info", "warning", "critical"]
@@ -236,7 +236,7 @@ ALERT_CSV_FIELDS = (
 
 def request_id_of(key_id: str, idem: str) -> str:
     """The id of the ``WorkAlert`` the back office writes for API key ``key_id`` and ``idem`` (as every
-    back-office command's: :func:`services.backoffice.commands.Gateway.command`)."""
+    back-office command's: :func:`services.integrations.backoffice.commands.Gateway.command`)."""
     return name_id(PRINCIPAL, key_id, idem)
 
 

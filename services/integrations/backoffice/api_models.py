@@ -1,5 +1,5 @@
 """The back-office API's request and response models and parameter types (the OpenAPI document's
-schemas): :mod:`services.backoffice.api` serves them."""
+schemas): :mod:`services.integrations.backoffice.api` serves them."""
 
 from typing import Annotated, Any, Literal
 

@@ -20,11 +20,11 @@ from services.core import topics
 from services.core.envelope import Envelope, parse_record
 from services.core.processor import Processor
 from services.core.trust import Guard
+from services.integrations.seamless.client import OperatorClient, answer_envelope
 from services.runtime.embedded.bus import EmbeddedBus
 from services.runtime.embedded.runner import run_until_idle, seal_idle
 from services.runtime.embedded.store import EmbeddedLog
 from services.runtime.settings import SeamlessConfig
-from services.seamless.client import OperatorClient, answer_envelope
 
 CALLER_NAME = "settlement.seamless"
 """The caller's consumer name in the log (its committed offset)."""

@@ -1,1 +1,0 @@
-"""Alembic migrations of the read model (run by :func:`services.backoffice.migrate.upgrade`)."""

@@ -1,0 +1,1 @@
+"""Alembic migrations of the read model (run by :func:`services.integrations.backoffice.migrate.upgrade`)."""
