@@ -25,6 +25,8 @@ from services.core.envelope import Envelope, request
 from services.core.processor import initial_state, step
 from services.runtime.kafka.bus import real_ends
 from services.runtime.kafka.topic_io import (
+    RANGE_FETCH_MS,
+    READ_FETCH_MS,
     RawRecord,
     aconsume_raw,
     aproduce,
@@ -331,6 +333,49 @@ def test_a_reader_stops_fetching_once_a_read_is_done(kafka_broker: str) -> None:
     assert after_ends and after_ends <= tps  # real_ends assigns the partitions that have records
     assert after_read == tps
     assert first == again == len(sent)
+
+
+def test_a_range_read_with_a_longer_wait_ahead_reads_the_same_and_gives_the_wait_back(
+    kafka_broker: str,
+) -> None:
+    """``read_range(..., ahead_ms=RANGE_FETCH_MS)`` (the restore's readers) reads the same records as
+    a plain read, a topic with nothing in it reads nothing, and the reader keeps its own fetch wait
+    after each read."""
+    settings = settings_for(kafka_broker)
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
+    sent = deposits(0, 2000)
+    produce(kafka_broker, sent, settings)
+
+    async def reads() -> tuple[int, int, int, list[int]]:
+        consumer = new_consumer(settings)
+        await consumer.start()
+        try:
+            tps = await partitions_of(consumer, [settings.topic(topics.WALLET_REQUESTS)])
+            empty = await partitions_of(consumer, [settings.topic(topics.TABLE_INBOX)])
+            ends = await consumer.end_offsets(tps + empty)
+            plain, _ = await read_range(consumer, {}, {tp: ends[tp] for tp in tps}, to_end=True)
+            waits = [consumer._fetcher._fetch_max_wait_ms]
+            ahead, _ = await read_range(
+                consumer, {}, {tp: ends[tp] for tp in tps}, to_end=True, ahead_ms=RANGE_FETCH_MS
+            )
+            waits.append(consumer._fetcher._fetch_max_wait_ms)
+            nothing, _ = await read_range(
+                consumer, {}, {tp: ends[tp] for tp in empty}, to_end=True, ahead_ms=RANGE_FETCH_MS
+            )
+            waits.append(consumer._fetcher._fetch_max_wait_ms)
+            return (
+                sum(map(len, plain.values())),
+                sum(map(len, ahead.values())),
+                sum(map(len, nothing.values())),
+                waits,
+            )
+        finally:
+            await consumer.stop()
+
+    plain, ahead, nothing, waits = asyncio.run(reads())
+    assert plain == ahead == len(sent)
+    assert nothing == 0
+    assert waits == [READ_FETCH_MS] * 3
 
 
 async def test_a_broker_that_comes_back_empty_stops_the_worker_with_a_clear_line(tmp_path: Path) -> None:

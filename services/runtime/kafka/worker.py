@@ -136,6 +136,7 @@ from services.runtime.kafka import state as state_store
 from services.runtime.kafka.lease import EXIT_LEASE, Lease, LeaseLost
 from services.runtime.kafka.topic_io import (
     BATCH_BYTES,
+    RANGE_FETCH_MS,
     Outbox,
     _settings_for,
     new_consumer,
@@ -330,7 +331,7 @@ class OutputIndex:
         ends: Mapping[TopicPartition, int],
     ) -> dict[TopicPartition, int]:
         """Replace the ids by those of the records from ``starts`` to the real ends; returns the ends."""
-        read, reached = await read_range(consumer, starts, ends, to_end=True)
+        read, reached = await read_range(consumer, starts, ends, to_end=True, ahead_ms=RANGE_FETCH_MS)
         self.ids = set()
         for msgs in read.values():
             for m in msgs:
@@ -1271,7 +1272,7 @@ class Shell:
     async def catch_up(self, pipe: Pipe, physical: str, partition: int, start: int, end: int) -> None:
         """Apply a partition's records [start, end) that another run handled; send only missing outputs."""
         tp = TopicPartition(physical, partition)
-        read, _ = await read_range(await self.reader(), {tp: start}, {tp: end})
+        read, _ = await read_range(await self.reader(), {tp: start}, {tp: end}, ahead_ms=RANGE_FETCH_MS)
         logical = self.settings.logical(physical)
         missing = 0
         for m in read.get(tp, []):
@@ -1415,7 +1416,9 @@ class Shell:
         listed = (await reader.end_offsets([tp]))[tp]
         if listed <= 0:
             return None
-        read, _ = await read_range(reader, {tp: listed - 1}, {tp: listed}, to_end=True)
+        read, _ = await read_range(
+            reader, {tp: listed - 1}, {tp: listed}, to_end=True, ahead_ms=RANGE_FETCH_MS
+        )
         msgs = read.get(tp) or []
         return (msgs[-1].offset, msgs[-1].key, msgs[-1].value) if msgs else None
 
@@ -1468,7 +1471,7 @@ class Shell:
         out: dict[str, dict[str, str]] = {}
         if end <= start:
             return out
-        read, _ = await read_range(await self.reader(), {tp: start}, {tp: end})
+        read, _ = await read_range(await self.reader(), {tp: start}, {tp: end}, ahead_ms=RANGE_FETCH_MS)
         for m in read.get(tp, ()):
             named = state_store.kept_entry(stage, scope, m.key)
             if named is not None and m.value is not None:
@@ -1543,7 +1546,8 @@ class Shell:
             committed = await self.consumer.committed(tp) if self.consumer is not None else None
             end = ends[tp]
             if max(start, committed or 0) > end:
-                end = (await read_range(reader, {tp: max(end - 1, 0)}, {tp: end}, to_end=True))[1][tp]
+                last = {tp: max(end - 1, 0)}
+                end = (await read_range(reader, last, {tp: end}, to_end=True, ahead_ms=RANGE_FETCH_MS))[1][tp]
             where = f"{logical}[{tp.partition}]"
             if start > end:
                 raise state_store.StateLost(
