@@ -139,6 +139,7 @@ from services.runtime.kafka.topic_io import (
     RANGE_FETCH_MS,
     Outbox,
     _settings_for,
+    known,
     new_consumer,
     probe,
     read_range,
@@ -1413,6 +1414,7 @@ class Shell:
     async def latest_snapshot(self, tp: TopicPartition) -> tuple[int, bytes | None, bytes | None] | None:
         """The last record of a changelog partition: (offset, key, value), ``None`` when it has none."""
         reader = await self.reader()
+        known(reader, [tp])
         listed = (await reader.end_offsets([tp]))[tp]
         if listed <= 0:
             return None
@@ -1530,13 +1532,18 @@ class Shell:
                     output_ids=len(self.index.ids), ms=ms)  # fmt: skip
 
     async def _ends(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        return dict(await (await self.reader()).end_offsets(list(tps))) if tps else {}
+        if not tps:
+            return {}
+        reader = await self.reader()
+        known(reader, tps)
+        return dict(await reader.end_offsets(list(tps)))
 
     async def check_log(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """The offset each input partition is read from next (the least any pipe needs); raises
         :class:`StateLost` when the log no longer holds it: the state or the group's committed offset
         beyond the partition's end, or the log's start past the state."""
         reader = await self.reader()
+        known(reader, tps)
         begins = await reader.beginning_offsets(list(tps)) if tps else {}
         ends = await self._ends(tps)
         starts = {}
@@ -1570,6 +1577,7 @@ class Shell:
         :class:`OutputIndex`; their ends become the output positions of the next snapshots."""
         tps = await self._partitions(self.outputs)
         reader = await self.reader()
+        known(reader, tps)
         ends = await reader.end_offsets(tps) if tps else {}
         least = state_store.min_positions(dict(enumerate(snaps)))
         starts = {}
