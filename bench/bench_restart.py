@@ -13,9 +13,10 @@ One Tansu broker, fresh topics (6 partitions); the history sizes in increasing o
 the one before on the same topics (its further units produced in order). For each size, each measured
 service (``BENCH_RESTART_SERVICES``, default settlement and dealer) runs its worker (``python -m
 services.runtime.kafka.worker NAME``, demo keys, the quick group timeouts of the tests; the services at
-once) on its own data directory, kept from one size to the next, until its group's committed offsets
-reach the ends (its state built by the worker from the history, in its store and changelog), and is
-stopped (SIGTERM). Measured, each from a new worker process:
+once, their group consumers' fetch wait :data:`APPLY_FETCH_MS`) on its own data directory, kept from
+one size to the next, until its group's committed offsets reach the ends (its state built by the worker
+from the history, in its store and changelog), and is stopped (SIGTERM). Measured, each from a new
+worker process:
 
 * **local**: the same data directory (its RocksDB state store): the snapshots restored locally;
 * **changelog**: an empty data directory (another machine): the snapshots read from the changelog.
@@ -60,7 +61,7 @@ from services.core.trust import Principal, authenticate
 from services.runtime import intake
 from services.runtime.compose import Composition
 from services.runtime.kafka.bus import quick_settings, real_ends, service_inputs, worker_env
-from services.runtime.kafka.topic_io import aproduce, aproduce_raw, partitions_of
+from services.runtime.kafka.topic_io import RANGE_FETCH_MS, aproduce, aproduce_raw, partitions_of
 from services.runtime.kafka.worker import ensure_topics
 from services.runtime.keyring import demo_keyring
 from services.runtime.memory import MemoryBus
@@ -81,6 +82,11 @@ UNIT_SPAN_S = 3600
 CACHE = Path("var/bench")
 ACCOUNT = "player:001"
 """An account unit 0 funds: the timed deposit's."""
+APPLY_FETCH_MS = RANGE_FETCH_MS
+"""The group consumers' fetch wait while the workers apply the history (the fixture, not measured):
+Tansu's in-memory store lists a partition's batches from its beginning within a fetch's wait, and on a
+1M-record log the quick settings' 10 ms brought batches of 1-3 records a second or so (settlement: 14k
+records in 78 s). The timed restarts keep the quick settings."""
 
 
 @dataclass(slots=True)
@@ -273,7 +279,8 @@ def load(settings: Settings, units: list[int]) -> float:
 def apply_all(settings: Settings, tmp: Path, tag: str) -> dict[str, float]:
     """Every measured service's worker over the log (on its own data directory, kept from one history
     to the next), all at once, until each has committed its inputs' ends; then stopped. Seconds each."""
-    procs = {s: start(s, settings, tmp / f"data-{s}", tmp / f"{s}-{tag}-apply.log") for s in SERVICES}
+    applying = settings.model_copy(update={"fetch_max_wait_ms": APPLY_FETCH_MS})
+    procs = {s: start(s, applying, tmp / f"data-{s}", tmp / f"{s}-{tag}-apply.log") for s in SERVICES}
     clock = time.monotonic()
 
     async def each(service: str) -> tuple[str, float]:

@@ -25,11 +25,14 @@ from services.core.envelope import Envelope, request
 from services.core.processor import initial_state, step
 from services.runtime.kafka.bus import real_ends
 from services.runtime.kafka.topic_io import (
+    RANGE_FETCH_MS,
+    READ_FETCH_MS,
     RawRecord,
     aconsume_raw,
     aproduce,
     aproduce_raw,
     consume_all,
+    known,
     new_consumer,
     partitions_of,
     produce,
@@ -331,6 +334,78 @@ def test_a_reader_stops_fetching_once_a_read_is_done(kafka_broker: str) -> None:
     assert after_ends and after_ends <= tps  # real_ends assigns the partitions that have records
     assert after_read == tps
     assert first == again == len(sent)
+
+
+def test_a_range_read_with_a_longer_wait_ahead_reads_the_same_and_gives_the_wait_back(
+    kafka_broker: str,
+) -> None:
+    """``read_range(..., ahead_ms=RANGE_FETCH_MS)`` (the restore's readers) reads the same records as
+    a plain read, a topic with nothing in it reads nothing, and the reader keeps its own fetch wait
+    after each read."""
+    settings = settings_for(kafka_broker)
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
+    sent = deposits(0, 2000)
+    produce(kafka_broker, sent, settings)
+
+    async def reads() -> tuple[int, int, int, list[int]]:
+        consumer = new_consumer(settings)
+        await consumer.start()
+        try:
+            tps = await partitions_of(consumer, [settings.topic(topics.WALLET_REQUESTS)])
+            empty = await partitions_of(consumer, [settings.topic(topics.TABLE_INBOX)])
+            ends = await consumer.end_offsets(tps + empty)
+            plain, _ = await read_range(consumer, {}, {tp: ends[tp] for tp in tps}, to_end=True)
+            waits = [consumer._fetcher._fetch_max_wait_ms]
+            ahead, _ = await read_range(
+                consumer, {}, {tp: ends[tp] for tp in tps}, to_end=True, ahead_ms=RANGE_FETCH_MS
+            )
+            waits.append(consumer._fetcher._fetch_max_wait_ms)
+            nothing, _ = await read_range(
+                consumer, {}, {tp: ends[tp] for tp in empty}, to_end=True, ahead_ms=RANGE_FETCH_MS
+            )
+            waits.append(consumer._fetcher._fetch_max_wait_ms)
+            return (
+                sum(map(len, plain.values())),
+                sum(map(len, ahead.values())),
+                sum(map(len, nothing.values())),
+                waits,
+            )
+        finally:
+            await consumer.stop()
+
+    plain, ahead, nothing, waits = asyncio.run(reads())
+    assert plain == ahead == len(sent)
+    assert nothing == 0
+    assert waits == [READ_FETCH_MS] * 3
+
+
+def test_a_reader_made_to_know_partitions_lists_their_offsets_and_fetches_nothing(kafka_broker: str) -> None:
+    """``known`` (before a restore's ListOffsets of topics the reader has not read yet): the partitions
+    are assigned and paused, their offsets are listed as without it, and the next read reads them."""
+    settings = settings_for(kafka_broker)
+    asyncio.run(ensure_topics(settings, list(topics.ALL_TOPICS)))
+    sent = deposits(0, 30)
+    produce(kafka_broker, sent, settings)
+
+    async def reads() -> tuple[set[TopicPartition], set[TopicPartition], dict[TopicPartition, int], int]:
+        consumer = new_consumer(settings)
+        await consumer.start()
+        try:
+            tps = await partitions_of(consumer, [settings.topic(topics.WALLET_REQUESTS)])
+            inbox = await partitions_of(consumer, [settings.topic(topics.TABLE_INBOX)])
+            await read_range(consumer, {}, await consumer.end_offsets(inbox), to_end=True)
+            known(consumer, tps)
+            paused = set(consumer.paused())
+            ends = await consumer.end_offsets(tps)
+            read, _ = await read_range(consumer, {}, ends, to_end=True)
+            return set(tps), paused, ends, sum(map(len, read.values()))
+        finally:
+            await consumer.stop()
+
+    tps, paused, ends, read = asyncio.run(reads())
+    assert paused == tps
+    assert set(ends) == tps and sum(ends.values()) > 0
+    assert read == len(sent)
 
 
 async def test_a_broker_that_comes_back_empty_stops_the_worker_with_a_clear_line(tmp_path: Path) -> None:

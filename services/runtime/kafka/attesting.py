@@ -27,7 +27,7 @@ from services.core.envelope import ChainHead, Envelope
 from services.core.trust import verify_signature
 from services.runtime import intake
 from services.runtime.kafka.state import WHOLE
-from services.runtime.kafka.topic_io import new_consumer, partitions_of, read_range
+from services.runtime.kafka.topic_io import RANGE_FETCH_MS, new_consumer, partitions_of, read_range
 from services.runtime.logging import get_logger
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ async def _last_attestation(shell: Shell, writer: str, guard: Guard) -> Envelope
     try:
         tps = await partitions_of(consumer, [shell.settings.topic(topics.ATTEST)])
         ends = await consumer.end_offsets(tps) if tps else {}
-        read, _ = await read_range(consumer, {}, ends, to_end=True)
+        read, _ = await read_range(consumer, {}, ends, to_end=True, ahead_ms=RANGE_FETCH_MS)
     finally:
         await consumer.stop()
     best: Envelope | None = None

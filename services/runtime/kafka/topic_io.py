@@ -24,9 +24,18 @@ from services.runtime.failures import BrokerUnreachable
 from services.runtime.settings import Settings
 
 READ_FETCH_MS = 10
-"""The fetch wait of the plain readers (:func:`new_consumer`). Tansu holds every fetch for its whole
-wait, records or not (docs/performance.md#kafka-bus-latency-on-tansu), so each round of a read costs
-this much there; a broker that answers at once with records (Kafka) is not slowed by it."""
+"""The fetch wait of the plain readers (:func:`new_consumer`). Tansu holds a fetch that finds nothing
+for its whole wait (docs/performance.md#kafka-bus-latency-on-tansu), so each round of a read of an idle
+partition costs this much there; a broker that answers at once with records (Kafka) is not slowed by it."""
+
+RANGE_FETCH_MS = 100
+"""The fetch wait of a range read's rounds that know of records ahead (``ahead_ms`` of :func:`read_range`:
+the restore, catch-up, signed heads' resume, whole-topic reads): Tansu's in-memory store lists a
+partition's batches from its first at every fetch until the wait runs out, so on a 1M-record log 10 ms
+read two whole topics 30x slower than 100 ms (longer waits no faster), while a fetch that finds records
+is answered once it has them (docs/performance.md#kafka-range-readers-fetch-wait). Rounds with nothing
+known ahead (an idle or empty partition, an end to confirm) keep :data:`READ_FETCH_MS`: Tansu holds
+those fetches for their whole wait."""
 
 READ_ROUND_MS = 20
 """How long one round of :func:`read_range` waits for records: a partition with nothing new is known
@@ -186,12 +195,23 @@ async def partitions_of(consumer: AIOKafkaConsumer, physical: Sequence[str]) -> 
     return tps
 
 
+def fetch_wait(consumer: AIOKafkaConsumer, ms: int) -> int:
+    """Set the fetch wait of ``consumer``'s next fetch requests; returns the one it had. aiokafka has
+    no public setter, but builds each request from its fetcher's ``_fetch_max_wait_ms`` (checked by
+    tests/unit/test_topic_io_wait.py against the pinned aiokafka)."""
+    fetcher = consumer._fetcher  # started consumers only
+    before: int = fetcher._fetch_max_wait_ms
+    fetcher._fetch_max_wait_ms = ms
+    return before
+
+
 async def read_range(
     consumer: AIOKafkaConsumer,
     starts: Mapping[TopicPartition, int],
     ends: Mapping[TopicPartition, int],
     *,
     to_end: bool = False,
+    ahead_ms: int | None = None,
 ) -> tuple[dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]], dict[TopicPartition, int]]:
     """Records of each partition from its start offset up to (not including) its end offset.
 
@@ -200,6 +220,11 @@ async def read_range(
     a multi-record batch. Each partition is then read up to the larger of that and the high
     watermark of the first fetch response (which is right). Returns the records and the next
     offset to read per partition.
+
+    ``ahead_ms``: the fetch wait of the rounds that know of records ahead of a partition's position
+    (:data:`RANGE_FETCH_MS` for the readers of ranges); the others, and the consumer after the read,
+    keep its own. A partition read to its end is paused at once: a fetch of it alone would find
+    nothing and hold the next round for its whole wait.
     """
     first = await consumer.beginning_offsets(list(ends)) if ends else {}
     begin = {tp: max(starts.get(tp, 0), first[tp]) for tp in ends}
@@ -213,24 +238,44 @@ async def read_range(
     for tp in live:
         consumer.seek(tp, begin[tp])
     pending, unconfirmed = set(live), set(live) if to_end else set()
-    while pending:
-        batch = await consumer.getmany(*pending, timeout_ms=READ_ROUND_MS)
-        for tp, msgs in batch.items():
-            kept = [m for m in msgs if m.offset < target[tp] or tp in unconfirmed]
-            out[tp].extend(kept)
-        for tp in list(pending):
-            highwater = consumer.highwater(tp)
-            if tp in unconfirmed and highwater is not None:
-                target[tp] = max(target[tp], highwater)
-                unconfirmed.discard(tp)
-            reached[tp] = await consumer.position(tp)
-            if tp not in unconfirmed and reached[tp] >= target[tp]:
-                pending.discard(tp)
+    own = fetch_wait(consumer, ahead_ms) if ahead_ms is not None else None  # the consumer's own
+    try:
+        while pending:
+            if own is not None:  # a long wait only while a fetch is sure to find records
+                ahead = any(reached[tp] < target[tp] for tp in pending)
+                fetch_wait(consumer, ahead_ms if ahead and ahead_ms is not None else own)
+            batch = await consumer.getmany(*pending, timeout_ms=READ_ROUND_MS)
+            for tp, msgs in batch.items():
+                kept = [m for m in msgs if m.offset < target[tp] or tp in unconfirmed]
+                out[tp].extend(kept)
+            for tp in list(pending):
+                highwater = consumer.highwater(tp)
+                if tp in unconfirmed and highwater is not None:
+                    target[tp] = max(target[tp], highwater)
+                    unconfirmed.discard(tp)
+                reached[tp] = await consumer.position(tp)
+                if tp not in unconfirmed and reached[tp] >= target[tp]:
+                    pending.discard(tp)
+                    if own is not None and pending:
+                        consumer.pause(tp)
+    finally:
+        if own is not None:
+            fetch_wait(consumer, own)
     for tp in live:  # a fetch may have returned records past the target
         out[tp] = [m for m in out[tp] if m.offset < target[tp]]
         reached[tp] = max(begin[tp], out[tp][-1].offset + 1 if out[tp] else begin[tp])
     rest(consumer)
     return out, reached
+
+
+def known(consumer: AIOKafkaConsumer, tps: Sequence[TopicPartition]) -> None:
+    """Let a plain reader list ``tps``' offsets without learning their topics one by one: assigned (and
+    paused: nothing is fetched), their topics go into its next metadata request together, where
+    ``end_offsets`` and ``beginning_offsets`` alone learn one unknown topic per retry, about 100 ms each
+    (a restore's ten output topics: 0.92 s, 5 ms so; docs/performance.md#kafka-range-readers-fetch-wait).
+    Replaces the reader's assignment (the next read assigns its own)."""
+    consumer.assign(list(tps))
+    consumer.pause(*tps)
 
 
 def rest(consumer: AIOKafkaConsumer) -> None:
@@ -249,7 +294,7 @@ async def aconsume_raw(settings: Settings, logical_topics: Sequence[str]) -> lis
     try:
         tps = await partitions_of(consumer, [settings.topic(t) for t in logical_topics])
         ends = await consumer.end_offsets(tps) if tps else {}
-        read, _ = await read_range(consumer, {}, ends, to_end=True)
+        read, _ = await read_range(consumer, {}, ends, to_end=True, ahead_ms=RANGE_FETCH_MS)
     finally:
         await consumer.stop()
     return [
@@ -305,6 +350,7 @@ def _chunks(
         if position is None:
             position = (await consumer.beginning_offsets([tp]))[tp]
         consumer.seek(tp, position)
+        fetch_wait(consumer, RANGE_FETCH_MS if position < max(listed, target or 0) else READ_FETCH_MS)
         batch = await consumer.getmany(tp, timeout_ms=200, max_records=chunk)
         return batch.get(tp, []), consumer.highwater(tp), max(position, await consumer.position(tp))
 

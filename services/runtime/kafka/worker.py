@@ -136,7 +136,9 @@ from services.runtime.kafka import state as state_store
 from services.runtime.kafka.lease import EXIT_LEASE, Lease, LeaseLost
 from services.runtime.kafka.topic_io import (
     BATCH_BYTES,
+    RANGE_FETCH_MS,
     Outbox,
+    known,
     new_consumer,
     probe,
     read_range,
@@ -318,7 +320,7 @@ class OutputIndex:
         ends: Mapping[TopicPartition, int],
     ) -> dict[TopicPartition, int]:
         """Replace the ids by those of the records from ``starts`` to the real ends; returns the ends."""
-        read, reached = await read_range(consumer, starts, ends, to_end=True)
+        read, reached = await read_range(consumer, starts, ends, to_end=True, ahead_ms=RANGE_FETCH_MS)
         self.ids = set()
         for msgs in read.values():
             for m in msgs:
@@ -1267,7 +1269,7 @@ class Shell:
     async def catch_up(self, pipe: Pipe, physical: str, partition: int, start: int, end: int) -> None:
         """Apply a partition's records [start, end) that another run handled; send only missing outputs."""
         tp = TopicPartition(physical, partition)
-        read, _ = await read_range(await self.reader(), {tp: start}, {tp: end})
+        read, _ = await read_range(await self.reader(), {tp: start}, {tp: end}, ahead_ms=RANGE_FETCH_MS)
         logical = self.settings.logical(physical)
         missing = 0
         for m in read.get(tp, []):
@@ -1419,10 +1421,13 @@ class Shell:
     async def latest_snapshot(self, tp: TopicPartition) -> tuple[int, bytes | None, bytes | None] | None:
         """The last record of a changelog partition: (offset, key, value), ``None`` when it has none."""
         reader = await self.reader()
+        known(reader, [tp])
         listed = (await reader.end_offsets([tp]))[tp]
         if listed <= 0:
             return None
-        read, _ = await read_range(reader, {tp: listed - 1}, {tp: listed}, to_end=True)
+        read, _ = await read_range(
+            reader, {tp: listed - 1}, {tp: listed}, to_end=True, ahead_ms=RANGE_FETCH_MS
+        )
         msgs = read.get(tp) or []
         return (msgs[-1].offset, msgs[-1].key, msgs[-1].value) if msgs else None
 
@@ -1475,7 +1480,7 @@ class Shell:
         out: dict[str, dict[str, str]] = {}
         if end <= start:
             return out
-        read, _ = await read_range(await self.reader(), {tp: start}, {tp: end})
+        read, _ = await read_range(await self.reader(), {tp: start}, {tp: end}, ahead_ms=RANGE_FETCH_MS)
         for m in read.get(tp, ()):
             named = state_store.kept_entry(stage, scope, m.key)
             if named is not None and m.value is not None:
@@ -1534,13 +1539,18 @@ class Shell:
                     output_ids=len(self.index.ids), ms=ms)  # fmt: skip
 
     async def _ends(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        return dict(await (await self.reader()).end_offsets(list(tps))) if tps else {}
+        if not tps:
+            return {}
+        reader = await self.reader()
+        known(reader, tps)
+        return dict(await reader.end_offsets(list(tps)))
 
     async def check_log(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """The offset each input partition is read from next (the least any pipe needs); raises
         :class:`StateLost` when the log no longer holds it: the state or the group's committed offset
         beyond the partition's end, or the log's start past the state."""
         reader = await self.reader()
+        known(reader, tps)
         begins = await reader.beginning_offsets(list(tps)) if tps else {}
         ends = await self._ends(tps)
         starts = {}
@@ -1550,7 +1560,8 @@ class Shell:
             committed = await self.consumer.committed(tp) if self.consumer is not None else None
             end = ends[tp]
             if max(start, committed or 0) > end:
-                end = (await read_range(reader, {tp: max(end - 1, 0)}, {tp: end}, to_end=True))[1][tp]
+                last = {tp: max(end - 1, 0)}
+                end = (await read_range(reader, last, {tp: end}, to_end=True, ahead_ms=RANGE_FETCH_MS))[1][tp]
             where = f"{logical}[{tp.partition}]"
             if start > end:
                 raise state_store.StateLost(
@@ -1573,6 +1584,7 @@ class Shell:
         :class:`OutputIndex`; their ends become the output positions of the next snapshots."""
         tps = await self._partitions(self.outputs)
         reader = await self.reader()
+        known(reader, tps)
         ends = await reader.end_offsets(tps) if tps else {}
         least = state_store.min_positions(dict(enumerate(snaps)))
         starts = {}
