@@ -240,8 +240,9 @@ def _noise(draw: st.DrawFn, recs: list[Rec]) -> bytes:
         base.update(seq=same[-1]["seq"] + 1, prev_hash=same[-1]["hash"], event_id="forged-next")
     elif kind == "place_bet":
         base.update(topic="casino.wallet.requests", seq=None, prev_hash=None, type="PlaceBet", event_id="x1")
-    elif kind == "reused_id":
-        victim = draw(st.sampled_from(recs))
+    elif kind == "reused_id":  # another record under a used id (a copy of the record itself is not
+        # noise: a log holding one record twice is a ``duplicate_event``, test_dead_letters_signed.py)
+        victim = draw(st.sampled_from([r for r in recs if r["event_id"] != base["event_id"]]))
         base["event_id"] = victim["event_id"]
     else:  # a signed head with a signature of the attacker's own
         heads = [r for r in recs if r["topic"] == "casino.attest"]
@@ -323,3 +324,34 @@ def test_one_pass_holds_back_only_while_it_must(authentic: Log, monkeypatch: pyt
     monkeypatch.setattr(onepass, "HOLD_MAX", 3)
     assert replay(raws, keys=authentic.checkpoint_keys, writers=authentic.writers).to_json() == one
     assert two_passes == [1]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_copy_of_an_authentic_record_is_a_duplicate_never_applied_twice(
+    authentic: Log, data: st.DataObject
+) -> None:
+    """A record the log already holds, copied in again at or after its place (its auth kept, stripped or
+    made up): ``findings`` with one ``duplicate_event`` naming it — a log holding one record twice is not
+    as it was written, and a regulator sees it — while nothing is applied twice: the tables' figures are
+    the authentic log's. (Unlike noise under a new id or a used id with other content: those are counted.
+    A copy placed before records that precede it in its chain is taken in the original's place: still
+    ``findings``, but the chain's figures move; closing note of 2026-11-29.)"""
+    recs = [canonical(r) for r in authentic.records]
+    index = data.draw(st.integers(0, len(recs) - 1))
+    victim = copy.deepcopy(authentic.records[index])
+    auth = data.draw(st.sampled_from(["kept", "stripped", "made_up"]))
+    if auth == "stripped":
+        victim.pop("auth", None)
+    elif auth == "made_up" and "auth" in victim:
+        victim["auth"] = {"key_id": victim["auth"].get("key_id", "x"), "mac": "00" * 32}
+    at = data.draw(st.integers(index, len(recs)))
+    report = authentic.replay([*recs[:at], canonical(victim), *recs[at:]])
+    assert report.verdict == "findings"
+    duplicates = [f for f in report.findings if f["reason"] == "duplicate_event"]
+    assert [f["subject"]["event_id"] for f in duplicates] == [victim["event_id"]]
+
+    def figures(tables: dict[str, Any]) -> dict[str, Any]:  # each table's figures but its findings count
+        return {t: {k: v for k, v in row.items() if k != "findings"} for t, row in tables.items()}
+
+    assert figures(report.tables) == figures(authentic.replay(recs).tables)
