@@ -11,7 +11,7 @@ a revealed shoe seed re-derives the committed order and every card dealt from it
 
 Each mismatch is an ``AuditFinding`` on ``casino.audit.findings`` (keyed by table, or by account for
 wallet findings) with a reason code, the ids it concerns and the expected and recorded values.
-Completed game rounds are hashed (:func:`round_record`) into per-table digests that
+Completed game rounds are hashed (:func:`coup_record`) into per-table digests that
 :func:`digest_of` folds, with the final balances, into one line two replays can compare.
 """
 
@@ -141,12 +141,12 @@ class TableDigest:
     upto: int = 0
     pending: dict[int, str] = field(default_factory=dict)
 
-    def add(self, number: int, round_hash: str) -> None:
+    def add(self, number: int, coup_hash: str) -> None:
         """Fold round ``number``'s hash (or park it until the rounds before it are in)."""
         if number <= self.upto:  # a reused coup number: folded where it stands, still changes the digest
-            self.folded = _fold(self.folded, round_hash)
+            self.folded = _fold(self.folded, coup_hash)
             return
-        self.pending[number] = round_hash
+        self.pending[number] = coup_hash
         while self.upto + 1 in self.pending:
             self.upto += 1
             self.folded = _fold(self.folded, self.pending.pop(self.upto))
@@ -159,8 +159,8 @@ class TableDigest:
         return acc
 
 
-def _fold(acc: str, round_hash: str) -> str:
-    return sha256_hex((acc + round_hash).encode("ascii"))
+def _fold(acc: str, coup_hash: str) -> str:
+    return sha256_hex((acc + coup_hash).encode("ascii"))
 
 
 @dataclass(slots=True)
@@ -779,7 +779,7 @@ def _payout_record(p: Payout) -> dict[str, Any]:
             "win_minor": p.win_minor}  # fmt: skip
 
 
-def round_record(trail: CoupTrail, coup_id: str) -> dict[str, Any]:
+def coup_record(trail: CoupTrail, coup_id: str) -> dict[str, Any]:
     """The canonical game-round record of a completed coup (what the digest covers)."""
     return {
         "bets": [{"account_id": w.account_id, "bet_id": b, "spot": w.spot, "stake_minor": w.stake_minor}
@@ -792,10 +792,10 @@ def round_record(trail: CoupTrail, coup_id: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def round_hash(trail: CoupTrail, coup_id: str) -> str:
-    """SHA-256 of the canonical JSON of :func:`round_record` (sorting a round's few small dicts in C
+def coup_hash(trail: CoupTrail, coup_id: str) -> str:
+    """SHA-256 of the canonical JSON of :func:`coup_record` (sorting a round's few small dicts in C
     costs less than checking in Python whether they are already in order)."""
-    return sha256_hex(canonical(round_record(trail, coup_id)))
+    return sha256_hex(canonical(coup_record(trail, coup_id)))
 
 
 SETTLED_WINDOW = 1 << 16
@@ -870,7 +870,7 @@ def _complete(state: AuditState, coup_id: str, trail: CoupTrail) -> list[Draft]:
     table = trail.table_id
     out = _check_escrow(state, coup_id, trail)
     digest = state.digests.setdefault(table, TableDigest())
-    digest.add(trail.number, round_hash(trail, coup_id))
+    digest.add(trail.number, coup_hash(trail, coup_id))
     for bet_id in trail.bets:
         state.bet_coup.pop(bet_id, None)
         _settle(state, bet_id, trail.paid_by[bet_id])
@@ -960,7 +960,7 @@ def tree_head(state: AuditState) -> dict[str, Any]:
 
 def table_digest(hashes: Mapping[int, str]) -> str:
     """One table's digest: its round hashes folded in coup-number order,
-    ``d = SHA-256(d ‖ round_hash)`` from :data:`DIGEST_GENESIS` (what :class:`TableDigest` streams)."""
+    ``d = SHA-256(d ‖ coup_hash)`` from :data:`DIGEST_GENESIS` (what :class:`TableDigest` streams)."""
     acc = DIGEST_GENESIS
     for n in sorted(hashes):
         acc = _fold(acc, hashes[n])

@@ -1,7 +1,7 @@
 """The ledger: integer money, the accounts it moves between, and each bet's payout as balanced postings.
 
 Everything about money lives here, once, and imports nothing of the games: a variant grades a bet
-(:class:`Grade`), the ledger turns the grade into minor units (:func:`settle`) and the minor
+(:class:`Grade`), the ledger turns the grade into minor units (:func:`amounts_of`) and the minor
 units into postings (:func:`postings_for`, :func:`payout_of`, :func:`payout_against`).
 
 **Money.** Integer money: amounts in minor units, and the one named function per rounding rule.
@@ -77,7 +77,7 @@ def commission_minor(base_minor: int, bps: int, rounding: str = "floor") -> int:
 
 
 @immutable
-class Settlement:
+class Amounts:
     """One bet's money: what it won, what commission it paid, what goes back to the wallet."""
 
     result: Literal["win", "lose", "push", "refund"]
@@ -87,23 +87,23 @@ class Settlement:
     credit_minor: int
 
 
-def settle(stake_minor: int, grade: Grade, rounding: str = "floor") -> Settlement:
+def amounts_of(stake_minor: int, grade: Grade, rounding: str = "floor") -> Amounts:
     """Turn a bet's :class:`Grade` into minor units. ``stake_minor`` must be positive."""
     if stake_minor <= 0:
         raise DomainError(Reason.BAD_CONFIG, f"a stake is positive, not {stake_minor}")
     if grade.result == "lose":
-        return Settlement("lose", stake_minor, 0, 0, 0)
+        return Amounts("lose", stake_minor, 0, 0, 0)
     if grade.result == "push":
-        return Settlement("push", stake_minor, 0, 0, stake_minor)
+        return Amounts("push", stake_minor, 0, 0, stake_minor)
     win = win_minor(stake_minor, grade.win_ratio)
     base = win if grade.commission_base == "win" else stake_minor
     commission = commission_minor(base, grade.commission_bps, rounding)
-    return Settlement("win", stake_minor, win, commission, stake_minor + win - commission)
+    return Amounts("win", stake_minor, win, commission, stake_minor + win - commission)
 
 
-def refund(stake_minor: int) -> Settlement:
+def refund(stake_minor: int) -> Amounts:
     """A refused or voided bet: the stake goes back whole."""
-    return Settlement("refund", stake_minor, 0, 0, stake_minor)
+    return Amounts("refund", stake_minor, 0, 0, stake_minor)
 
 
 # --- grades, wagers, accounts, payouts --------------------------------------------------------------
@@ -213,7 +213,7 @@ def withdraw_rows(account: str, currency: str, amount_minor: int) -> Rows:
 
 
 def postings_for(
-    settlement: Settlement, wallet: str, counterparty: str, accounts: Accounts
+    settlement: Amounts, wallet: str, counterparty: str, accounts: Accounts
 ) -> tuple[tuple[str, int], ...]:
     """Balanced postings for one settled bet against ``counterparty`` (house or bank).
 
@@ -232,7 +232,7 @@ def postings_for(
     return tuple(rows)
 
 
-def payout_of(wager: Wager, settlement: Settlement, postings: tuple[tuple[str, int], ...]) -> Payout:
+def payout_of(wager: Wager, settlement: Amounts, postings: tuple[tuple[str, int], ...]) -> Payout:
     """Assemble a :class:`Payout` record."""
     return Payout(
         bet_id=wager.bet_id,
@@ -252,7 +252,7 @@ def payout_against(
 ) -> Payout:
     """``wager`` graded ``grade``, its money rounded by the table's ``rounding``, posted against
     ``counterparty`` (the house, or the bank's holder)."""
-    s = settle(wager.stake_minor, grade, rounding)
+    s = amounts_of(wager.stake_minor, grade, rounding)
     return payout_of(wager, s, postings_for(s, wager.account_id, counterparty, accounts))
 
 

@@ -22,7 +22,7 @@ from services.core.contract import (
     ShoeOpened,
     TableOpened,
 )
-from services.core.ledger import Wager, settle
+from services.core.ledger import Wager, amounts_of
 from services.core.values import replace
 from services.monitor.alerts import Alerts, Seen
 from services.monitor.detectors import (
@@ -199,7 +199,7 @@ def _net_minor(variant: Variant, config: TableConfig, result: CoupResult, wager:
     grade = variant.grade(result, wager.spot, config)
     if grade.result == "push":
         return None
-    s = settle(wager.stake_minor, grade, config.commission_rounding)
+    s = amounts_of(wager.stake_minor, grade, config.commission_rounding)
     return s.credit_minor - s.stake_minor
 
 

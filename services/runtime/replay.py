@@ -79,8 +79,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from services.audit.replay import (
+    CoupCollector,
     Report,
-    RoundCollector,
     Scope,
     iso_instant,
 )
@@ -192,7 +192,7 @@ def replay(
     scope: Scope | None = None,
     keys: Mapping[str, str] | None = None,
     checkpoint_every: int | None = None,
-    collector: RoundCollector | None = None,
+    collector: CoupCollector | None = None,
     ordered: bool | Literal["strict"] = False,
     expect: Mapping[str, Any] | None = None,
     writers: Mapping[str, WriterKey] | None = None,
@@ -356,7 +356,7 @@ def _replay_main(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
         raise SourceError(f"no {'log' if args.db else 'file'} at {source}")
     if args.db:
         open_readonly(Path(args.db)).close()  # a foreign file is an error before anything is read
-    collector = RoundCollector(args.coup) if getattr(args, "coup", None) else None
+    collector = CoupCollector(args.coup) if getattr(args, "coup", None) else None
     expect = None
     if getattr(args, "expect", None):
         from services.runtime.heads import read_heads  # noqa: PLC0415
@@ -409,7 +409,7 @@ def _source(args: argparse.Namespace, advance: Callable[[int], None] | None) -> 
     return Source(lambda: (r.value or b"" for r in kafka_io.iter_raw(args.kafka, list(topics.ALL_TOPICS))))
 
 
-def _coup_main(args: argparse.Namespace, collector: RoundCollector) -> int:
+def _coup_main(args: argparse.Namespace, collector: CoupCollector) -> int:
     if not collector.found:
         raise SourceError(f"no coup {args.coup} in the log")
     view = collector.to_dict()

@@ -107,7 +107,7 @@ def test_round_records_are_complete(engine: Engine, demo_log: Path) -> None:
     assert resolved and sum(decisions.values()) > 0
     with engine.connect() as c:
         for p in resolved:
-            got = queries.round_record(c, p["coup_id"])
+            got = queries.coup_record(c, p["coup_id"])
             assert got is not None and got["status"] == "resolved"
             assert got["variant"] == p["variant"] and got["rules_version"] == p["rules_version"]
             assert got["paytable"]

@@ -20,7 +20,7 @@ from services.core.baccarat.variants.ez_baccarat import VARIANT as EZ
 from services.core.baccarat.variants.super6 import VARIANT as SUPER6
 from services.core.cards import shoe_cards
 from services.core.errors import DomainError, Reason
-from services.core.ledger import LOSE, PUSH, Grade, settle
+from services.core.ledger import LOSE, PUSH, Grade, amounts_of
 from services.core.shoe import shuffle
 
 EVEN = Grade("win", (1, 1))
@@ -112,7 +112,7 @@ def test_coup_fixtures() -> None:
 def test_super6_half_pay_rounds_down() -> None:
     """A banker win on 6 pays half the stake, rounded down to the minor unit (money's named rule)."""
     grade = SUPER6.grade(coup(SUPER6, "banker 6 in two cards over 5 in three"), "banker", SUPER6.config())
-    assert settle(101, grade).credit_minor == 101 + 50
+    assert amounts_of(101, grade).credit_minor == 101 + 50
 
 
 def test_super6_pay_configurable() -> None:

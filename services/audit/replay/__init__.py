@@ -13,7 +13,7 @@ Modules: :mod:`~services.audit.replay.replayer` (decode and the replay), :mod:`~
 """
 
 from services.audit.replay.checkpoints import Checkpoints
-from services.audit.replay.collector import RoundCollector
+from services.audit.replay.collector import CoupCollector
 from services.audit.replay.replayer import (
     DEDUP_WINDOW,
     MAX_ALERTS_LISTED,
@@ -35,9 +35,9 @@ __all__ = [
     "MAX_REFUSED_LISTED",
     "REFUSED_REASONS",
     "Checkpoints",
+    "CoupCollector",
     "Replayer",
     "Report",
-    "RoundCollector",
     "Scope",
     "Summaries",
     "decode",

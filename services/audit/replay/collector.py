@@ -15,7 +15,7 @@ from services.core.errors import DomainError
 
 
 @dataclass(slots=True)
-class RoundCollector:
+class CoupCollector:
     """Everything about one coup, gathered while the replay streams (``--coup ID``).
 
     The coup itself (bets accepted, cards, decisions) is folded into a
@@ -121,11 +121,11 @@ def _raw(p: Mapping[str, Any], *names: str) -> list[Any]:
     return [p.get(n) for n in names]
 
 
-def _c_opened(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
+def _c_opened(c: CoupCollector, env: Envelope, at: dict[str, Any]) -> None:
     c.round.update(table_id=env.key, shoe_id=env.payload.get("shoe_id"), betting_opened=at)
 
 
-def _c_bet(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
+def _c_bet(c: CoupCollector, env: Envelope, at: dict[str, Any]) -> None:
     p = env.payload
     bet_id = str(p["bet_id"])
     if bet_id in c.coup.bets:  # the first record of a bet is the one shown
@@ -134,12 +134,12 @@ def _c_bet(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
     c.bet_notes[bet_id] = {"currency": p.get("currency"), "accepted": at, **c.bet_notes.get(bet_id, {})}
 
 
-def _c_refused(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
+def _c_refused(c: CoupCollector, env: Envelope, at: dict[str, Any]) -> None:
     keep = ("bet_id", "account_id", "spot", "stake_minor", "reason", "detail")
     c.refused.append({**{k: env.payload.get(k) for k in keep}, **at})
 
 
-def _c_reserved(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
+def _c_reserved(c: CoupCollector, env: Envelope, at: dict[str, Any]) -> None:
     p = env.payload
     bet = c.bet_notes.setdefault(str(p["bet_id"]), {})
     bet["balance_before_minor"], bet["balance_after_stake_minor"] = (
@@ -149,23 +149,23 @@ def _c_reserved(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
     bet["stake_reserved"] = {**at, "postings": p.get("postings")}
 
 
-def _c_closed(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
+def _c_closed(c: CoupCollector, env: Envelope, at: dict[str, Any]) -> None:
     c.round["betting_closed"] = {**at, "bet_ids": env.payload.get("bet_ids")}
 
 
-def _c_card(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
+def _c_card(c: CoupCollector, env: Envelope, at: dict[str, Any]) -> None:
     p = env.payload
     c.coup.card(*_raw(p, "hand", "card", "shoe_position"))
     c.card_notes.append(at)
 
 
-def _c_decision(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
+def _c_decision(c: CoupCollector, env: Envelope, at: dict[str, Any]) -> None:
     p = env.payload
     c.coup.decision(*_raw(p, "hand", "choice", "decided_by"))
     c.decision_notes.append({"cell": p.get("cell"), **at})
 
 
-def _c_resolved(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
+def _c_resolved(c: CoupCollector, env: Envelope, at: dict[str, Any]) -> None:
     p = env.payload
     keep = ("table_id", "shoe_id", "coup_number", "variant", "rules_version", "hands", "outcome", "natural",
             "started_at", "ended_at")  # fmt: skip
@@ -173,7 +173,7 @@ def _c_resolved(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
     c.round["resolved"] = {**at, "bet_ids": p.get("bet_ids")}
 
 
-def _c_payout(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
+def _c_payout(c: CoupCollector, env: Envelope, at: dict[str, Any]) -> None:
     p = env.payload
     po = c.payouts.setdefault(str(p["bet_id"]), {})
     if env.type == "PayoutIssued":
@@ -185,7 +185,7 @@ def _c_payout(c: RoundCollector, env: Envelope, at: dict[str, Any]) -> None:
                            "balance_after_minor": p.get("balance_after_minor")})  # fmt: skip
 
 
-_COLLECT: dict[str, Callable[[RoundCollector, Envelope, dict[str, Any]], None]] = {
+_COLLECT: dict[str, Callable[[CoupCollector, Envelope, dict[str, Any]], None]] = {
     "BettingOpened": _c_opened, "BetAccepted": _c_bet, "BetRefused": _c_refused,
     "StakeReserved": _c_reserved, "BettingClosed": _c_closed, "CardDealt": _c_card,
     "DecisionMade": _c_decision, "CoupResolved": _c_resolved, "PayoutIssued": _c_payout,

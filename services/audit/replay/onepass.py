@@ -37,7 +37,7 @@ from services.audit.replay.attested import (
     Survey,
     WriterKey,
 )
-from services.audit.replay.collector import RoundCollector
+from services.audit.replay.collector import CoupCollector
 from services.audit.replay.replayer import Replayer, decode, frozen_heap, replay_records, replayer
 from services.audit.replay.report import Report
 from services.audit.replay.scope import Scope
@@ -141,7 +141,7 @@ def replay_one_pass(
     keys: Mapping[str, str],
     checkpoint_every: int,
     scope: Scope | None = None,
-    collector: RoundCollector | None = None,
+    collector: CoupCollector | None = None,
     ordered: bool | Literal["strict"] = False,
     expect: Mapping[str, Any] | None = None,
 ) -> Report:

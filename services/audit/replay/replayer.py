@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from services.audit.processor import CHECKPOINT_EVERY, Audit, AuditState, digest_of, open_items
 from services.audit.replay.attested import Attested
 from services.audit.replay.checkpoints import Checkpoints
-from services.audit.replay.collector import RoundCollector
+from services.audit.replay.collector import CoupCollector
 from services.audit.replay.report import Report, entry
 from services.audit.replay.scope import Scope
 from services.audit.replay.summaries import _SUMMARISED, Summaries
@@ -128,7 +128,7 @@ class Replayer:
     scope: Scope
     keys: Mapping[str, str]
     checkpoint_every: int = CHECKPOINT_EVERY
-    collector: RoundCollector | None = None
+    collector: CoupCollector | None = None
     ordered: bool | Literal["strict"] = False
     """The log is read in the order it was written (a SQLite log or its export; not Kafka topic by topic);
     ``"strict"``: and by construction (a SQLite log), so records out of that order were moved."""
@@ -372,7 +372,7 @@ def replayer(  # noqa: PLR0917 (the replay's options, once)
     keys: Mapping[str, str],
     checkpoint_every: int,
     scope: Scope | None,
-    collector: RoundCollector | None,
+    collector: CoupCollector | None,
     ordered: bool | Literal["strict"],
     expect: Mapping[str, Any] | None,
 ) -> Replayer:
@@ -390,7 +390,7 @@ def replay_records(
     keys: Mapping[str, str],
     checkpoint_every: int,
     scope: Scope | None = None,
-    collector: RoundCollector | None = None,
+    collector: CoupCollector | None = None,
     ordered: bool | Literal["strict"] = False,
     expect: Mapping[str, Any] | None = None,
     attested: Attested | None = None,

@@ -82,7 +82,7 @@ def _loads_or_none(text: str | None) -> Any:
     return json.loads(text) if text is not None else None
 
 
-def round_record(conn: Connection, coup_id: str) -> dict[str, Any] | None:
+def coup_record(conn: Connection, coup_id: str) -> dict[str, Any] | None:
     """The full game-round record of ``coup_id`` (None when unknown)."""
     r = conn.execute(select(s.rounds).where(s.rounds.c.coup_id == coup_id)).mappings().first()
     if r is None:

@@ -87,7 +87,7 @@ def install_accounts(r: APIRouter, kit: Kit) -> None:
         """The full game-round record: variant, rules version, paytable, shoe and coup number, start
         and end, every card with its hand and shoe position, every decision and who made it, every
         bet with its payout and the wallet's balance before and after."""
-        found = queries.round_record(c, coup_id)
+        found = queries.coup_record(c, coup_id)
         if found is None:
             raise Problem(404, "not found", "no such coup")
         return found

@@ -61,13 +61,13 @@ from services.core.ledger import (
     PUSH,
     ROUNDINGS,
     Accounts,
+    Amounts,
     Grade,
     Payout,
-    Settlement,
     Wager,
+    amounts_of,
     postings_for,
     round_ratio,
-    settle,
 )
 from services.core.shoe import ShoeRules
 
@@ -190,7 +190,7 @@ def settle_player_banked(
     banks = [w for w in wagers if w.spot == BANK_SPOT]
     if len(banks) > 1:
         raise DomainError(Reason.BANK_TAKEN, f"{len(banks)} bank wagers in one coup")
-    punters = {i: settle(w.stake_minor, variant.grade(result, w.spot, config), config.commission_rounding)
+    punters = {i: amounts_of(w.stake_minor, variant.grade(result, w.spot, config), config.commission_rounding)
                for i, w in enumerate(wagers) if w.spot != BANK_SPOT}  # fmt: skip
     if not banks:
         if punters:
@@ -225,11 +225,11 @@ def _bank_payout(
     if levy:
         rows.append((accounts.commission, levy))
     result: Literal["win", "lose", "push"] = "win" if net_minor > 0 else "lose" if net_minor < 0 else "push"
-    s = Settlement(result, bank.stake_minor, max(net_minor, 0), levy, credit)
+    s = Amounts(result, bank.stake_minor, max(net_minor, 0), levy, credit)
     return _payout(bank, s, tuple(rows))
 
 
-def _payout(w: Wager, s: Settlement, rows: tuple[tuple[str, int], ...]) -> Payout:
+def _payout(w: Wager, s: Amounts, rows: tuple[tuple[str, int], ...]) -> Payout:
     return Payout(
         bet_id=w.bet_id, account_id=w.account_id, spot=w.spot, stake_minor=w.stake_minor,
         result=s.result, win_minor=s.win_minor, commission_minor=s.commission_minor,

@@ -94,13 +94,13 @@ from services.core.ledger import (
     PUSH,
     ROUNDINGS,
     Accounts,
+    Amounts,
     Grade,
     Payout,
-    Settlement,
     Wager,
+    amounts_of,
     bank_first,
     bank_payout,
-    settle,
 )
 from services.core.shoe import ShoeRules
 
@@ -186,9 +186,9 @@ def ponte_account(wagers: Sequence[Wager]) -> str | None:
 
 def _punter_settlements(
     outcome: str, wagers: Sequence[Wager], config: TableConfig
-) -> list[tuple[Wager, Settlement]]:
+) -> list[tuple[Wager, Amounts]]:
     return [
-        (w, settle(w.stake_minor, outcome_grade(outcome, w.spot, config), config.commission_rounding))
+        (w, amounts_of(w.stake_minor, outcome_grade(outcome, w.spot, config), config.commission_rounding))
         for w in wagers
         if w.spot not in BANK_SPOTS
     ]
@@ -397,7 +397,7 @@ class FrenchClub(TwoHandGame):
         }  # fmt: skip
 
 
-def _punter_payout(w: Wager, s: Settlement, extra_minor: int, accounts: Accounts, bank: str) -> Payout:
+def _punter_payout(w: Wager, s: Amounts, extra_minor: int, accounts: Accounts, bank: str) -> Payout:
     """A punter's bet against the bank; ``extra_minor`` is the bank stake handed to the ponte."""
     credit = s.credit_minor + extra_minor
     rows: list[tuple[str, int]] = [(accounts.escrow, -s.stake_minor)]

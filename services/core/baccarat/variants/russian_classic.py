@@ -88,7 +88,7 @@ from services.core.baccarat.engine import (
 from services.core.baccarat.settings import Setting
 from services.core.cards import CARD_POINTS, Card
 from services.core.errors import DomainError, Reason
-from services.core.ledger import LOSE, PUSH, Accounts, Grade, Payout, Settlement, Wager, bank_payout
+from services.core.ledger import LOSE, PUSH, Accounts, Amounts, Grade, Payout, Wager, bank_payout
 from services.core.shoe import ShoeRules
 
 BANK_SPOT: Final = "bank"
@@ -384,9 +384,9 @@ class RussianClassic(Variant):
         for w in punters:
             win = wins.get(w.bet_id)
             s = (
-                Settlement("lose", w.stake_minor, 0, 0, 0)
+                Amounts("lose", w.stake_minor, 0, 0, 0)
                 if win is None
-                else Settlement("win", w.stake_minor, win, 0, w.stake_minor + win)
+                else Amounts("win", w.stake_minor, win, 0, w.stake_minor + win)
             )
             net += w.stake_minor - s.credit_minor
             out[w.bet_id] = _payout(w, s, accounts, bank_account)
@@ -407,7 +407,7 @@ class RussianClassic(Variant):
         return table
 
 
-def _payout(w: Wager, s: Settlement, accounts: Accounts, bank: str) -> Payout:
+def _payout(w: Wager, s: Amounts, accounts: Accounts, bank: str) -> Payout:
     """A punter's bet against the bank account."""
     rows: list[tuple[str, int]] = [(accounts.escrow, -s.stake_minor)]
     if s.credit_minor:

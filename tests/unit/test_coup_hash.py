@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.audit.processor import CoupTrail, round_hash, round_record
+from services.audit.processor import CoupTrail, coup_hash, coup_record
 from services.core.envelope import canonical, sha256_hex
 from services.core.ledger import Payout
 
@@ -41,7 +41,7 @@ def _trail(hands: Any, outcome: Any, extra: Any) -> CoupTrail:
 
 
 def _canonical_hash(trail: CoupTrail) -> str:
-    return sha256_hex(canonical(round_record(trail, "T01/T01-S1/3")))
+    return sha256_hex(canonical(coup_record(trail, "T01/T01-S1/3")))
 
 
 @given(_json, _json, _json)
@@ -49,20 +49,20 @@ def test_round_hash_is_the_hash_of_the_canonical_record(hands: Any, outcome: Any
     """Any recorded hands, outcome and payout field (dicts in any key order, nested) hash the same as
     the canonical JSON of the record."""
     trail = _trail(hands, outcome, extra)
-    assert round_hash(trail, "T01/T01-S1/3") == _canonical_hash(trail)
+    assert coup_hash(trail, "T01/T01-S1/3") == _canonical_hash(trail)
 
 
 def test_unsorted_recorded_hands_are_sorted_like_canonical_json() -> None:
     """Hands recorded with their keys out of order still hash canonically (the sorting path)."""
     hands = {"player": {"total": 9, "cards": ["9S"]}, "banker": {"total": 4, "cards": ["4H"]}}
     trail = _trail(hands, "player", "win")
-    assert round_hash(trail, "T01/T01-S1/3") == _canonical_hash(trail)
+    assert coup_hash(trail, "T01/T01-S1/3") == _canonical_hash(trail)
     ordered = _trail({"banker": {"cards": ["4H"], "total": 4}, "player": {"cards": ["9S"], "total": 9}},
                      "player", "win")  # fmt: skip
-    assert round_hash(ordered, "T01/T01-S1/3") == round_hash(trail, "T01/T01-S1/3")
+    assert coup_hash(ordered, "T01/T01-S1/3") == coup_hash(trail, "T01/T01-S1/3")
 
 
 def test_a_str_subclass_takes_the_canonical_path() -> None:
     """A value of a type the key-order check does not know (an enum) is encoded by canonical JSON."""
     trail = _trail({Hand.BANKER: {"cards": [], "total": 0}}, Hand.BANKER, "win")
-    assert round_hash(trail, "T01/T01-S1/3") == _canonical_hash(trail)
+    assert coup_hash(trail, "T01/T01-S1/3") == _canonical_hash(trail)

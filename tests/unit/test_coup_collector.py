@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.audit.replay import RoundCollector
+from services.audit.replay import CoupCollector
 from services.core import topics
 from services.core.envelope import Envelope, request
 
@@ -35,7 +35,7 @@ def test_a_refused_bet_with_its_stake_reserved_is_shown_refused_not_as_a_bet() -
     """A stake reserved for a bet the dealer then refused (betting closed) used to make the view fail
     (a bet without a stake in the totals): it is listed among the refused bets, with its reservation,
     and the totals count the accepted bets only."""
-    c = RoundCollector(COUP)
+    c = CoupCollector(COUP)
     c.observe(_rec("StakeReserved", _reserved("b1", 300), "e1", topics.WALLET_EVENTS))
     c.observe(_rec("BetAccepted", _bet("b1", 300), "e2"))
     c.observe(_rec("StakeReserved", _reserved("b2", 700), "e3", topics.WALLET_EVENTS))
@@ -53,7 +53,7 @@ def test_a_refused_bet_with_its_stake_reserved_is_shown_refused_not_as_a_bet() -
 def test_cards_and_decisions_keep_their_order_records_and_cells() -> None:
     """Each card with its hand, shoe position, number and record; each decision with who made it and
     the rules' cell; the first record of a bet is the one shown."""
-    c = RoundCollector(COUP)
+    c = CoupCollector(COUP)
     c.observe(_rec("BetAccepted", _bet("b1", 300), "e1"))
     c.observe(_rec("BetAccepted", {**_bet("b1", 999), "spot": "banker"}, "e2"))
     for n, (hand, card) in enumerate([("player", "9S"), ("banker", "4H")]):
