@@ -37,8 +37,11 @@ transactions, so correctness rests on determinism, event ids and a state store p
   latest, else from the changelog, and each partition is sought to its snapshot's offset. The outputs
   written since the snapshots (their output positions: every output of a later record lies after them)
   are read back into the :class:`OutputIndex`: the records after a snapshot are applied again and their
-  outputs already on the log are not sent twice. A scope with no snapshot starts from its partition's
-  beginning (and the index from the output topics' beginnings: a first start on an old log).
+  outputs already on the log are not sent twice. Until a scope has applied every record that was on
+  its partitions once those outputs were read, its snapshots name the restored output positions, not
+  the worker's (:meth:`Pipe.held`): a snapshot before the causes of outputs already written must not
+  name positions past them. A scope with no snapshot starts from its partition's beginning (and the
+  index from the output topics' beginnings: a first start on an old log).
 * *Re-deliveries.* ``step`` is deterministic with derived ids, so re-applied records re-derive
   byte-identical outputs: the ones already on the topic are in the index and skipped, the rest are
   sent: no loss, no duplicate, same order per key. A chained record at or below its stream's last
@@ -442,6 +445,11 @@ class Pipe:
         self.snapped_at: dict[int, float] = {}
         self.positions: dict[int, dict[tuple[str, int], int]] = {}
         """Per scope, the output positions its latest snapshot names (``Snapshot.outputs``)."""
+        self.until: dict[int, dict[tuple[str, int], int]] = {}
+        """Per scope restored, the end of each of its input partitions when the restore had read the
+        outputs back: the outputs on the log then (in the :class:`OutputIndex`) were all caused by
+        records before these ends, so until the scope has applied them its snapshots keep naming the
+        restored positions (:meth:`held`)."""
         self.next_offset: dict[tuple[str, int], int] = {}
         self.current = state_store.WHOLE if self.whole else 0
         """The scope of the record last applied (:attr:`state`)."""
@@ -513,10 +521,30 @@ class Pipe:
         self.states.clear()
         self.kept.clear()
         self.positions.clear()
+        self.until.clear()
         self.signed_heads.clear()  # a scope assigned again resumes its attestation chain from the log
         self.seqs.clear()
         self.since.clear()
         self.next_offset.clear()
+
+    def held(self, scope: int) -> dict[tuple[str, int], int] | None:
+        """The output positions a snapshot of ``scope`` taken now must name: the restored ones (its
+        latest snapshot's) while the scope has not yet applied every record before the ends of
+        :attr:`until`, else ``None`` (the worker's current ones).
+
+        Outputs already on the log when a restore read them back may be caused by records after the
+        restored offsets (a worker killed after sending a batch's outputs, before committing it): they
+        are in the index and not sent again, but a snapshot whose offsets are still before their causes
+        must not name positions past them, or a restore from it would not read them back and would
+        send them a second time."""
+        until = self.until.get(scope)
+        if until is None:
+            return None
+        offsets = self.offsets_of(scope)
+        if all(offsets.get(tp, 0) >= end for tp, end in until.items()):
+            del self.until[scope]  # passed for good: the positions of the worker from now on
+            return None
+        return dict(self.positions.get(scope, {}))
 
     def offsets_of(self, scope: int) -> dict[tuple[str, int], int]:
         """The next input offset of each partition ``scope`` covers."""
@@ -681,6 +709,9 @@ class Due:
     data: dict[str, Any]
     ids: set[str]
     kept: dict[str, dict[str, str]] = field(default_factory=dict)
+    outputs: dict[tuple[str, int], int] | None = None
+    """The output positions the snapshot must name (:meth:`Pipe.held`); ``None``: the worker's when it
+    is written (:attr:`Shell.out_positions`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1128,6 +1159,7 @@ class Shell:
                     pipe.since.get(scope)
                     or (pipe.stage, scope) in besides
                     or (pipe.whole and not pipe.complete)
+                    or pipe.held(scope) is not None
                 ):
                     continue
                 behind = pipe.positions.get(scope) != self.out_positions and bool(self.out_positions)
@@ -1323,7 +1355,7 @@ class Shell:
         ids = st.applied.take() if isinstance(st.applied, state_store.StoredIds) else set()
         kept = {stored.name: stored.take() for stored in pipe.kept.get(scope, ())}
         pipe.since[scope], pipe.snapped_at[scope] = 0, now
-        return Due(pipe, scope, data, ids, kept)
+        return Due(pipe, scope, data, ids, kept, pipe.held(scope))
 
     async def write_snapshots(self, snapshots: Sequence[Due]) -> None:
         """Write each snapshot to its stage's changelog (after the kept entries it covers, a record each),
@@ -1332,9 +1364,10 @@ class Shell:
         replays the records after it."""
         producer = self.snapshot_producer or self.producer
         assert producer is not None and self.store is not None
-        positions = dict(self.out_positions)
+        current = dict(self.out_positions)
         for due in snapshots:
             stage = due.pipe.stage
+            positions = current if due.outputs is None else due.outputs
             blob = state_store.finish(due.data, positions)
             topic = self.settings.topic(state_store.changelog_topic(stage))
             key = state_store.scope_key(stage, due.scope)
@@ -1525,6 +1558,16 @@ class Shell:
         starts = await self.check_log(mine)
         rebuild = any(ends[tp] > 0 for tp in scratch)  # outputs may exist for records of any offset
         await self.read_outputs(snaps, rebuild=rebuild)
+        after = await self._real_ends(mine)  # after the outputs were read: each one's cause is before
+        for pipe in self.pipes:
+            for scope in pipe.states:
+                if not pipe.positions.get(scope):  # from scratch: its outputs are read from the start
+                    pipe.positions[scope] = dict.fromkeys(self.out_positions, 0)
+                pipe.until[scope] = {
+                    (self.settings.logical(tp.topic), tp.partition): after[tp]
+                    for tp in mine
+                    if pipe in self.routes[tp.topic] and pipe.scope(tp.partition) == scope
+                }
         consumer = self.consumer
         for tp in mine:
             if consumer is not None:
@@ -1544,6 +1587,19 @@ class Shell:
         reader = await self.reader()
         known(reader, tps)
         return dict(await reader.end_offsets(list(tps)))
+
+    async def _real_ends(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """The next offset after the last record of each partition now: ListOffsets is only a lower bound
+        (Tansu: the base offset of the last record batch plus one), so the last batch of each non-empty
+        partition is read, up to the high watermark (one fetch)."""
+        listed = await self._ends(tps)
+        probe = {tp: end - 1 for tp, end in listed.items() if end > 0}
+        if not probe:
+            return listed
+        reader = await self.reader()
+        ends = {tp: listed[tp] for tp in probe}
+        _, reached = await read_range(reader, probe, ends, to_end=True, ahead_ms=RANGE_FETCH_MS)
+        return {tp: max(end, reached.get(tp, end)) for tp, end in listed.items()}
 
     async def check_log(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """The offset each input partition is read from next (the least any pipe needs); raises
