@@ -27,8 +27,15 @@ from services.core.envelope import ChainHead, Envelope
 from services.core.trust import verify_signature
 from services.runtime import intake
 from services.runtime.kafka.state import WHOLE
-from services.runtime.kafka.topic_io import RANGE_FETCH_MS, new_consumer, partitions_of, read_range
+from services.runtime.kafka.topic_io import (
+    RANGE_FETCH_MS,
+    key_partition,
+    new_consumer,
+    partitions_of,
+    read_range,
+)
 from services.runtime.logging import get_logger
+from services.runtime.settings import Settings
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -151,28 +158,57 @@ async def _chain(shell: Shell, mine: PipeHeads, guard: Guard) -> attest.AttestCh
     return mine.chain
 
 
+RESUME_WINDOW = 256
+"""Records of the writer's partition of ``casino.attest`` read at a time, back from its end, to find its
+last signed head (the window doubles until one is found or the partition's start is reached)."""
+
+
 async def _last_attestation(shell: Shell, writer: str, guard: Guard) -> Envelope | None:
     """The last record on ``casino.attest`` under ``writer`` signed with ``guard``'s own key."""
-    public = guard.own.public_hex
-    consumer = new_consumer(shell.settings)  # its own: the worker's reader is assigned elsewhere, and an
+    best, read = await last_signed_head(shell.settings, writer, guard.own.public_hex)
+    get_logger("casino_ledger.worker").info(
+        "signed_heads_resumed", writer=writer, read=read, seq=None if best is None else best.seq
+    )
+    return best
+
+
+async def last_signed_head(
+    settings: Settings, writer: str, public: str | None
+) -> tuple[Envelope | None, int]:
+    """The last record on ``casino.attest`` under ``writer`` signed with ``public``'s key, and how many
+    records were read to find it: read back from the end of the one partition its key goes to, a window
+    at a time, so a restart reads about as much on a year-old topic as on a day-old one."""
+    consumer = new_consumer(settings)  # its own: the worker's reader is assigned elsewhere, and an
     await consumer.start()  # assigned consumer's metadata shows no other topic's partitions
+    best: Envelope | None = None
+    read_count = 0
     try:
-        tps = await partitions_of(consumer, [shell.settings.topic(topics.ATTEST)])
-        ends = await consumer.end_offsets(tps) if tps else {}
-        read, _ = await read_range(consumer, {}, ends, to_end=True, ahead_ms=RANGE_FETCH_MS)
+        tps = await partitions_of(consumer, [settings.topic(topics.ATTEST)])
+        if not tps:
+            return None, 0
+        part = key_partition(writer.encode("utf-8"), [tp.partition for tp in tps])
+        tp = next(t for t in tps if t.partition == part)
+        first = (await consumer.beginning_offsets([tp]))[tp]
+        upto = listed = (await consumer.end_offsets([tp]))[tp]
+        if listed > first:  # ListOffsets is a lower bound on Tansu (its last batch's base + 1): the real end
+            _, reached = await read_range(consumer, {tp: listed - 1}, {tp: listed}, to_end=True)
+            upto = max(listed, reached.get(tp, listed))
+        window = RESUME_WINDOW
+        while best is None:
+            start = max(first, upto - window)
+            read, _ = await read_range(consumer, {tp: start}, {tp: upto}, ahead_ms=RANGE_FETCH_MS)
+            msgs = read.get(tp, [])
+            read_count += len(msgs)
+            for m in msgs:
+                env = _ours(m.value, writer, public)
+                if env is not None and (best is None or (env.seq or 0) > (best.seq or 0)):
+                    best = env
+            if start <= first:
+                break
+            upto, window = start, window * 2
     finally:
         await consumer.stop()
-    best: Envelope | None = None
-    for msgs in read.values():
-        for m in msgs:
-            env = _ours(m.value, writer, public)
-            if env is not None and (best is None or (env.seq or 0) > (best.seq or 0)):
-                best = env
-    get_logger("casino_ledger.worker").info(
-        "signed_heads_resumed", writer=writer, partitions=len(tps), read=sum(map(len, read.values())),
-        seq=None if best is None else best.seq,
-    )  # fmt: skip
-    return best
+    return best, read_count
 
 
 def _ours(raw: Any, writer: str, public: str | None) -> Envelope | None:

@@ -99,6 +99,14 @@ def new_consumer(settings: Settings) -> AIOKafkaConsumer:
     )
 
 
+def key_partition(key: bytes, partitions: Sequence[int]) -> int:
+    """The partition aiokafka's default partitioner gives ``key`` among ``partitions`` (murmur2 over the
+    ids sorted), where a producer's ``send`` without a partition puts it."""
+    ids = sorted(partitions)
+    hashed: int = murmur2(key) & 0x7FFFFFFF
+    return ids[hashed % len(ids)]
+
+
 class Outbox:
     """Records sent in batches: one aiokafka record batch (``create_batch``) per topic partition,
     handed to the producer (``send_batch``) when it is full or at :meth:`flush`; the caller awaits the
