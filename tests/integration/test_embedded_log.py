@@ -688,8 +688,11 @@ def test_a_snapshot_written_before_a_class_moved_is_read_where_the_move_is_decla
     with EmbeddedLog(tmp_path / "log.db") as log:
         write_inputs(log, 30)
         Runner(log, Echo(), snapshot_every=5, batch_limit=10).step_batch()
-        moved = "UPDATE snapshots SET kind = replace(kind, ?, 'services.old.home')"
-        log._conn.execute(moved, (Echo.__module__,))
+        saved = log.load_snapshot("echo")
+        assert saved is not None
+        offset, kind, blob = saved  # the class's module named in the row and in the snapshot itself
+        moved = kind.replace(Echo.__module__, "services.old.home")
+        log.save_snapshot("echo", offset, moved, blob.replace(Echo.__module__.encode(), b"services.old.home"))
         if declared:
             monkeypatch.setattr(Echo, "formerly", ("services.old.home",), raising=False)
         resumed = Runner(log, Echo(), snapshot_every=5, batch_limit=10)

@@ -4,7 +4,7 @@ unions whose arms refuse, and the refusals themselves (docs/trust.md: snapshots 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import pytest
@@ -153,3 +153,33 @@ def test_the_one_pass_paths_write_what_the_per_item_walk_writes(value: object, t
 def test_the_one_pass_paths_refuse_what_the_walk_refused(value: object, tp: object, says: str) -> None:
     with pytest.raises(snapshot.SnapshotError, match=says):
         snapshot.encode(value, tp)
+
+
+@dataclass
+class _Then:
+    n: int
+
+
+@dataclass
+class _Now:
+    n: int
+    queued: dict[str, list[str]] = field(default_factory=dict)
+    in_order: bool = False
+
+
+@dataclass
+class _Required:
+    n: int
+    m: int
+
+
+def test_a_field_added_since_with_a_default_reads_an_older_snapshot() -> None:
+    """A state that gained fields with defaults (audit's, issue #31) reads a snapshot written before:
+    the new fields take their defaults (no rebuild from the log on upgrade); a new field without a
+    default, or a field the class does not have, is still refused."""
+    old = snapshot.dumps(_Then(3), _Then)
+    assert snapshot.decode(json.loads(old), _Now) == _Now(3, {}, False)
+    with pytest.raises(snapshot.SnapshotError):
+        snapshot.decode(json.loads(old), _Required)
+    with pytest.raises(snapshot.SnapshotError):
+        snapshot.decode({"n": 1, "stranger": 2}, _Now)

@@ -430,8 +430,8 @@ class Runner(Generic[S]):
         data = snapshot.loads(blob, dict[str, Any])
         if set(data) != {"format", "processor", "inner", "heads", "records"}:
             raise snapshot.SnapshotError(f"not a snapshot: fields {sorted(data)[:10]}")
-        kind = f"{fmt}:{self._kind.partition(':')[2]}"
-        if (data["format"], data["processor"]) != (SNAPSHOT_READ.get(fmt), kind):
+        kinds = {f"{fmt}:{name}" for name in snapshot.class_names(self.processor)}
+        if data["format"] != SNAPSHOT_READ.get(fmt) or data["processor"] not in kinds:
             raise snapshot.SnapshotError("a snapshot of another format or processor")
         inner = snapshot.decode(data["inner"], self._state_type)
         heads = snapshot.decode(data["heads"], _Heads)

@@ -3,8 +3,10 @@
 A snapshot is read back by the *types in the code*, never by names in the data: :func:`decode` walks
 the state's type annotations (dataclasses, named tuples, ``dict``/``Mapping``, ``tuple``, ``list``,
 ``set``/``frozenset``, ``deque``, ``Literal``, enums, unions, ``int``/``str``/``bool``/``None``, ``Any`` for
-plain JSON) and builds exactly those objects, refusing anything that does not fit (an unknown or
-missing field, a string where an int belongs, a bool for an int, a value outside a ``Literal``).
+plain JSON) and builds exactly those objects, refusing anything that does not fit (an unknown field,
+a missing one the class gives no default, a string where an int belongs, a bool for an int, a value
+outside a ``Literal``). A field the class gained since a snapshot was written, with a default, takes its
+default: a state that grows a field does not make every snapshot written before unreadable.
 Nothing in a snapshot can choose a class to instantiate or code to run, so a crafted snapshot is at
 worst refused — the runner then rebuilds the state from the log.
 
@@ -468,15 +470,32 @@ def _decode_dataclass(data: Any, tp: type) -> Any:
         raise SnapshotError(f"expected an object for {tp.__name__}, got {type(data).__name__}")
     fields = dataclasses.fields(tp)
     names = {f.name for f in fields}
-    if set(data) != names:
+    if set(data) != names and not _added_since(fields, data):
         raise SnapshotError(f"{tp.__name__} has fields {sorted(names)}, the snapshot {sorted(data)[:20]}")
     hints = _hints(tp)
-    values = {f.name: decode(data[f.name], hints[f.name]) for f in fields}
+    values = {f.name: decode(data[f.name], hints[f.name]) for f in fields if f.name in data}
+    values.update({f.name: _default(f) for f in fields if f.name not in data})
     obj = tp(**{f.name: values[f.name] for f in fields if f.init})
     for f in fields:
         if not f.init:
             object.__setattr__(obj, f.name, values[f.name])
     return obj
+
+
+def _added_since(fields: tuple[dataclasses.Field[Any], ...], data: Mapping[str, Any]) -> bool:
+    """Whether ``data`` is the object of an earlier version of the class: no field it does not have, and
+    every field it lacks one the class gives a default (a field added since, with its default)."""
+    names = {f.name for f in fields}
+    missing = [f for f in fields if f.name not in data]
+    return set(data) <= names and all(_has_default(f) for f in missing)
+
+
+def _has_default(f: dataclasses.Field[Any]) -> bool:
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 def _decode_tuple(data: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
