@@ -21,7 +21,7 @@ import click
 from services.core.processor import Processor
 from services.core.topics import SERVICES
 from services.runtime.compose import Composition
-from services.runtime.failures import one_line
+from services.runtime.failures import exit_status, one_line
 from services.runtime.kafka.topic_io import _settings_for
 from services.runtime.kafka.worker import ServiceFactory, create_topics_main, run_worker, topic_spec_path
 from services.runtime.settings import Settings
@@ -108,16 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m services.cli.worker NAME [--factory module:attr] | create-topics [--spec PATH]``
     (exit 2 for a bad invocation or what an operator can fix)."""
     tune_gc()  # as ``casino-ledger worker`` does: the workers of the bus, the tests and the benches
-    try:
-        result = worker_command.main(
-            args=list(argv if argv is not None else sys.argv[1:]), standalone_mode=False
-        )
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.Abort:  # click's word for an interrupt
-        return 130
-    return int(result or 0)
+    return exit_status(worker_command, argv)
 
 
 if __name__ == "__main__":

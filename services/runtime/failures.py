@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -83,3 +85,18 @@ def _is_kafka_connection_error(exc: BaseException) -> bool:
 def _kafka_reason(exc: Any) -> str:
     text = " ".join(str(exc).split())
     return text[:200] or type(exc).__name__
+
+
+def exit_status(command: Any, argv: Sequence[str] | None) -> int:
+    """Run a module's own click ``command`` on ``argv`` (default: the process's) and give its exit
+    status: its return value, click's for a bad invocation (2, the reason on stderr), 130 interrupted."""
+    import click  # noqa: PLC0415 (only the modules' own entry points need it)
+
+    try:
+        result = command.main(args=list(argv if argv is not None else sys.argv[1:]), standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        return int(exc.exit_code)
+    except click.Abort:  # click's word for an interrupt
+        return 130
+    return int(result or 0)

@@ -58,6 +58,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from services.core.contract import PAYLOADS
 from services.core.envelope import Envelope
 from services.core.reasons import Reason
+from services.runtime.failures import exit_status
 
 LOOP_STALL_S = 5.0
 """/healthz answers 503 when the event loop took longer than this to come back to the probe."""
@@ -511,16 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m services.runtime.kafka.metrics healthz|readyz|metrics [--url URL]``: a container's probe
     (exit 0 when 200, 1 otherwise, 2 for a bad invocation). Asks
     ``http://127.0.0.1:$CASINO_WEB_PORT/<path>`` (the image has no curl); ``--url`` overrides."""
-    try:
-        result = probe_command.main(
-            args=list(argv if argv is not None else sys.argv[1:]), standalone_mode=False
-        )
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.Abort:  # click's word for an interrupt
-        return 130
-    return int(result or 0)
+    return exit_status(probe_command, argv)
 
 
 def family_names(exposition: str) -> set[str]:
