@@ -81,10 +81,6 @@ def _escrow_only(state: AuditState, rec: Envelope, p: Transfer) -> list[Draft]:
     return []
 
 
-def _join_only(state: AuditState, rec: Envelope, p: PayoutIssued) -> list[Draft]:
-    return join_payout(state, rec, p)
-
-
 def _with(handlers: Mapping[str, Any], only: bool = False) -> dict[str, Reader]:
     readers = {} if only else dict(_READERS)
     for t, h in handlers.items():
@@ -97,7 +93,7 @@ _ACCOUNT_READERS = _with(
     | {t: _wallet_without_escrow for t, r in _READERS.items() if r.handler is on_wallet_event}
 )
 _JOIN_READERS = _with(
-    {PayoutIssued.__name__: _join_only, StakeReserved.__name__: _escrow_only,
+    {PayoutIssued.__name__: join_payout, StakeReserved.__name__: _escrow_only,
      StakeRefunded.__name__: _escrow_only},
     only=True,
 )  # fmt: skip
@@ -231,8 +227,6 @@ class AuditTree(Processor[TreeState]):
     single: ClassVar[bool] = True
     """One member at a time: it holds the service's lease (docs/adr/0007)."""
     creates: ClassVar[Mapping[str, int]] = {topics.AUDIT_STAGED: 1}
-
-    relays = True
 
     def __init__(self, signing: SigningKey | None = DEMO_SIGNING_KEY) -> None:
         self.signing = signing

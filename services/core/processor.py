@@ -74,10 +74,6 @@ class Processor(ABC, Generic[S]):
     invalid recorded event is a finding for it, not a dead letter. It also means the guard checks
     the MAC over the ``hash`` as written without recomputing it: audit reports an edited record's
     hash itself."""
-    relays: ClassVar[bool] = False
-    """Whether its inputs are another stage's results whose outputs it writes for that stage: its
-    outputs then name as their cause the record that caused the input (:meth:`cause_of`), the record a
-    regulator reads (audit's tree stage on Kafka), not the hand-off between the two stages."""
     guard: Guard | None = None
     """Authenticates inputs and signs outputs; set by the composition root
     (:mod:`services.runtime.compose`). ``None``: no checks and no signatures (unit tests)."""
@@ -88,7 +84,9 @@ class Processor(ABC, Generic[S]):
         return cls.stage or cls.name
 
     def cause_of(self, record: Envelope) -> Envelope:
-        """The cause its outputs of ``record`` name (``record`` itself unless it :attr:`relays`)."""
+        """The cause its outputs of ``record`` name: ``record`` itself, unless its inputs are another
+        stage's results that it writes out for that stage (audit's tree stage on Kafka), whose outputs
+        name the record that caused the input, the one a regulator reads."""
         return record
 
     @abstractmethod
@@ -360,7 +358,7 @@ def step_encoded(
         inner, drafts = state.inner, [dead_letter(record, None, reason, detail, record.topic)]
     out: list[tuple[Envelope, bytes]] = []
     namespace = stage_namespace(processor.stage_name())
-    cause = processor.cause_of(record) if processor.relays else record
+    cause = processor.cause_of(record)
     for n, draft in enumerate(drafts):
         head_key = (draft.topic, draft.key)
         head = state.heads.get(head_key) if draft.chained else None

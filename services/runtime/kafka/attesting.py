@@ -33,6 +33,7 @@ from services.runtime.kafka.topic_io import (
     new_consumer,
     partitions_of,
     read_range,
+    real_ends,
 )
 from services.runtime.logging import get_logger
 from services.runtime.settings import Settings
@@ -189,11 +190,7 @@ async def last_signed_head(
         part = key_partition(writer.encode("utf-8"), [tp.partition for tp in tps])
         tp = next(t for t in tps if t.partition == part)
         first = (await consumer.beginning_offsets([tp]))[tp]
-        upto = listed = (await consumer.end_offsets([tp]))[tp]
-        if listed > first:  # ListOffsets is a lower bound on Tansu (its last batch's base + 1): the real end
-            _, reached = await read_range(consumer, {tp: listed - 1}, {tp: listed}, to_end=True)
-            upto = max(listed, reached.get(tp, listed))
-        window = RESUME_WINDOW
+        upto, window = (await real_ends(consumer, [tp]))[tp], RESUME_WINDOW
         while best is None:
             start = max(first, upto - window)
             read, _ = await read_range(consumer, {tp: start}, {tp: upto}, ahead_ms=RANGE_FETCH_MS)

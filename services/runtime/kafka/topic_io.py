@@ -31,9 +31,9 @@ partition costs this much there; a broker that answers at once with records (Kaf
 RANGE_FETCH_MS = 100
 """The fetch wait of a range read's rounds that know of records ahead (``ahead_ms`` of :func:`read_range`:
 the restore, catch-up, signed heads' resume, whole-topic reads): Tansu's in-memory store lists a
-partition's batches from its first at every fetch until the wait runs out, so on a 1M-record log 10 ms
-read two whole topics 30x slower than 100 ms (longer waits no faster), while a fetch that finds records
-is answered once it has them (docs/performance.md#kafka-range-readers-fetch-wait). Rounds with nothing
+partition's batches from its first at every fetch until the wait runs out, so on a long log a short
+wait gathers next to nothing, while a fetch that finds records is answered once it has them (figures:
+docs/performance.md#kafka-range-readers-fetch-wait). Rounds with nothing
 known ahead (an idle or empty partition, an end to confirm) keep :data:`READ_FETCH_MS`: Tansu holds
 those fetches for their whole wait."""
 
@@ -97,6 +97,22 @@ def new_consumer(settings: Settings) -> AIOKafkaConsumer:
         isolation_level=settings.isolation_level,
         **settings.aiokafka_auth(),
     )
+
+
+async def real_ends(consumer: AIOKafkaConsumer, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    """The next offset after the last record of each partition now: ListOffsets is only a lower bound
+    (Tansu: the base offset of the last record batch plus one), so the last batch of each non-empty
+    partition is read, up to the high watermark (one fetch). Replaces the consumer's assignment."""
+    if not tps:
+        return {}
+    known(consumer, tps)
+    listed = dict(await consumer.end_offsets(list(tps)))
+    probe = {tp: end - 1 for tp, end in listed.items() if end > 0}
+    if not probe:
+        return listed
+    ends = {tp: listed[tp] for tp in probe}
+    _, reached = await read_range(consumer, probe, ends, to_end=True, ahead_ms=RANGE_FETCH_MS)
+    return {tp: max(end, reached.get(tp, end)) for tp, end in listed.items()}
 
 
 def key_partition(key: bytes, partitions: Sequence[int]) -> int:
@@ -279,8 +295,8 @@ async def read_range(
 def known(consumer: AIOKafkaConsumer, tps: Sequence[TopicPartition]) -> None:
     """Let a plain reader list ``tps``' offsets without learning their topics one by one: assigned (and
     paused: nothing is fetched), their topics go into its next metadata request together, where
-    ``end_offsets`` and ``beginning_offsets`` alone learn one unknown topic per retry, about 100 ms each
-    (a restore's ten output topics: 0.92 s, 5 ms so; docs/performance.md#kafka-range-readers-fetch-wait).
+    ``end_offsets`` and ``beginning_offsets`` alone learn one unknown topic per retry backoff (figures:
+    docs/performance.md#kafka-range-readers-fetch-wait).
     Replaces the reader's assignment (the next read assigns its own)."""
     consumer.assign(list(tps))
     consumer.pause(*tps)

@@ -145,6 +145,7 @@ from services.runtime.kafka.topic_io import (
     new_consumer,
     probe,
     read_range,
+    real_ends,
 )
 from services.runtime.keyring import KeyringError
 from services.runtime.logging import configure, get_logger
@@ -1558,7 +1559,8 @@ class Shell:
         starts = await self.check_log(mine)
         rebuild = any(ends[tp] > 0 for tp in scratch)  # outputs may exist for records of any offset
         await self.read_outputs(snaps, rebuild=rebuild)
-        after = await self._real_ends(mine)  # after the outputs were read: each one's cause is before
+        # the ends after the outputs were read back: each of those outputs was caused before them
+        after = await real_ends(await self.reader(), mine)
         for pipe in self.pipes:
             for scope in pipe.states:
                 if not pipe.positions.get(scope):  # from scratch: its outputs are read from the start
@@ -1587,19 +1589,6 @@ class Shell:
         reader = await self.reader()
         known(reader, tps)
         return dict(await reader.end_offsets(list(tps)))
-
-    async def _real_ends(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        """The next offset after the last record of each partition now: ListOffsets is only a lower bound
-        (Tansu: the base offset of the last record batch plus one), so the last batch of each non-empty
-        partition is read, up to the high watermark (one fetch)."""
-        listed = await self._ends(tps)
-        probe = {tp: end - 1 for tp, end in listed.items() if end > 0}
-        if not probe:
-            return listed
-        reader = await self.reader()
-        ends = {tp: listed[tp] for tp in probe}
-        _, reached = await read_range(reader, probe, ends, to_end=True, ahead_ms=RANGE_FETCH_MS)
-        return {tp: max(end, reached.get(tp, end)) for tp, end in listed.items()}
 
     async def check_log(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """The offset each input partition is read from next (the least any pipe needs); raises
