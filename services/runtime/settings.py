@@ -93,6 +93,12 @@ class Settings(_Casino):
         le=86_400,
         description="a Kafka worker snapshots a partition's state at least this often while records come",
     )
+    standby_stores: bool = Field(
+        default=False,
+        description="a Kafka worker keeps warm in its local store the state of the partitions other "
+        "members own, following their changelogs (Kafka Streams' standby replicas): taking one over "
+        "reads only what changed since",
+    )
     db_path: Path = Field(default=Path("var/casino.db"), description="the embedded runtime's SQLite log")
     sqlite_synchronous: Synchronous = Field(
         default="NORMAL",

@@ -223,6 +223,16 @@ class LocalStore:
         batch.put(b"s/" + scope_key(stage, scope), _POSITION.pack(position) + blob)
         self.db.write(batch)
 
+    def save_kept(self, stage: str, scope: int, kept: Mapping[str, Mapping[str, str]]) -> None:
+        """Keep kept entries read from the changelog ahead of the snapshot that covers them (a restore or
+        a standby reading them in chunks, the snapshot last: :meth:`save`). Safe ahead of it: a local
+        snapshot older than the changelog's latest is never restored from (the latest is read again)."""
+        batch = WriteBatch(raw_mode=True)
+        for name, entries in kept.items():
+            for key, value in entries.items():
+                batch.put(b"k/" + kept_key(stage, scope, name, key), value.encode())
+        self.db.write(batch)
+
     def kept_value(self, stage: str, scope: int, name: str, key: str) -> str | None:
         """The value of entry ``key`` of the scope's kept map ``name`` as of its latest local snapshot."""
         value = self.db.get(b"k/" + kept_key(stage, scope, name, key))

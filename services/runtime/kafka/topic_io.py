@@ -209,12 +209,13 @@ async def aproduce(settings: Settings, envelopes: Iterable[Envelope]) -> int:
 
 
 async def partitions_of(consumer: AIOKafkaConsumer, physical: Sequence[str]) -> list[TopicPartition]:
-    """The partitions of the named topics. Call it before ``assign``: once a consumer is assigned, its
-    metadata covers only the assigned topics and any other topic shows no partition."""
-    await consumer.topics()  # refreshes the metadata
+    """The partitions of the named topics (none for a topic that does not exist), from a metadata
+    request over every topic: an assigned consumer's own metadata covers only the assigned topics, so
+    ``partitions_for_topic`` shows no partition of any other."""
+    cluster = await consumer._client.fetch_all_metadata()  # what ``consumer.topics()`` reads
     tps: list[TopicPartition] = []
     for name in physical:
-        for p in sorted(consumer.partitions_for_topic(name) or ()):
+        for p in sorted(cluster.partitions_for_topic(name) or ()):
             tps.append(TopicPartition(name, p))
     return tps
 
@@ -352,7 +353,7 @@ def iter_raw(
     consumer = loop.run_until_complete(started())
     try:
         physical = [settings.topic(t) for t in logical_topics]
-        tps = loop.run_until_complete(partitions_of(consumer, physical))  # before any assign: see there
+        tps = loop.run_until_complete(partitions_of(consumer, physical))
         listed = loop.run_until_complete(consumer.end_offsets(tps)) if tps else {}
         for tp in sorted(tps, key=lambda tp: (physical.index(tp.topic), tp.partition)):
             logical = settings.logical(tp.topic)

@@ -137,6 +137,7 @@ from services.runtime.kafka import attesting, metrics
 from services.runtime.kafka import loop as consume_loop
 from services.runtime.kafka import state as state_store
 from services.runtime.kafka.lease import EXIT_LEASE, Lease, LeaseLost
+from services.runtime.kafka.standby import Standby
 from services.runtime.kafka.topic_io import (
     BATCH_BYTES,
     RANGE_FETCH_MS,
@@ -158,6 +159,10 @@ A broker answers a pending fetch as soon as records arrive, so the wait costs no
 (0.6) holds a fetch that finds records for its whole wait, and answers an empty one about a third of
 the wait after a record arrives, so the demo and tests set a short one (10 ms:
 :data:`services.runtime.kafka.bus.QUICK_GROUP_TIMEOUTS`, figures in that module)."""
+
+KEPT_CHUNK = 20_000
+"""Changelog offsets a restore or a standby reads and stores at a time when it takes kept entries from
+the changelog (:meth:`Shell.absorb`): what it holds in memory at once."""
 
 EXIT_CRASH = 70
 """Exit status of a worker that stopped on an error while handling a record (EX_SOFTWARE)."""
@@ -791,6 +796,8 @@ class Shell:
         self.lease: Lease | None = None
         """Held by a service whose state spans its input partitions (:attr:`single`) before it joins
         its group (:mod:`services.runtime.kafka.lease`)."""
+        self.standby_rounds: Standby | None = None
+        """With ``CASINO_STANDBY_STORES``: the rounds keeping other members' scopes warm here."""
 
     @property
     def standby(self) -> bool:
@@ -941,6 +948,22 @@ class Shell:
         return settings.fetch_max_wait_ms or FETCH_WAIT_MS
 
     async def consume(self) -> None:
+        """:meth:`consume_group`, with the standby rounds beside it (``CASINO_STANDBY_STORES``:
+        :mod:`services.runtime.kafka.standby`), from the start: a member waiting for a lease keeps
+        warm the state it would take over."""
+        if not self.settings.standby_stores or self.store is None:
+            await self.consume_group()
+            return
+        self.standby_rounds = Standby(self)
+        rounds = asyncio.create_task(self.standby_rounds.run())
+        try:
+            await self.consume_group()
+        finally:
+            rounds.cancel()
+            with contextlib.suppress(BaseException):
+                await rounds
+
+    async def consume_group(self) -> None:
         """The service's consumer group, a batch at a time (``getmany``), each batch's outputs
         acknowledged before its offsets are committed; a :attr:`single` service's member first takes
         the lease and holds it between batches."""
@@ -1452,9 +1475,12 @@ class Shell:
             specs.append(TopicSpec(name, max(most, 1), RETENTION_FOREVER_MS, compact=True))
         await ensure_topics(self.settings, specs)
 
-    async def latest_snapshot(self, tp: TopicPartition) -> tuple[int, bytes | None, bytes | None] | None:
-        """The last record of a changelog partition: (offset, key, value), ``None`` when it has none."""
-        reader = await self.reader()
+    async def latest_snapshot(
+        self, tp: TopicPartition, reader: AIOKafkaConsumer | None = None
+    ) -> tuple[int, bytes | None, bytes | None] | None:
+        """The last record of a changelog partition: (offset, key, value), ``None`` when it has none
+        (read with ``reader``, the plain reader's by default)."""
+        reader = reader or await self.reader()
         known(reader, [tp])
         listed = (await reader.end_offsets([tp]))[tp]
         if listed <= 0:
@@ -1497,29 +1523,54 @@ class Shell:
         except snapshot_codec.SnapshotError as exc:
             _log().warning("snapshot_ignored", stage=stage, scope=scope, why=str(exc))
             return None
+        kept: int | None = 0
         if source == "changelog":
             since = local[0] + 1 if local is not None else 0
-            kept = await self.kept_since(stage, scope, since, offset)
-            self.store.save(pipe.stored_as, scope, offset, blob, kept=kept)
+            kept = await self.absorb(await self.reader(), pipe, scope, since=since, offset=offset, blob=blob)
         offsets = {f"{t}[{p}]": o for (t, p), o in snap.offsets.items()}
         _log().info("state_restored", stage=stage, scope=scope, source=source, changelog_offset=offset,
-                    offsets=offsets, bytes=len(blob))  # fmt: skip
+                    offsets=offsets, bytes=len(blob), kept_read=kept)  # fmt: skip
         return snap
 
-    async def kept_since(self, stage: str, scope: int, start: int, end: int) -> dict[str, dict[str, str]]:
-        """The kept entries of ``scope`` on its changelog partition from ``start`` to ``end`` (the snapshot
-        restored): what another worker kept since this store's own latest snapshot (everything, for an
-        empty store), by map name."""
+    async def absorb(
+        self,
+        reader: AIOKafkaConsumer,
+        pipe: Pipe,
+        scope: int,
+        *,
+        since: int,
+        offset: int,
+        blob: bytes,
+        unless: Callable[[], bool] = lambda: False,
+        chunk: int = KEPT_CHUNK,
+    ) -> int | None:
+        """Take the changelog's snapshot of ``scope`` at ``offset`` (``blob``) into the local store with
+        the kept entries before it from ``since`` (what another worker kept since this store's own
+        latest snapshot: everything, for an empty store), read and stored ``chunk`` offsets at
+        a time (memory bounded by a chunk, not by the transfers ever made), the snapshot last. Returns
+        how many kept entries were read; ``None`` when ``unless()`` said stop, as checked right before
+        each write (the standby's: the scope became the worker's)."""
+        assert self.store is not None
+        stage = pipe.stage
         tp = TopicPartition(self.settings.topic(state_store.changelog_topic(stage)), max(scope, 0))
-        out: dict[str, dict[str, str]] = {}
-        if end <= start:
-            return out
-        read, _ = await read_range(await self.reader(), {tp: start}, {tp: end}, ahead_ms=RANGE_FETCH_MS)
-        for m in read.get(tp, ()):
-            named = state_store.kept_entry(stage, scope, m.key)
-            if named is not None and m.value is not None:
-                out.setdefault(named[0], {})[named[1]] = m.value.decode()
-        return out
+        count = 0
+        for first in range(since, offset, chunk):
+            read, _ = await read_range(
+                reader, {tp: first}, {tp: min(first + chunk, offset)}, ahead_ms=RANGE_FETCH_MS
+            )
+            entries: dict[str, dict[str, str]] = {}
+            for m in read.get(tp, ()):
+                named = state_store.kept_entry(stage, scope, m.key)
+                if named is not None and m.value is not None:
+                    entries.setdefault(named[0], {})[named[1]] = m.value.decode()
+                    count += 1
+            if unless():
+                return None
+            self.store.save_kept(pipe.stored_as, scope, entries)
+        if unless():
+            return None
+        self.store.save(pipe.stored_as, scope, offset, blob)
+        return count
 
     async def restore(self, assigned: Iterable[TopicPartition]) -> None:
         """Restore the state of the assigned input partitions, check the log still holds what it says,
