@@ -233,6 +233,11 @@ class LocalStore:
                 batch.put(b"k/" + kept_key(stage, scope, name, key), value.encode())
         self.db.write(batch)
 
+    def flush(self) -> None:
+        """Write the store's memtable out to disk and free it (RocksDB holds recent writes in memory up
+        to its write buffer size: after taking many kept entries in at once, that memory would stay)."""
+        self.db.flush(True)
+
     def kept_value(self, stage: str, scope: int, name: str, key: str) -> str | None:
         """The value of entry ``key`` of the scope's kept map ``name`` as of its latest local snapshot."""
         value = self.db.get(b"k/" + kept_key(stage, scope, name, key))

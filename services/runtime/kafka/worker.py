@@ -164,6 +164,11 @@ KEPT_CHUNK = 20_000
 """Changelog offsets a restore or a standby reads and stores at a time when it takes kept entries from
 the changelog (:meth:`Shell.absorb`): what it holds in memory at once."""
 
+KEPT_FLUSH = 1_000
+"""Kept entries taken in at once from which :meth:`Shell.absorb` flushes the store's memtable: what a
+restore from the changelog read stays on disk, not in memory (a standby round's few entries wait for
+RocksDB's own flush)."""
+
 EXIT_CRASH = 70
 """Exit status of a worker that stopped on an error while handling a record (EX_SOFTWARE)."""
 
@@ -1570,6 +1575,8 @@ class Shell:
         if unless():
             return None
         self.store.save(pipe.stored_as, scope, offset, blob)
+        if count >= KEPT_FLUSH:
+            self.store.flush()
         return count
 
     async def restore(self, assigned: Iterable[TopicPartition]) -> None:
