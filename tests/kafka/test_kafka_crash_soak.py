@@ -35,14 +35,16 @@ REPLICATED = ("dealer", "settlement")
 
 def soak(
     broker: str, logs: Path, *, seed: int, tables: int, coups: int, kills: int,
-    replicated: tuple[str, ...] = REPLICATED, copies: int = 1,
+    replicated: tuple[str, ...] = REPLICATED, copies: int = 1, standby: bool = False,
 ) -> dict[str, object]:  # fmt: skip
     """One session with ``copies`` extra replicas of each of ``replicated`` SIGKILLed ``kills`` times
-    after coups chosen by ``seed`` (each started again one coup later); what a test asserts on."""
+    after coups chosen by ``seed`` (each started again one coup later), every worker with standby
+    stores when ``standby`` (docs/adr/0014); what a test asserts on."""
     settings = quick_settings(
         Settings(
             bootstrap_servers=broker, topic_prefix=f"s{uuid.uuid4().hex[:10]}.", partitions=6,
-            demo_mode=True, log_level="INFO", state_snapshot_records=50,
+            demo_mode=True, log_level="INFO", state_snapshot_records=50, standby_stores=standby,
+            state_snapshot_interval_s=1.0 if standby else 5.0,
         ),
         env={},
     )  # fmt: skip
@@ -92,6 +94,7 @@ def soak(
     return {
         "records": records, "reference": replay(memory.log), "status": status, "kills": killed,
         "seconds": took, "restored": logs_text.count('"event": "state_restored"'), "logs": logs_of,
+        "standby_taken": logs_text.count('"event": "standby_taken"'),
     }  # fmt: skip
 
 
@@ -121,10 +124,20 @@ def test_replicas_killed_mid_session_write_nothing_twice(kafka_broker: str, tmp_
     assert isinstance(result["restored"], int) and result["restored"] > 0
 
 
+def test_replicas_killed_with_standby_stores_write_nothing_twice(kafka_broker: str, tmp_path: Path) -> None:
+    """The same with standby stores (each member keeping the others' partitions warm): the takeovers
+    restore from stores the standby rounds wrote while the other member applied records, and still
+    nothing is written twice, the replay is clean, the digest the in-memory run's."""
+    result = soak(kafka_broker, tmp_path, seed=32, tables=3, coups=3, kills=2, standby=True)
+    check(result)
+    assert result["kills"] == 2
+    assert isinstance(result["standby_taken"], int) and result["standby_taken"] > 0
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_crash_soak_many_kills(kafka_broker: str, tmp_path: Path, seed: int) -> None:
-    """Seven tables, six coups each, five kills per run, three seeds: nothing written twice, clean, the
-    in-memory digest."""
-    result = soak(kafka_broker, tmp_path, seed=seed, tables=7, coups=6, kills=5)
+@pytest.mark.parametrize(("seed", "standby"), [(1, False), (2, True), (3, False), (4, True)])
+def test_crash_soak_many_kills(kafka_broker: str, tmp_path: Path, seed: int, standby: bool) -> None:
+    """Seven tables, six coups each, five kills per run, four seeds (two with standby stores): nothing
+    written twice, clean, the in-memory digest."""
+    result = soak(kafka_broker, tmp_path, seed=seed, tables=7, coups=6, kills=5, standby=standby)
     check(result)

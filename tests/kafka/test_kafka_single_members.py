@@ -44,13 +44,17 @@ def _wait_for(workers: Workers, line: str, names: tuple[str, ...]) -> None:
         time.sleep(0.2)
 
 
-def run(broker: str, logs: Path, *, seed: int, tables: int, coups: int, kill_after: int) -> dict[str, object]:
+def run(
+    broker: str, logs: Path, *, seed: int, tables: int, coups: int, kill_after: int, standby: bool = False
+) -> dict[str, object]:
     """A session with the first replica of audit's tree stage holding the lease and SIGKILLed after
-    ``kill_after`` coups (0: never); the second replica, started after it, waits and takes over."""
+    ``kill_after`` coups (0: never); the second replica, started after it, waits and takes over (with
+    ``standby``: keeping the holder's state warm meanwhile, docs/adr/0014)."""
     settings = quick_settings(
         Settings(
             bootstrap_servers=broker, topic_prefix=f"m{uuid.uuid4().hex[:10]}.", partitions=6,
-            demo_mode=True, log_level="INFO", state_snapshot_records=50,
+            demo_mode=True, log_level="INFO", state_snapshot_records=50, standby_stores=standby,
+            state_snapshot_interval_s=1.0 if standby else 5.0,
         ),
         env={},
     )  # fmt: skip
@@ -86,11 +90,18 @@ def run(broker: str, logs: Path, *, seed: int, tables: int, coups: int, kill_aft
     return {"records": records, "reference": replay(memory.log), "status": status, **logs_of}
 
 
-def test_a_second_audit_waits_then_takes_over_from_a_killed_holder(kafka_broker: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("standby", [False, True])
+def test_a_second_audit_waits_then_takes_over_from_a_killed_holder(
+    kafka_broker: str, tmp_path: Path, standby: bool
+) -> None:
     """Two replicas of audit's tree stage: the second says once that it waits; the holder is SIGKILLed
     mid-session and the second one takes over: every event id once, the replay clean with the
-    in-memory digest (every checkpoint the cadence calls for is there)."""
-    result = run(kafka_broker, tmp_path, seed=31, tables=3, coups=4, kill_after=6)
+    in-memory digest (every checkpoint the cadence calls for is there). With standby stores the
+    waiting member keeps the holder's state warm in its own store meanwhile (it owns nothing)."""
+    result = run(kafka_broker, tmp_path, seed=31, tables=3, coups=4, kill_after=6, standby=standby)
+    second = result["second"]
+    assert isinstance(second, dict)
+    assert ('"standby_taken"' in second["audit-tree"]) is standby
     check(result)
     records = result["records"]
     assert isinstance(records, list)
