@@ -27,7 +27,9 @@ from tests.kafka.toy import Toy
 pytestmark = pytest.mark.kafka
 
 
-async def _worker(settings: Settings, path: Path) -> Shell:
+async def toy_worker(settings: Settings, path: Path) -> Shell:
+    """A worker of the toy processor over the broker with its own store at ``path`` and a started
+    producer, no group consumer: each step says what it is assigned."""
     shell = Shell(
         SimpleNamespace(conf=SimpleNamespace(id="g")),  # type: ignore[arg-type]
         settings,
@@ -36,7 +38,7 @@ async def _worker(settings: Settings, path: Path) -> Shell:
         store=state_store.LocalStore(path),
     )
     shell.producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_list, acks="all")
-    await shell.producer.start()  # no group consumer: each step says what the worker is assigned
+    await shell.producer.start()
     return shell
 
 
@@ -82,7 +84,7 @@ async def test_a_snapshot_taken_before_the_causes_of_outputs_already_written_doe
     records = deposits(0, 48)
     if not snapshotted:
         await aproduce(settings, records)
-    first = await _worker(settings, tmp_path / "w1")
+    first = await toy_worker(settings, tmp_path / "w1")
     await first.restore(every)  # on empty partitions: a first snapshot of each scope, at offset 0
     if snapshotted:
         await aproduce(settings, records)
@@ -94,12 +96,12 @@ async def test_a_snapshot_taken_before_the_causes_of_outputs_already_written_doe
     assert written > 0
     await _kill(first)
 
-    second = await _worker(settings, tmp_path / "w2")
+    second = await toy_worker(settings, tmp_path / "w2")
     await second.restore([tp])
     assert await _handle(second, tp, 0, 3, snapshot=True) == 0  # in the index: none sent again
     await _kill(second)
 
-    third = await _worker(settings, tmp_path / "w3")
+    third = await toy_worker(settings, tmp_path / "w3")
     await third.restore([tp])
     resent = await _handle(third, tp, 3, end, snapshot=False)
     await _kill(third)
@@ -109,3 +111,40 @@ async def test_a_snapshot_taken_before_the_causes_of_outputs_already_written_doe
     twice = {i: n for i, n in ids.items() if n > 1}
     assert resent == 0 and not twice, f"{len(twice)} outputs written twice"
     assert len(out) == written  # every output on the log is worker 1's, written once
+
+
+async def test_a_death_between_kept_entries_and_their_snapshot_restores_from_the_snapshot_before(
+    kafka_broker: str, tmp_path: Path
+) -> None:
+    """A worker writes a scope's kept entries to its changelog, each a record of its own, then the
+    snapshot that covers them (ADR 0010); killed between the two, it leaves entries after the last
+    snapshot. The next worker restores from that snapshot (its inputs from the snapshot's offsets, not
+    from the partition's beginning) and takes none of the orphaned entries in."""
+    settings = settings_for(kafka_broker)
+    await ensure_topics(settings, service_topics([Toy()]))
+    inputs = settings.topic(topics.WALLET_REQUESTS)
+    every = [TopicPartition(inputs, p) for p in range(settings.partitions)]
+    await aproduce(settings, deposits(0, 24))
+    ends = Counter(r.partition for r in await aconsume_raw(settings, [topics.WALLET_REQUESTS]))
+    tp = max(every, key=lambda t: ends[t.partition])
+    end = ends[tp.partition]
+    first = await toy_worker(settings, tmp_path / "w1")
+    await first.restore([tp])
+    await _handle(first, tp, 0, end, snapshot=True)
+    [pipe] = first.routes[inputs]
+    await _kill(first)
+    orphans = [(state_store.kept_key(pipe.stage, tp.partition, "transfers", f"t{i}"), b"v") for i in range(3)]
+    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_list, acks="all")
+    await producer.start()
+    changelog = settings.topic(state_store.changelog_topic(pipe.stage))
+    for key, value in orphans:
+        await producer.send_and_wait(changelog, value, key=key, partition=tp.partition)
+    await producer.stop()
+
+    second = await toy_worker(settings, tmp_path / "w2")
+    await second.restore([tp])
+    [again] = second.routes[inputs]
+    assert second.store is not None
+    assert again.next_offset[(topics.WALLET_REQUESTS, tp.partition)] == end  # not 0: not rebuilt
+    assert second.store.kept_value(again.stored_as, tp.partition, "transfers", "t0") is None
+    await _kill(second)

@@ -15,7 +15,6 @@ import json
 import time
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -32,6 +31,7 @@ from services.runtime.kafka.topic_io import aconsume_raw, aproduce, key_partitio
 from services.runtime.kafka.worker import Shell, ensure_topics, service_topics
 from services.runtime.keyring import demo_keyring
 from services.runtime.settings import Settings
+from tests.kafka.test_kafka_restore_chain import toy_worker
 from tests.kafka.test_kafka_runtime import settings_for
 from tests.kafka.toy import Toy
 
@@ -42,16 +42,9 @@ WAIT_S = 120.0
 
 
 async def _shell(settings: Settings, path: Path) -> Shell:
-    shell = Shell(
-        SimpleNamespace(conf=SimpleNamespace(id="g")),  # type: ignore[arg-type]
-        settings,
-        [Toy()],
-        service="toy",
-        store=state_store.LocalStore(path),
-    )
+    """A toy worker (:func:`toy_worker`) whose topics and changelog exist."""
     await ensure_topics(settings, service_topics([Toy()]))
-    shell.producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_list, acks="all")
-    await shell.producer.start()  # no group consumer: the test says what the worker owns
+    shell = await toy_worker(settings, path)
     await shell.ensure_changelogs()
     return shell
 

@@ -110,12 +110,10 @@ class Standby:
         """Take the scope's latest changelog snapshot into the local store, if newer than the store's."""
         shell, store = self.shell, self.shell.store
         assert store is not None
-        latest = await shell.latest_snapshot(tp, reader)
+        latest = await shell.latest_snapshot(tp, state_store.scope_key(pipe.stage, scope), reader)
         if latest is None:
             return False
-        offset, key, value = latest
-        if key != state_store.scope_key(pipe.stage, scope) or value is None:
-            return False  # a kept entry written after the last snapshot: the next round takes it
+        offset, value = latest
         local = store.snapshot(pipe.stored_as, scope)
         if local is not None and local[0] >= offset:
             return False  # a store ahead of the changelog is the restore's to report (StateLost)

@@ -164,6 +164,11 @@ KEPT_CHUNK = 20_000
 """Changelog offsets a restore or a standby reads and stores at a time when it takes kept entries from
 the changelog (:meth:`Shell.absorb`): what it holds in memory at once."""
 
+SNAPSHOT_WINDOW = 4096
+"""Changelog records a restore reads back at a time, after the last one, to find a scope's last snapshot
+(:meth:`Shell.latest_snapshot`): more than the kept entries one snapshot covers at the default
+``CASINO_STATE_SNAPSHOT_RECORDS``, so one window finds it after a death between the two."""
+
 KEPT_FLUSH = 1_000
 """Kept entries taken in at once from which :meth:`Shell.absorb` flushes the store's memtable: what a
 restore from the changelog read stays on disk, not in memory (a standby round's few entries wait for
@@ -1481,20 +1486,33 @@ class Shell:
         await ensure_topics(self.settings, specs)
 
     async def latest_snapshot(
-        self, tp: TopicPartition, reader: AIOKafkaConsumer | None = None
-    ) -> tuple[int, bytes | None, bytes | None] | None:
-        """The last record of a changelog partition: (offset, key, value), ``None`` when it has none
-        (read with ``reader``, the plain reader's by default)."""
+        self, tp: TopicPartition, key: bytes, reader: AIOKafkaConsumer | None = None
+    ) -> tuple[int, bytes] | None:
+        """The last snapshot (records under ``key``) of a changelog partition: (offset, value); ``None``
+        when it holds none. Read back from the end: the last record first (a snapshot, but where its
+        writer died between the kept entries it writes first and the snapshot itself: ADR 0010), then
+        windows of :data:`SNAPSHOT_WINDOW` records, doubling (with ``reader``, the plain reader's by
+        default)."""
         reader = reader or await self.reader()
         known(reader, [tp])
         listed = (await reader.end_offsets([tp]))[tp]
         if listed <= 0:
             return None
-        read, _ = await read_range(
-            reader, {tp: listed - 1}, {tp: listed}, to_end=True, ahead_ms=RANGE_FETCH_MS
-        )
-        msgs = read.get(tp) or []
-        return (msgs[-1].offset, msgs[-1].key, msgs[-1].value) if msgs else None
+        first: int | None = None
+        upto, window = listed, 1
+        while True:
+            start = max(upto - window, first or 0)
+            read, _ = await read_range(
+                reader, {tp: start}, {tp: upto}, to_end=upto == listed, ahead_ms=RANGE_FETCH_MS
+            )
+            for m in reversed(read.get(tp) or []):
+                if m.key == key and m.value is not None:
+                    return m.offset, m.value
+            if first is None:
+                first = (await reader.beginning_offsets([tp]))[tp]
+            if start <= first:
+                return None
+            upto, window = start, max(window * 2, SNAPSHOT_WINDOW)
 
     async def load(self, pipe: Pipe, scope: int) -> state_store.Snapshot | None:
         """The scope's latest snapshot: the local store's when its changelog offset is the changelog's
@@ -1506,20 +1524,17 @@ class Shell:
         stage = pipe.stage
         topic = self.settings.topic(state_store.changelog_topic(stage))
         local = self.store.snapshot(pipe.stored_as, scope)
-        latest = await self.latest_snapshot(TopicPartition(topic, max(scope, 0)))
+        tp = TopicPartition(topic, max(scope, 0))
+        latest = await self.latest_snapshot(tp, state_store.scope_key(stage, scope))
         if local is not None and (latest is None or local[0] > latest[0]):
             raise state_store.StateLost(
                 f"the local state of {stage} scope {scope} was written at offset {local[0]} of {topic}, "
-                f"which now ends at {'nothing' if latest is None else latest[0]}: the changelog was lost"
+                f"whose last snapshot is now at {'none' if latest is None else latest[0]}: the changelog "
+                "was lost"
             )
         if latest is None:
             return None
-        offset, key, value = latest
-        if key != state_store.scope_key(stage, scope) or value is None:
-            _log().warning(
-                "snapshot_ignored", stage=stage, scope=scope, why=f"the changelog's last key is {key!r}"
-            )
-            return None
+        offset, value = latest
         source, blob = (
             ("local", local[1]) if local is not None and local[0] == offset else ("changelog", value)
         )
