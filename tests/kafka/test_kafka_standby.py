@@ -108,6 +108,8 @@ async def test_standby_rounds_take_other_members_snapshots_in_chunks_never_an_ow
     assert fresh.store.snapshot(pipe.stored_as, 1) == (snap_at, b"snap-1")
     assert fresh.store.kept_value(pipe.stored_as, 1, "transfers", "t6") == "v6"
     assert fresh.store.snapshot(pipe.stored_as, 0) is None
+    taken = fresh.metrics.registry.get_sample_value("casino_standby_snapshots_total", {"service": "toy"})
+    assert taken == 1
     # nothing new: nothing taken; kept entries whose snapshot is not written yet: not taken ahead of it
     assert await standby.round() == 0
     await _write_changelog(settings, stage, 1, _kept(stage, 1, range(7, 9)))

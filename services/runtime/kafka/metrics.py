@@ -144,6 +144,10 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "casino_state_snapshot_bytes_total": (
         "counter", "Bytes of the state snapshots written", ("service",),
     ),
+    "casino_standby_snapshots_total": (
+        "counter", "Snapshots of partitions other members own taken into the local store by the standby "
+        "rounds (CASINO_STANDBY_STORES)", ("service",),
+    ),
     "casino_log_lost_total": (
         "counter", "Times the worker found the log lost what its state says was applied (it then exits)",
         ("service",),
@@ -263,6 +267,10 @@ class WorkerMetrics:
         """Count one state snapshot written, of ``size`` bytes."""
         self._m["casino_state_snapshots_total"].labels(self.service).inc()
         self._m["casino_state_snapshot_bytes_total"].labels(self.service).inc(size)
+
+    def standby_taken(self) -> None:
+        """Count one snapshot a standby round took in."""
+        self._m["casino_standby_snapshots_total"].labels(self.service).inc()
 
     def lost(self) -> None:
         """Count a lost log (the worker exits next)."""

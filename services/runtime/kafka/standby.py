@@ -124,6 +124,7 @@ class Standby:
         )
         if kept is None:  # the scope became this worker's meanwhile: its restore takes it
             return False
+        shell.metrics.standby_taken()
         get_logger("casino.kafka").info(
             "standby_taken", stage=pipe.stage, scope=scope, changelog_offset=offset, kept_read=kept,
             ms=round((time.perf_counter() - started) * 1000, 1),
