@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from services.core import topics
 from services.core.boundary import own_namespace
@@ -133,6 +136,98 @@ async def test_standby_rounds_take_other_members_snapshots_in_chunks_never_an_ow
         s.store.close()
     assert standby.reader is not None
     await standby.reader.stop()
+
+
+Step = tuple[str, int]
+"""One move of the changelog's writers or of the standby: (what, how many kept entries)."""
+
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("snapshot"), st.integers(0, 7)),  # the owner: kept entries, then their snapshot
+        st.tuples(st.just("death"), st.integers(1, 7)),  # the owner killed after its kept entries
+        st.tuples(st.just("round"), st.just(0)),  # the standby's round
+        st.tuples(st.just("owned_round"), st.just(0)),  # a round while the scope is the standby's own
+        st.tuples(st.just("restoring_round"), st.just(0)),  # a round while the standby restores
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+async def _play(
+    broker: str, steps: list[Step], base: Path
+) -> tuple[state_store.LocalStore, state_store.LocalStore, str, list[str], int]:
+    """Play ``steps`` on a fresh changelog (scope 1 of the toy stage) with a standby worker following it,
+    then one last round: the standby's store, a store restored cold from the changelog, the stage's
+    name in them, the kept keys written, and how many of them the last snapshot covers."""
+    settings = settings_for(broker)
+    standby_shell = await _shell(settings, base / "standby")
+    stage, scope = standby_shell.pipes[0].stage, 1
+    inputs = TopicPartition(settings.topic(topics.WALLET_REQUESTS), scope)
+    standby = Standby(standby_shell)
+    keys: list[str] = []
+    covered = 0
+    store, stored_as = standby_shell.store, standby_shell.pipes[0].stored_as
+    assert store is not None
+    for what, n in steps:
+        if what in ("snapshot", "death"):
+            keys += [f"t{len(keys) + i}" for i in range(n)]
+            records = _kept(stage, scope, range(len(keys) - n, len(keys)))
+            if what == "snapshot":
+                records.append((state_store.scope_key(stage, scope), f"snap-{len(keys)}".encode()))
+                covered = len(keys)
+            if records:
+                await _write_changelog(settings, stage, scope, records)
+        else:
+            owned = {inputs} if what in ("owned_round", "restoring_round") else set()
+            standby_shell.owned = owned
+            standby_shell.restored = set() if what == "restoring_round" else set(owned)
+            before = store.snapshot(stored_as, scope)
+            taken = await standby.round()
+            after = store.snapshot(stored_as, scope)
+            if what != "round":  # never a scope the worker owns or is restoring
+                assert taken == 0 and after == before
+    standby_shell.owned, standby_shell.restored = set(), set()
+    standby.seen.clear()  # the last round looks at every partition again
+    await standby.round()
+    cold_shell = await _shell(settings, base / "cold")
+    [cold_pipe] = cold_shell.pipes
+    reader = await cold_shell.reader()
+    tp = TopicPartition(settings.topic(state_store.changelog_topic(stage)), scope)
+    latest = await cold_shell.latest_snapshot(tp, state_store.scope_key(stage, scope))
+    if latest is not None:
+        await cold_shell.absorb(reader, cold_pipe, scope, since=0, offset=latest[0], blob=latest[1])
+    for s in (standby_shell, cold_shell):
+        assert s.producer is not None
+        await s.producer.stop()
+        await s.close()
+    if standby.reader is not None:
+        await standby.reader.stop()
+    assert cold_shell.store is not None
+    return store, cold_shell.store, stored_as, keys, covered
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=STEPS)
+def test_a_standby_store_is_what_a_cold_restore_makes_whatever_the_writers_did(
+    kafka_broker: str, steps: list[Step]
+) -> None:
+    """Whatever the owner wrote (snapshots after their kept entries, deaths between the two) and
+    whenever the standby's rounds came (some while it owned or restored the scope: they write nothing),
+    the standby's store ends holding what a store restored cold from the changelog holds: the same last
+    snapshot at the same offset, the same kept entries: those written before it, none after."""
+    with tempfile.TemporaryDirectory() as base:
+        warm, cold, stored_as, keys, covered = asyncio.run(_play(kafka_broker, steps, Path(base)))
+        try:
+            assert warm.snapshot(stored_as, 1) == cold.snapshot(stored_as, 1)
+            if covered:
+                assert warm.snapshot(stored_as, 1)[1] == f"snap-{covered}".encode()
+            expected = [f"v{i}" if i < covered else None for i in range(len(keys))]
+            assert [warm.kept_value(stored_as, 1, "transfers", k) for k in keys] == expected
+            assert [cold.kept_value(stored_as, 1, "transfers", k) for k in keys] == expected
+        finally:
+            warm.close()
+            cold.close()
 
 
 def deposit_into(account: str, n: int, transfer: str, amount: int) -> Envelope:
