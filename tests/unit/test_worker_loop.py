@@ -586,3 +586,50 @@ def test_a_quiet_scope_behind_the_output_positions_is_snapshotted_again_once_an_
     pipe.since[1] = 1  # records applied since: the ordinary snapshots' business, not this one's
     assert shell.quiet_behind(stopping=True, besides=set()) == []
     shell.store.close()
+
+
+async def test_a_stop_leaves_the_group_and_stops_the_clients_even_when_the_last_landing_was_cancelled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stop's cleanup first lets the last batch land; a landing that was itself cancelled (a second
+    cancellation reaching the stop) used to end the cleanup there, the group consumer never stopped: no
+    LeaveGroup, and the next member's join waited a whole session timeout. The clients are stopped
+    whatever ended the landing."""
+    stopped: list[str] = []
+
+    class Client:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def subscribe(self, topics: Any, listener: Any) -> None:
+            pass
+
+        async def start(self) -> None:
+            pass
+
+        async def stop(self) -> None:
+            stopped.append(self.name)
+
+    shell = _shell(FakeConsumer([]))
+    consumer, producer = Client("consumer"), Client("producer")
+
+    def clients() -> None:
+        shell.consumer, shell.producer = consumer, producer  # type: ignore[assignment]
+
+    async def nothing(*_: Any, **__: Any) -> None:
+        return None
+
+    async def stopped_by_a_signal(*_: Any, **__: Any) -> None:
+        cancelled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        cancelled.cancel()
+        shell._landing = cancelled  # the last batch's landing, cancelled too
+        raise asyncio.CancelledError
+
+    monkeypatch.setattr(shell, "_clients", clients)
+    monkeypatch.setattr(shell, "_start_producers", nothing)
+    monkeypatch.setattr(shell, "ensure_copartitioned", nothing)
+    monkeypatch.setattr(shell, "_snapshot_idle", nothing)
+    monkeypatch.setattr("services.runtime.kafka.loop.consume", stopped_by_a_signal)
+    with pytest.raises(asyncio.CancelledError):
+        await shell.consume_group()
+    assert stopped == ["consumer", "producer"]

@@ -994,18 +994,20 @@ class Shell:
         try:
             await consume_loop.consume(self._fetch, handle, idle=self._idle, lease=self.lease)
         finally:
-            if self._landing is not None:  # a stop: let the last batch land (its commit may fail)
-                with contextlib.suppress(Exception):
-                    await self._landing
-            with contextlib.suppress(Exception):  # and snapshot: the next start replays nothing
-                await self._snapshot_idle(stopping=True)
-            await self.consumer.stop()
-            await self.producer.stop()
-            if self.snapshot_producer is not None:
-                await self.snapshot_producer.stop()
-            await self.close()
-            if self.lease is not None:  # last: a standby takes over after this member's last commit
-                await self.lease.release()
+            try:
+                if self._landing is not None:  # a stop: let the last batch land (its commit may fail)
+                    with contextlib.suppress(Exception):
+                        await self._landing
+                with contextlib.suppress(Exception):  # and snapshot: the next start replays nothing
+                    await self._snapshot_idle(stopping=True)
+            finally:  # whatever ended those (a cancelled landing too): leave the group, stop the clients
+                await self.consumer.stop()
+                await self.producer.stop()
+                if self.snapshot_producer is not None:
+                    await self.snapshot_producer.stop()
+                await self.close()
+                if self.lease is not None:  # last: a standby takes over after this member's last commit
+                    await self.lease.release()
 
     def _clients(self) -> None:
         """The group's consumer and the producer (transactional with ``CASINO_EXACTLY_ONCE``: then the
