@@ -46,8 +46,6 @@ class Standby:
         """Per changelog partition, its end when the standby last took it in."""
         self.partitions: dict[str, list[TopicPartition]] = {}
         """Per changelog topic, its partitions (once known)."""
-        self.absorbed = 0
-        """Snapshots taken in so far (tests, metrics)."""
 
     async def run(self) -> None:
         """A round every snapshot interval until cancelled."""
@@ -103,7 +101,6 @@ class Standby:
                 if await self.take(reader, pipe, scope, tp):
                     taken += 1
                 self.seen[tp] = ends[tp]
-        self.absorbed += taken
         return taken
 
     async def take(self, reader: AIOKafkaConsumer, pipe: Pipe, scope: int, tp: TopicPartition) -> bool:

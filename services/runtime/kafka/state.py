@@ -217,9 +217,7 @@ class LocalStore:
         prefix = b"a/" + scope_key(stage, scope) + b"/"
         for event_id in ids:
             batch.put(prefix + event_id.encode(), b"")
-        for name, entries in (kept or {}).items():
-            for key, value in entries.items():
-                batch.put(b"k/" + kept_key(stage, scope, name, key), value.encode())
+        _put_kept(batch, stage, scope, kept or {})
         batch.put(b"s/" + scope_key(stage, scope), _POSITION.pack(position) + blob)
         self.db.write(batch)
 
@@ -228,9 +226,7 @@ class LocalStore:
         a standby reading them in chunks, the snapshot last: :meth:`save`). Safe ahead of it: a local
         snapshot older than the changelog's latest is never restored from (the latest is read again)."""
         batch = WriteBatch(raw_mode=True)
-        for name, entries in kept.items():
-            for key, value in entries.items():
-                batch.put(b"k/" + kept_key(stage, scope, name, key), value.encode())
+        _put_kept(batch, stage, scope, kept)
         self.db.write(batch)
 
     def flush(self) -> None:
@@ -251,6 +247,13 @@ class LocalStore:
     def has_id(self, stage: str, scope: int, event_id: str) -> bool:
         """Whether ``event_id`` was applied in the scope as of its latest local snapshot."""
         return self.db.get(b"a/" + scope_key(stage, scope) + b"/" + event_id.encode()) is not None
+
+
+def _put_kept(batch: WriteBatch, stage: str, scope: int, kept: Mapping[str, Mapping[str, str]]) -> None:
+    """Add the scope's kept entries (by map name) to a store write."""
+    for name, entries in kept.items():
+        for key, value in entries.items():
+            batch.put(b"k/" + kept_key(stage, scope, name, key), value.encode())
 
 
 class StoredIds:

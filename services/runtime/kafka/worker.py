@@ -806,8 +806,6 @@ class Shell:
         self.lease: Lease | None = None
         """Held by a service whose state spans its input partitions (:attr:`single`) before it joins
         its group (:mod:`services.runtime.kafka.lease`)."""
-        self.standby_rounds: Standby | None = None
-        """With ``CASINO_STANDBY_STORES``: the rounds keeping other members' scopes warm here."""
 
     @property
     def standby(self) -> bool:
@@ -964,8 +962,7 @@ class Shell:
         if not self.settings.standby_stores or self.store is None:
             await self.consume_group()
             return
-        self.standby_rounds = Standby(self)
-        rounds = asyncio.create_task(self.standby_rounds.run())
+        rounds = asyncio.create_task(Standby(self).run())
         try:
             await self.consume_group()
         finally:
